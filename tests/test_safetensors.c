@@ -1,0 +1,169 @@
+/* test_safetensors.c - the strict safetensors reader and sharded checkpoints:
+ * real files parse; every malformed variant is a clear error, never a crash. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdint.h>
+
+#include "h3_safetensors.h"
+#include "h3_test.h"
+
+static char *tmpdir;
+
+/* Writes a safetensors file from a header string and n data bytes. */
+static char *write_st(const char *name, const char *header, size_t data_bytes, int64_t len_override) {
+    char *path = g_build_filename(tmpdir, name, NULL);
+    FILE *f = fopen(path, "wb");
+    uint64_t n = len_override >= 0 ? (uint64_t)len_override : strlen(header);
+    for (int i = 0; i < 8; i++) fputc((int)((n >> (8 * i)) & 0xff), f);
+    fwrite(header, 1, strlen(header), f);
+    for (size_t i = 0; i < data_bytes; i++) fputc((int)(i & 0xff), f);
+    fclose(f);
+    return path;
+}
+
+static void expect_error(const char *label, const char *header, size_t data, int64_t len_override,
+                         const char *must_contain) {
+    char *p = write_st("bad.safetensors", header, data, len_override);
+    h3_st_file *f = NULL;
+    h3_status st = {0};
+    h3_status_code rc = h3_st_open(p, &f, &st);
+    CHECK(rc == H3_ERR_FORMAT && f == NULL, "%s: expected a format error, got %d (%s)", label, rc, st.message);
+    CHECK(strstr(st.message, must_contain) != NULL, "%s: message '%s' lacks '%s'", label, st.message, must_contain);
+    CHECK(strstr(st.message, p) != NULL, "%s: message '%s' does not name the file", label, st.message);
+    h3_st_close(f);
+    g_unlink(p);
+    g_free(p);
+}
+
+static void test_good_file(void) {
+    char *p = write_st("good.safetensors",
+                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                       "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[16,22]},"
+                       "\"__metadata__\":{\"format\":\"pt\"}}",
+                       22, -1);
+    h3_st_file *f;
+    h3_status st = {0};
+    CHECK(h3_st_open(p, &f, &st) == H3_OK, "open: %s", st.message);
+    if (!f) return;
+    CHECK(h3_st_count(f) == 2, "count %zu", h3_st_count(f));
+    const h3_st_tensor *a = h3_st_find(f, "a"), *b = h3_st_find(f, "b");
+    CHECK(a && a->numel == 4 && a->nbytes == 16 && a->dtype == H3_ST_F32, "tensor a");
+    CHECK(b && b->numel == 3 && b->ndim == 1 && b->shape[0] == 3, "tensor b");
+    CHECK(h3_st_metadata(f, "format") && strcmp(h3_st_metadata(f, "format"), "pt") == 0, "metadata");
+    CHECK(h3_st_find(f, "missing") == NULL, "missing tensor found");
+    h3_st_close(f);
+    g_unlink(p);
+    g_free(p);
+}
+
+static void test_bad_files(void) {
+    expect_error("bad json", "{\"a\":", 0, -1, "JSON");
+    expect_error("not object", "[1,2]  ", 0, -1, "not a JSON object");
+    expect_error("header too long", "{}", 0, 1000, "header length");
+    expect_error("bad dtype", "{\"a\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, -1, "dtype");
+    expect_error("size mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, -1, "'a'");
+    expect_error("truncated", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, -1, "truncated");
+    expect_error("overlap",
+                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                 12, -1, "overlap");
+    expect_error("negative dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, -1, "shape");
+    expect_error("offsets reversed", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, -1, "data_offsets");
+    expect_error("missing shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, -1, "'a'");
+
+    char *p = g_build_filename(tmpdir, "short.safetensors", NULL);
+    g_file_set_contents(p, "abc", 3, NULL);
+    h3_st_file *f = NULL;
+    h3_status st = {0};
+    CHECK(h3_st_open(p, &f, &st) == H3_ERR_FORMAT, "3-byte file: %s", st.message);
+    g_unlink(p);
+    g_free(p);
+    CHECK(h3_st_open("/nonexistent/x.safetensors", &f, &st) == H3_ERR_NOT_FOUND, "missing file: %s", st.message);
+}
+
+static void test_real_checkpoints(void) {
+    h3_checkpoint *c;
+    h3_status st = {0};
+    /* single-file diffusers transformer */
+    CHECK(h3_checkpoint_open(h3_test_data("models/tiny-h3/transformer"), &c, &st) == H3_OK, "tiny transformer: %s",
+          st.message);
+    if (c) {
+        const h3_st_tensor *t;
+        int64_t shape[2] = {48, 96};
+        CHECK(h3_checkpoint_get(c, "proj_in.weight", 2, shape, &t, &st) == H3_OK, "proj_in: %s", st.message);
+        int64_t wrong[2] = {96, 48};
+        CHECK(h3_checkpoint_get(c, "proj_in.weight", 2, wrong, &t, &st) == H3_ERR_FORMAT &&
+                  strstr(st.message, "proj_in.weight"),
+              "shape mismatch message: %s", st.message);
+        CHECK(h3_checkpoint_get(c, "nope.weight", 0, NULL, &t, &st) == H3_ERR_NOT_FOUND && strstr(st.message, "nope"),
+              "missing tensor message: %s", st.message);
+        h3_checkpoint_close(c);
+    }
+    /* sharded native layout with an index */
+    CHECK(h3_checkpoint_open(h3_test_data("models/tiny-h3-native/FL2VA/transformer"), &c, &st) == H3_OK,
+          "native shards: %s", st.message);
+    if (c) {
+        CHECK(h3_checkpoint_count(c) > 10, "native count %zu", h3_checkpoint_count(c));
+        CHECK(h3_checkpoint_find(c, "blocks.0.attn.qkv_proj.weight") != NULL, "qkv_proj present");
+        h3_checkpoint_close(c);
+    }
+}
+
+static void test_bad_index(void) {
+    char *dir = g_build_filename(tmpdir, "idx", NULL);
+    g_mkdir(dir, 0700);
+    char *shard = g_build_filename(dir, "s1.safetensors", NULL);
+    char *tmp = write_st("s1.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, -1);
+    g_rename(tmp, shard);
+    char *index = g_build_filename(dir, "model.safetensors.index.json", NULL);
+    h3_checkpoint *c = NULL;
+    h3_status st = {0};
+
+    g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s1.safetensors\"}}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "'b'"), "index names absent tensor: %s",
+          st.message);
+    g_file_set_contents(index, "{\"weight_map\":{\"a\":\"../s1.safetensors\"}}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT, "path traversal refused: %s", st.message);
+    g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s2.safetensors\"}}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_NOT_FOUND && strstr(st.message, "s2.safetensors"),
+          "missing shard: %s", st.message);
+    g_file_set_contents(index, "{\"nothing\":1}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "weight_map"), "no weight_map: %s",
+          st.message);
+    g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\"}}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_OK, "good index: %s", st.message);
+    h3_checkpoint_close(c);
+    g_unlink(index);
+    g_unlink(shard);
+    g_rmdir(dir);
+    g_free(index);
+    g_free(shard);
+    g_free(tmp);
+    g_free(dir);
+}
+
+static void test_conversions(void) {
+    CHECK(h3_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
+    CHECK(h3_f32_to_bf16(1.0f) == 0x3f80, "f32->bf16 1.0");
+    CHECK(h3_f32_to_bf16(1.00390625f) == 0x3f80, "ties to even down");
+    CHECK(h3_f32_to_bf16(1.01171875f) == 0x3f82, "ties to even up");
+    CHECK(h3_f16_to_f32(0x3c00) == 1.0f, "f16 1.0");
+    CHECK(h3_f16_to_f32(0x0001) == 5.9604644775390625e-08f, "f16 subnormal");
+    CHECK(h3_f32_to_f16(65504.0f) == 0x7bff, "f16 max");
+    CHECK(h3_f32_to_f16(1e6f) == 0x7c00, "f16 overflow to inf");
+    for (uint32_t h = 0; h < 0x7c00; h += 7) {
+        if (h3_f32_to_f16(h3_f16_to_f32((uint16_t)h)) != h) { CHECK(0, "f16 round trip %u", h); break; }
+    }
+}
+
+int main(void) {
+    tmpdir = g_dir_make_tmp("h3st-XXXXXX", NULL);
+    test_good_file();
+    test_bad_files();
+    test_real_checkpoints();
+    test_bad_index();
+    test_conversions();
+    g_rmdir(tmpdir);
+    g_free(tmpdir);
+    return h3_test_finish("test_safetensors");
+}

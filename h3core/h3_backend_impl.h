@@ -49,6 +49,18 @@ typedef struct h3_backend_ops {
     /* H3_IMPL_VIDEO_VAE_BEGIN */
     /* H3_IMPL_VIDEO_VAE_END */
     /* H3_IMPL_AUDIO_VAE_BEGIN */
+    void (*conv1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                   int stride, int padding, int dilation, int groups);
+    void (*conv_transpose1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                             const h3_tensor *bias, int stride, int padding);
+    void (*upsample1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+    void (*downsample1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+    void (*snake_beta)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                       const h3_tensor *beta);
+    void (*snake_beta_antialiased)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                                   const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
+                                   int ratio);
+    void (*clamp)(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi);
     /* H3_IMPL_AUDIO_VAE_END */
 } h3_backend_ops;
 

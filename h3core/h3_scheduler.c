@@ -147,6 +147,29 @@ h3_status_code h3_sigma_grid_from_base(const float *base, int n, float shift,
     return H3_OK;
 }
 
+h3_status_code h3_sigma_grid_from_dmd_steps(const int *steps, int n, float shift,
+                                            h3_sigma_grid *out, h3_status *status) {
+    out->n = 0;
+    out->sigmas = out->timesteps = NULL;
+    if (n < 1 || n > 1024)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "dmd_denoising_steps: needs 1..1024 entries, got %d", n);
+    float *base = malloc((size_t)(n + 1) * sizeof(float));
+    if (!base) return h3_fail(status, H3_ERR_NO_MEMORY, "dmd_denoising_steps: out of memory");
+    for (int i = 0; i < n; i++) {
+        if (steps[i] < 0 || steps[i] > 1000) {
+            free(base);
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                           "dmd_denoising_steps[%d] = %d is outside [0, 1000]", i, steps[i]);
+        }
+        base[i] = (float)((double)steps[i] / 1000.0);
+    }
+    base[n] = 0.0f;
+    h3_status_code rc = h3_sigma_grid_from_base(base, n + 1, shift, out, status);
+    free(base);
+    return rc;
+}
+
 void h3_sigma_grid_free(h3_sigma_grid *g) {
     if (!g) return;
     free(g->sigmas);

@@ -62,6 +62,13 @@ h3_status_code h3_sigma_grid_make(int num_points, float shift, h3_sigma_grid *ou
 h3_status_code h3_sigma_grid_from_base(const float *base, int n, float shift,
                                        h3_sigma_grid *out, h3_status *status);
 
+/* A ladder given as a release's dmd_denoising_steps (fastvideo_inference.json,
+ * e.g. {999, 749, 500, 250}): base = step/1000 (rounded once to float32),
+ * plus the terminal 0, then as h3_sigma_grid_from_base. Steps must lie in
+ * [0, 1000]. */
+h3_status_code h3_sigma_grid_from_dmd_steps(const int *steps, int n, float shift,
+                                            h3_sigma_grid *out, h3_status *status);
+
 /* A fully formed sigma schedule, verbatim (set_timesteps(sigmas=...)). */
 h3_status_code h3_sigma_grid_from_sigmas(const float *sigmas, int n, h3_sigma_grid *out,
                                          h3_status *status);

@@ -1,0 +1,147 @@
+/* h3.h - the public API of h3core: MiniMax-H3 text -> video + audio.
+ *
+ * An engine is opened once on a model directory and stays resident across
+ * requests (the GStreamer element keeps one per element instance). A request
+ * is validated into a plan (aligned frame count, latent sizes, sample count)
+ * before any costly work, then generated with callbacks that stream progress,
+ * decoded video frames and audio samples as they become available.
+ * h3_engine_cancel() may be called from any thread; generation stops at the
+ * next step or decode window and returns H3_ERR_CANCELLED.
+ *
+ *   h3_engine_options opt = h3_engine_options_default();
+ *   opt.model_dir = "/path/to/MiniMax-H3";           // NULL: the embedded tiny model
+ *   h3_engine *e; h3_status st;
+ *   if (h3_engine_open(&opt, &e, &st) != H3_OK) fprintf(stderr, "%s\n", st.message);
+ *   h3_request req = h3_request_default();
+ *   req.prompt = "a red fox in snow";
+ *   h3_engine_generate(e, &req, &callbacks, &st);
+ *   h3_engine_close(e);
+ */
+#ifndef H3_H
+#define H3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "h3_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct h3_engine h3_engine;
+
+typedef enum h3_compute {
+    H3_COMPUTE_AUTO = 0, /* CUDA when a usable GPU is present, else the CPU (the reason is logged) */
+    H3_COMPUTE_CPU,
+    H3_COMPUTE_CUDA
+} h3_compute;
+
+/* The two execution modes of the `backend` property. */
+typedef enum h3_attention_mode {
+    H3_ATTENTION_DENSE = 0, /* "fa": dense attention (+ FastH3 dense adapter when given) */
+    H3_ATTENTION_VSA        /* "vsa": VSA-H3 block-sparse attention (+ FastH3 VSA adapter) */
+} h3_attention_mode;
+
+typedef enum h3_log_level { H3_LOG_ERROR = 0, H3_LOG_WARNING, H3_LOG_INFO, H3_LOG_DEBUG } h3_log_level;
+
+typedef struct h3_engine_options {
+    const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
+    const char *adapter_path; /* FastH3 fastvideo-lora-v2 safetensors, or NULL */
+    h3_compute compute;
+    const char *devices;      /* "auto" or a list of CUDA ordinals "0,1,2,3" (TP degree = count) */
+    int cpu_threads;          /* 0 = all cores */
+    /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
+    void (*log)(void *opaque, h3_log_level level, const char *message);
+    void *log_opaque;
+} h3_engine_options;
+
+typedef struct h3_request {
+    const char *prompt;       /* non-empty UTF-8 */
+    uint64_t seed;            /* torch.Generator().manual_seed(seed), diffusers draw order */
+    int width, height;        /* pixels, multiples of 32, aspect in [1/4, 4] */
+    int num_frames;           /* requested; aligned up to 17n+5 */
+    int steps;                /* denoising passes (transformer forwards); 0 = model default */
+    h3_attention_mode attention;
+    float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode (default 0.9) */
+} h3_request;
+
+/* What a validated request will produce. */
+typedef struct h3_plan {
+    int width, height;
+    int num_frames;           /* aligned: 17n+5 */
+    int fps;                  /* 24 */
+    int latent_frames;        /* T = 5n+2 */
+    int latent_height, latent_width;
+    int audio_latents;        /* per stereo channel, round(F/24*40) */
+    int64_t audio_samples;    /* per channel, audio_latents * hop */
+    int sample_rate;          /* of the model's audio VAE (32000 for the release) */
+    int audio_channels;       /* 2 */
+    int steps;                /* transformer forwards */
+    int text_tokens;          /* prompt tokens (known after validation) */
+    int64_t sequence_length;  /* packed DiT rows */
+} h3_plan;
+
+typedef enum h3_phase {
+    H3_PHASE_LOAD = 0,      /* engine open: reading weights */
+    H3_PHASE_TEXT,          /* tokenizer + text conditioner */
+    H3_PHASE_DENOISE,       /* completed = forwards done, total = steps */
+    H3_PHASE_DECODE_VIDEO,  /* completed = temporal windows done */
+    H3_PHASE_DECODE_AUDIO,
+    H3_PHASE_DONE
+} h3_phase;
+
+const char *h3_phase_name(h3_phase phase);
+
+typedef struct h3_callbacks {
+    /* Called from the generating thread. */
+    void (*progress)(void *opaque, h3_phase phase, int completed, int total);
+    /* Frames [first, first+count), each height*width*3 bytes of RGB, packed.
+     * Frames arrive in order, each exactly once. Return non-zero to cancel. */
+    int (*video_frames)(void *opaque, int first, int count, const uint8_t *rgb);
+    /* Samples [first, first+count) per channel, interleaved stereo float32
+     * in [-1, 1] (count*2 floats). Return non-zero to cancel. */
+    int (*audio_samples)(void *opaque, int64_t first, int64_t count, const float *interleaved);
+    void *opaque;
+} h3_callbacks;
+
+/* Stage timings of the last generation, in seconds. */
+typedef struct h3_stats {
+    double load, text, denoise, decode_video, decode_audio, total;
+    double per_step;          /* mean transformer forward */
+    int steps;
+    char compute[64];         /* "cpu", "cuda:0", "cuda:0-3 (tp4)" */
+    char fallback[256];       /* why compute differs from what was asked, or "" */
+} h3_stats;
+
+h3_engine_options h3_engine_options_default(void);
+h3_request h3_request_default(void);
+
+h3_status_code h3_engine_open(const h3_engine_options *options, h3_engine **out, h3_status *status);
+void h3_engine_close(h3_engine *engine);
+
+/* Checks a request against the rules and the loaded model and fills plan.
+ * Cheap: tokenizes the prompt but runs no model. */
+h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, h3_plan *plan, h3_status *status);
+/* Runs the whole pipeline. Not re-entrant on one engine: one generation at a time. */
+h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request, const h3_callbacks *callbacks,
+                                  h3_status *status);
+/* Thread-safe, async-signal-unsafe. Takes effect at the next step/window. */
+void h3_engine_cancel(h3_engine *engine);
+void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
+
+/* Frame-count alignment without an engine: 17n+5 >= requested (>= 22). */
+int h3_align_frames(int requested);
+
+/* Where the embedded default model lives (installed data dir or the build tree). */
+const char *h3_default_model_dir(void);
+
+/* A short human-readable description of what this build and machine can run
+ * (compute backends, GPUs, fa/vsa availability), without creating a CUDA
+ * context. Caller frees with free(). */
+char *h3_capabilities_describe(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

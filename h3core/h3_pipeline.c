@@ -1,0 +1,651 @@
+/* h3_pipeline.c - the engine: model directory -> resident components ->
+ * validated request -> text states -> denoising loop -> decoded media.
+ *
+ * Data flow of one request (see docs/ARCHITECTURE.md):
+ *   prompt --tokenizer--> ids --text encoder (tap layer)--> text states
+ *   seed --torch randn--> video noise [24,T,h,w] (patchified to rows), audio rows [2Na,32]
+ *   for each step: DiT(rows, text, timesteps) -> velocities -> Euler step (fp32, host)
+ *   audio rows -> audio VAE -> stereo samples (emitted first: it is cheap and lets
+ *   a consumer interleave audio with the video frames that follow)
+ *   video rows -> unpatchify -> video VAE window by window -> RGB frames */
+#include "h3.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h3_audio_vae.h"
+#include "h3_backend.h"
+#include "h3_config.h"
+#include "h3_dit.h"
+#include "h3_dit_layout.h"
+#include "h3_random.h"
+#include "h3_scheduler.h"
+#include "h3_text_encoder.h"
+#include "h3_tokenizer.h"
+#include "h3_video_vae.h"
+
+#define H3_FPS 24
+#define H3_AUDIO_LATENTS_PER_SECOND 40
+#define H3_DEFAULT_TEXT_LAYER 50
+#define H3_DEFAULT_STEPS 49
+#define H3_MAX_FRAMES 362  /* 15 s at 24 fps, the longest the reference serves */
+#define H3_MAX_STEPS 1000
+
+struct h3_engine {
+    char *model_dir;
+    char *transformer_dir, *vae_dir, *audio_vae_dir, *text_encoder_dir, *tokenizer_dir;
+    char *adapter_path;
+    int native_layout;
+    float video_shift, audio_shift;
+    int text_layer;
+    h3_compute compute;
+    void (*log)(void *opaque, h3_log_level level, const char *message);
+    void *log_opaque;
+
+    h3_backend *backend;
+    h3_tokenizer *tokenizer;
+    h3_text_encoder *text_encoder;
+    h3_dit *dit;
+    h3_video_vae *video_vae;
+    h3_audio_vae *audio_vae;
+
+    volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
+    GMutex lock;          /* one generation at a time; guards stats */
+    h3_stats stats;
+};
+
+const char *h3_phase_name(h3_phase phase) {
+    switch (phase) {
+    case H3_PHASE_LOAD: return "load";
+    case H3_PHASE_TEXT: return "text";
+    case H3_PHASE_DENOISE: return "denoise";
+    case H3_PHASE_DECODE_VIDEO: return "decode-video";
+    case H3_PHASE_DECODE_AUDIO: return "decode-audio";
+    case H3_PHASE_DONE: return "done";
+    }
+    return "?";
+}
+
+h3_engine_options h3_engine_options_default(void) {
+    h3_engine_options o;
+    memset(&o, 0, sizeof o);
+    o.compute = H3_COMPUTE_AUTO;
+    o.devices = "auto";
+    return o;
+}
+
+h3_request h3_request_default(void) {
+    h3_request r;
+    memset(&r, 0, sizeof r);
+    r.seed = 42;
+    r.width = 1280;
+    r.height = 736;
+    r.num_frames = 120;
+    r.steps = 0;
+    r.attention = H3_ATTENTION_DENSE;
+    r.vsa_sparsity = 0.9f;
+    return r;
+}
+
+int h3_align_frames(int requested) {
+    if (requested <= 22) return 22;
+    int n = (requested - 5 + 16) / 17;
+    return 17 * n + 5;
+}
+
+static void engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (e->log) e->log(e->log_opaque, level, msg);
+    else if (level <= H3_LOG_WARNING) fprintf(stderr, "h3: %s\n", msg);
+}
+
+static double now_seconds(void) { return (double)g_get_monotonic_time() / 1e6; }
+
+/* ---- model directory ------------------------------------------------------ */
+
+const char *h3_default_model_dir(void) {
+    static char *dir;
+    if (dir) return dir;
+    const char *env = g_getenv("H3_DEFAULT_MODEL_DIR");
+    if (env && *env) return dir = g_strdup(env);
+#ifdef H3_DATADIR
+    char *installed = g_build_filename(H3_DATADIR, "tiny-h3", NULL);
+    if (g_file_test(installed, G_FILE_TEST_IS_DIR)) return dir = installed;
+    g_free(installed);
+#endif
+#ifdef H3_BUILD_MODEL_DIR
+    return dir = g_strdup(H3_BUILD_MODEL_DIR);
+#else
+    return dir = g_strdup("tiny-h3");
+#endif
+}
+
+static int is_dir(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_DIR);
+    g_free(p);
+    return r;
+}
+
+static int is_file(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_REGULAR);
+    g_free(p);
+    return r;
+}
+
+static h3_status_code read_shift(const char *dir, const char *sub, float *shift, h3_status *status) {
+    char *p = g_build_filename(dir, sub, "scheduler_config.json", NULL);
+    h3_config *c;
+    h3_status_code rc = h3_config_load(p, &c, status);
+    g_free(p);
+    if (rc != H3_OK) return rc;
+    double v = *shift;
+    rc = h3_config_double_or(c, "shift", &v, status);
+    h3_config_free(c);
+    if (rc == H3_OK && !(v > 0)) return h3_fail(status, H3_ERR_FORMAT, "%s/%s: shift must be positive", dir, sub);
+    *shift = (float)v;
+    return rc;
+}
+
+/* Finds the components of a diffusers-layout root (model_index.json +
+ * transformer/, vae/, ...) or of a native FL2VA/ directory. */
+static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
+    char *root = g_strdup(dir);
+    if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
+        char *n = g_build_filename(root, "FL2VA", NULL);
+        g_free(root);
+        root = n;
+    }
+    e->model_dir = root;
+    e->video_shift = H3_VIDEO_SHIFT;
+    e->audio_shift = H3_AUDIO_SHIFT;
+    h3_status_code rc = H3_OK;
+    if (is_dir(root, "transformer") && is_dir(root, "vae")) {
+        e->native_layout = 0;
+        e->vae_dir = g_build_filename(root, "vae", NULL);
+        if (is_dir(root, "scheduler")) rc = read_shift(root, "scheduler", &e->video_shift, status);
+        if (rc == H3_OK && is_dir(root, "audio_scheduler")) rc = read_shift(root, "audio_scheduler", &e->audio_shift, status);
+    } else if (is_dir(root, "transformer") && is_dir(root, "video_vae")) {
+        e->native_layout = 1;
+        e->vae_dir = g_build_filename(root, "video_vae", NULL);
+        char *mi = g_build_filename(root, "model_index.json", NULL);
+        h3_config *c;
+        if (h3_config_load(mi, &c, NULL) == H3_OK) {
+            double v = e->video_shift, a = e->audio_shift;
+            rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.video", &v, status);
+            if (rc == H3_OK) rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.audio", &a, status);
+            e->video_shift = (float)v;
+            e->audio_shift = (float)a;
+            h3_config_free(c);
+        }
+        g_free(mi);
+    } else {
+        return h3_fail(status, H3_ERR_NOT_FOUND,
+                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
+                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
+    }
+    if (rc != H3_OK) return rc;
+    e->transformer_dir = g_build_filename(root, "transformer", NULL);
+    e->audio_vae_dir = g_build_filename(root, "audio_vae", NULL);
+    e->text_encoder_dir = g_build_filename(root, "text_encoder", NULL);
+    e->tokenizer_dir = g_build_filename(root, is_dir(root, "tokenizer") ? "tokenizer" : "processor", NULL);
+    const char *need[] = {e->audio_vae_dir, e->text_encoder_dir, e->tokenizer_dir};
+    for (size_t i = 0; i < G_N_ELEMENTS(need); i++)
+        if (!g_file_test(need[i], G_FILE_TEST_IS_DIR))
+            return h3_fail(status, H3_ERR_NOT_FOUND, "model '%s' lacks the component directory '%s'", dir, need[i]);
+
+    /* The conditioner tap: 50 for the release, which records it nowhere;
+     * test models carry it in golden_meta.json. */
+    e->text_layer = H3_DEFAULT_TEXT_LAYER;
+    char *meta = g_build_filename(root, "golden_meta.json", NULL);
+    if (g_file_test(meta, G_FILE_TEST_IS_REGULAR)) {
+        h3_config *c;
+        rc = h3_config_load(meta, &c, status);
+        if (rc == H3_OK) {
+            int64_t layer = e->text_layer;
+            rc = h3_config_int_or(c, "text_encoder_layer", &layer, status);
+            e->text_layer = (int)layer;
+            h3_config_free(c);
+        }
+    }
+    g_free(meta);
+    return rc;
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    if (o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_AUTO) {
+#ifdef H3_HAVE_CUDA
+        int device = 0;
+        if (o->devices && strcmp(o->devices, "auto") != 0 && *o->devices) device = atoi(o->devices);
+        h3_status cs = {0};
+        if (h3_backend_cuda_create(device, &e->backend, &cs) == H3_OK) {
+            snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d", device);
+            return H3_OK;
+        }
+        if (o->compute == H3_COMPUTE_CUDA) {
+            *status = cs;
+            return cs.code;
+        }
+        snprintf(e->stats.fallback, sizeof e->stats.fallback, "compute=auto fell back to the CPU: %s", cs.message);
+        engine_log(e, H3_LOG_WARNING, "%s", e->stats.fallback);
+#else
+        if (o->compute == H3_COMPUTE_CUDA)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "compute=cuda: this build of h3core has no CUDA backend "
+                                                       "(rebuild with -Dcuda=enabled)");
+        snprintf(e->stats.fallback, sizeof e->stats.fallback,
+                 "compute=auto uses the CPU: this build has no CUDA backend");
+        engine_log(e, H3_LOG_INFO, "%s", e->stats.fallback);
+#endif
+    }
+    snprintf(e->stats.compute, sizeof e->stats.compute, "cpu");
+    return h3_backend_cpu_create(o->cpu_threads, &e->backend, status);
+}
+
+h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+    *out = NULL;
+    h3_engine *e = calloc(1, sizeof *e);
+    if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    g_mutex_init(&e->lock);
+    e->log = o->log;
+    e->log_opaque = o->log_opaque;
+    e->compute = o->compute;
+    double t0 = now_seconds();
+    const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
+    h3_status_code rc = resolve_layout(e, dir, status);
+    if (rc == H3_OK && o->adapter_path && *o->adapter_path) {
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "adapter '%s': FastH3 adapters are not supported by this build yet",
+                     o->adapter_path);
+    }
+    if (rc == H3_OK) rc = create_backend(e, o, status);
+    if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc == H3_OK) rc = h3_text_encoder_load(e->backend, e->text_encoder_dir, e->text_layer, &e->text_encoder, status);
+    if (rc == H3_OK) rc = h3_dit_load(e->backend, e->transformer_dir, &e->dit, status);
+    if (rc == H3_OK) rc = h3_video_vae_load(e->backend, e->vae_dir, &e->video_vae, status);
+    if (rc == H3_OK) rc = h3_audio_vae_load(e->backend, e->audio_vae_dir, &e->audio_vae, status);
+    if (rc == H3_OK && h3_text_encoder_hidden_size(e->text_encoder) != h3_dit_get_config(e->dit)->text_dim)
+        rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
+                     h3_text_encoder_hidden_size(e->text_encoder), h3_dit_get_config(e->dit)->text_dim);
+    if (rc != H3_OK) {
+        h3_engine_close(e);
+        return rc;
+    }
+    e->stats.load = now_seconds() - t0;
+    engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
+               e->native_layout ? "native" : "diffusers", e->stats.compute, e->stats.load);
+    *out = e;
+    return H3_OK;
+}
+
+void h3_engine_close(h3_engine *e) {
+    if (!e) return;
+    h3_audio_vae_free(e->audio_vae);
+    h3_video_vae_free(e->video_vae);
+    h3_dit_free(e->dit);
+    h3_text_encoder_free(e->text_encoder);
+    h3_tokenizer_free(e->tokenizer);
+    h3_backend_destroy(e->backend);
+    g_free(e->model_dir);
+    g_free(e->transformer_dir);
+    g_free(e->vae_dir);
+    g_free(e->audio_vae_dir);
+    g_free(e->text_encoder_dir);
+    g_free(e->tokenizer_dir);
+    g_free(e->adapter_path);
+    g_mutex_clear(&e->lock);
+    free(e);
+}
+
+void h3_engine_cancel(h3_engine *e) {
+    if (e) g_atomic_int_set(&e->cancel, 1);
+}
+
+void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
+    g_mutex_lock(&e->lock);
+    *stats = e->stats;
+    g_mutex_unlock(&e->lock);
+}
+
+/* ---- validation -------------------------------------------------------------- */
+
+static h3_status_code validate_settings(const h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
+    if (!r->prompt || !*r->prompt)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is empty: describe the clip to generate");
+    if (!g_utf8_validate(r->prompt, -1, NULL))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is not valid UTF-8");
+    if (r->width <= 0 || r->height <= 0 || r->width % 32 || r->height % 32)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "width %d x height %d: both must be positive multiples of 32",
+                       r->width, r->height);
+    if ((double)r->width / r->height > 4.0 || (double)r->height / r->width > 4.0)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "width %d x height %d: aspect ratio must be between 1:4 and 4:1",
+                       r->width, r->height);
+    if (r->width > 4096 || r->height > 4096)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "width %d x height %d: at most 4096 pixels per side", r->width,
+                       r->height);
+    if (r->num_frames <= 0 || r->num_frames > H3_MAX_FRAMES)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "num-frames %d: must be 1..%d (15 s at 24 fps)", r->num_frames,
+                       H3_MAX_FRAMES);
+    if (r->steps < 0 || r->steps > H3_MAX_STEPS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: must be 0 (model default) .. %d", r->steps,
+                       H3_MAX_STEPS);
+    if (r->attention == H3_ATTENTION_VSA)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "backend=vsa: VSA-H3 sparse attention is not available in this "
+                                                   "build yet; use backend=fa");
+    if (r->attention != H3_ATTENTION_DENSE)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "unknown attention mode %d", (int)r->attention);
+    memset(p, 0, sizeof *p);
+    p->width = r->width;
+    p->height = r->height;
+    p->num_frames = h3_align_frames(r->num_frames);
+    p->fps = H3_FPS;
+    p->latent_frames = (p->num_frames - 5) / 17 * 5 + 2;
+    p->latent_height = r->height / 16;
+    p->latent_width = r->width / 16;
+    p->audio_latents = (int)lround((double)p->num_frames * H3_AUDIO_LATENTS_PER_SECOND / H3_FPS);
+    p->audio_channels = 2;
+    p->sample_rate = h3_audio_vae_sample_rate(e->audio_vae);
+    p->audio_samples = (int64_t)p->audio_latents * h3_audio_vae_hop(e->audio_vae);
+    p->steps = r->steps ? r->steps : H3_DEFAULT_STEPS;
+    return H3_OK;
+}
+
+h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
+    h3_status_code rc = validate_settings(e, r, p, status);
+    if (rc != H3_OK) return rc;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
+    free(ids);
+    if (rc != H3_OK) return rc;
+    p->text_tokens = (int)n;
+    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
+    p->sequence_length = (int64_t)n + 2 * p->audio_latents + p->latent_frames * rows_per_frame;
+    return H3_OK;
+}
+
+/* ---- generation ---------------------------------------------------------------- */
+
+/* Video latent [C, T, H, W] <-> rows [T*Hp*Wp, C*ph*pw], feature c*ph*pw + py*pw + px
+ * (spec §3.2; patch_t is 1 in every H3 config). */
+static void patchify_video(const float *z, int C, int T, int H, int W, int ph, int pw, float *rows) {
+    int Hp = H / ph, Wp = W / pw, F = C * ph * pw;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < Hp; i++)
+            for (int j = 0; j < Wp; j++) {
+                float *row = rows + ((size_t)(t * Hp + i) * Wp + j) * F;
+                for (int c = 0; c < C; c++)
+                    for (int py = 0; py < ph; py++)
+                        for (int px = 0; px < pw; px++)
+                            row[(c * ph + py) * pw + px] =
+                                z[(((size_t)c * T + t) * H + i * ph + py) * W + j * pw + px];
+            }
+}
+
+static void unpatchify_video(const float *rows, int C, int T, int H, int W, int ph, int pw, float *z) {
+    int Hp = H / ph, Wp = W / pw, F = C * ph * pw;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < Hp; i++)
+            for (int j = 0; j < Wp; j++) {
+                const float *row = rows + ((size_t)(t * Hp + i) * Wp + j) * F;
+                for (int c = 0; c < C; c++)
+                    for (int py = 0; py < ph; py++)
+                        for (int px = 0; px < pw; px++)
+                            z[(((size_t)c * T + t) * H + i * ph + py) * W + j * pw + px] =
+                                row[(c * ph + py) * pw + px];
+            }
+}
+
+typedef struct generation {
+    h3_engine *e;
+    const h3_callbacks *cb;
+    h3_plan plan;
+    int32_t *ids;
+    size_t n_ids;
+    h3_dit_layout layout;
+    int have_layout, dit_begun;
+    float *video_rows, *audio_rows, *video_velocity, *audio_velocity;
+    int32_t *row_timestep_index;
+    h3_sigma_grid video_grid, audio_grid;
+    size_t arena_mark;
+} generation;
+
+static void progress(generation *g, h3_phase phase, int done, int total) {
+    if (g->cb && g->cb->progress) g->cb->progress(g->cb->opaque, phase, done, total);
+}
+
+static h3_status_code check_cancel(generation *g, h3_status *status) {
+    if (g_atomic_int_get(&g->e->cancel)) return h3_fail(status, H3_ERR_CANCELLED, "generation cancelled");
+    return H3_OK;
+}
+
+static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
+    h3_engine *e = g->e;
+    progress(g, H3_PHASE_TEXT, 0, 1);
+    h3_status_code rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
+    if (rc != H3_OK) return rc;
+    if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
+    *text_states = h3_new_2d(e->backend, h3_backend_compute_dtype(e->backend), (int64_t)g->n_ids,
+                             h3_text_encoder_hidden_size(e->text_encoder));
+    rc = h3_backend_check(e->backend, status);
+    if (rc == H3_OK) rc = h3_text_encoder_forward(e->text_encoder, g->ids, (int)g->n_ids, text_states, status);
+    if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
+    return rc;
+}
+
+/* Initial noise exactly as diffusers draws it: one generator seeded with the
+ * request seed, video [1, C, T, H, W] first, then audio rows [2·Na, C_a]. */
+static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status) {
+    const h3_dit_config *c = h3_dit_get_config(g->e->dit);
+    const h3_plan *p = &g->plan;
+    size_t n_video = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    size_t n_audio = (size_t)2 * p->audio_latents * c->audio_in_channels;
+    float *z = malloc(n_video * sizeof(float));
+    g->video_rows = malloc(n_video * sizeof(float));
+    g->video_velocity = malloc(n_video * sizeof(float));
+    g->audio_rows = malloc(n_audio * sizeof(float));
+    g->audio_velocity = malloc(n_audio * sizeof(float));
+    if (!z || !g->video_rows || !g->video_velocity || !g->audio_rows || !g->audio_velocity) {
+        free(z);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %zu latent values", n_video + n_audio);
+    }
+    h3_torch_generator gen;
+    h3_torch_generator_seed(&gen, seed);
+    h3_torch_randn_f32(&gen, z, n_video);
+    h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
+    patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, c->patch_h, c->patch_w,
+                   g->video_rows);
+    free(z);
+    return H3_OK;
+}
+
+static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_status *status) {
+    h3_engine *e = g->e;
+    h3_backend *b = e->backend;
+    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    const h3_plan *p = &g->plan;
+    int steps = p->steps;
+    h3_status_code rc = h3_sigma_grid_make(steps + 1, e->video_shift, &g->video_grid, status);
+    if (rc == H3_OK) rc = h3_sigma_grid_make(steps + 1, e->audio_shift, &g->audio_grid, status);
+    if (rc == H3_OK && (g->video_grid.n != steps + 1 || g->audio_grid.n != steps + 1))
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: the sigma grid collapsed to %d points", steps,
+                     g->video_grid.n);
+    if (rc == H3_OK)
+        rc = h3_dit_layout_build(c, (int)g->n_ids, p->latent_frames, p->latent_height, p->latent_width,
+                                 p->audio_latents, 0, &g->layout, status);
+    if (rc != H3_OK) return rc;
+    g->have_layout = 1;
+    rc = h3_dit_begin(e->dit, &g->layout, text_states, status);
+    if (rc != H3_OK) return rc;
+    g->dit_begun = 1;
+
+    int64_t nv = g->layout.n_video_rows, na = g->layout.n_audio_rows;
+    int fv = c->in_channels * c->patch_h * c->patch_w, fa = c->audio_in_channels;
+    h3_tensor xv = h3_new_2d(b, H3_F32, nv, fv), xa = h3_new_2d(b, H3_F32, na, fa);
+    h3_tensor vv = h3_new_2d(b, H3_F32, nv, fv), va = h3_new_2d(b, H3_F32, na, fa);
+    g->row_timestep_index = malloc((size_t)g->layout.seq_len * sizeof(int32_t));
+    if (!g->row_timestep_index) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
+    if ((rc = h3_backend_check(b, status)) != H3_OK) return rc;
+
+    progress(g, H3_PHASE_DENOISE, 0, steps);
+    double t0 = now_seconds();
+    for (int i = 0; i < steps; i++) {
+        if ((rc = check_cancel(g, status)) != H3_OK) return rc;
+        h3_step_timesteps ts;
+        h3_step_timesteps_make(g->video_grid.timesteps[i], g->audio_grid.timesteps[i], 0, &ts);
+        for (int64_t s = 0; s < g->layout.seq_len; s++) g->row_timestep_index[s] = ts.index_text;
+        for (int64_t s = 0; s < nv; s++) g->row_timestep_index[g->layout.video_indices[s]] = ts.index_video;
+        for (int64_t s = 0; s < na; s++) g->row_timestep_index[g->layout.audio_indices[s]] = ts.index_audio;
+        rc = h3_tensor_upload_f32(b, &xv, g->video_rows, status);
+        if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xa, g->audio_rows, status);
+        if (rc == H3_OK)
+            rc = h3_dit_forward(e->dit, &xv, &xa, ts.values, ts.count, g->row_timestep_index, &vv, &va, status);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(b, &vv, g->video_velocity, status);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(b, &va, g->audio_velocity, status);
+        if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
+        h3_sigma_grid_step(&g->video_grid, i, g->video_rows, g->video_velocity, (size_t)(nv * fv));
+        h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
+        progress(g, H3_PHASE_DENOISE, i + 1, steps);
+    }
+    double dt = now_seconds() - t0;
+    g_mutex_lock(&e->lock);
+    e->stats.denoise = dt;
+    e->stats.steps = steps;
+    e->stats.per_step = steps ? dt / steps : 0;
+    g_mutex_unlock(&e->lock);
+    h3_dit_end(e->dit);
+    g->dit_begun = 0;
+    return H3_OK;
+}
+
+/* Audio rows are channel-major [2·Na, 32]; the VAE takes [2, 32, Na]. */
+static h3_status_code decode_audio(generation *g, h3_status *status) {
+    h3_engine *e = g->e;
+    int Na = g->plan.audio_latents, C = h3_dit_get_config(e->dit)->audio_in_channels;
+    int64_t n = g->plan.audio_samples;
+    float *lat = malloc((size_t)2 * C * Na * sizeof(float));
+    float *planar = malloc((size_t)2 * n * sizeof(float));
+    float *inter = malloc((size_t)2 * n * sizeof(float));
+    h3_status_code rc = H3_OK;
+    if (!lat || !planar || !inter) rc = h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %lld samples", (long long)n);
+    if (rc == H3_OK) {
+        progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
+        for (int ch = 0; ch < 2; ch++)
+            for (int c = 0; c < C; c++)
+                for (int k = 0; k < Na; k++)
+                    lat[((size_t)ch * C + c) * Na + k] = g->audio_rows[((size_t)ch * Na + k) * C + c];
+        rc = h3_audio_vae_decode(e->audio_vae, lat, Na, planar, &e->cancel, status);
+    }
+    if (rc == H3_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            inter[2 * i] = planar[i];
+            inter[2 * i + 1] = planar[n + i];
+        }
+        progress(g, H3_PHASE_DECODE_AUDIO, 1, 1);
+        if (g->cb && g->cb->audio_samples && g->cb->audio_samples(g->cb->opaque, 0, n, inter) != 0)
+            rc = h3_fail(status, H3_ERR_CANCELLED, "cancelled by the audio consumer");
+    }
+    free(lat);
+    free(planar);
+    free(inter);
+    return rc;
+}
+
+typedef struct video_emit {
+    generation *g;
+    int windows_done, windows_total;
+} video_emit;
+
+static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
+    video_emit *v = opaque;
+    generation *g = v->g;
+    if (g->cb && g->cb->video_frames && g->cb->video_frames(g->cb->opaque, first, count, rgb) != 0) return 1;
+    return g_atomic_int_get(&g->e->cancel);
+}
+
+static void video_window_progress(void *opaque, int done, int total) {
+    video_emit *v = opaque;
+    progress(v->g, H3_PHASE_DECODE_VIDEO, done, total);
+}
+
+static h3_status_code decode_video(generation *g, h3_status *status) {
+    h3_engine *e = g->e;
+    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    const h3_plan *p = &g->plan;
+    size_t n = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    float *z = malloc(n * sizeof(float));
+    if (!z) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the video latents");
+    unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, c->patch_h,
+                     c->patch_w, z);
+    video_emit v = {g, 0, h3_video_vae_num_windows(p->latent_frames)};
+    progress(g, H3_PHASE_DECODE_VIDEO, 0, v.windows_total);
+    h3_status_code rc = h3_video_vae_decode(e->video_vae, z, p->latent_frames, p->latent_height, p->latent_width,
+                                            emit_frames, &v, video_window_progress, &v, &e->cancel, status);
+    free(z);
+    return rc;
+}
+
+static void generation_clear(generation *g) {
+    if (g->dit_begun) h3_dit_end(g->e->dit);
+    if (g->have_layout) h3_dit_layout_free(&g->layout);
+    h3_sigma_grid_free(&g->video_grid);
+    h3_sigma_grid_free(&g->audio_grid);
+    free(g->ids);
+    free(g->video_rows);
+    free(g->audio_rows);
+    free(g->video_velocity);
+    free(g->audio_velocity);
+    free(g->row_timestep_index);
+    h3_arena_reset(g->e->backend, g->arena_mark);
+}
+
+h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_callbacks *cb, h3_status *status) {
+    generation g;
+    memset(&g, 0, sizeof g);
+    g.e = e;
+    g.cb = cb;
+    g_atomic_int_set(&e->cancel, 0);
+    h3_status_code rc = h3_engine_validate(e, r, &g.plan, status);
+    if (rc != H3_OK) return rc;
+    g.arena_mark = h3_arena_mark(e->backend);
+    double t0 = now_seconds(), t1, t2, t3;
+    h3_tensor text_states;
+    rc = encode_text(&g, r, &text_states, status);
+    t1 = now_seconds();
+    if (rc == H3_OK) rc = check_cancel(&g, status);
+    if (rc == H3_OK) rc = draw_noise(&g, r->seed, status);
+    if (rc == H3_OK) rc = denoise(&g, &text_states, status);
+    t2 = now_seconds();
+    if (rc == H3_OK) rc = check_cancel(&g, status);
+    if (rc == H3_OK) rc = decode_audio(&g, status);
+    t3 = now_seconds();
+    if (rc == H3_OK) rc = check_cancel(&g, status);
+    if (rc == H3_OK) rc = decode_video(&g, status);
+    double t4 = now_seconds();
+    generation_clear(&g);
+    /* A failed op leaves a sticky error in the backend; clear it so the
+     * engine can serve the next request. */
+    h3_status sticky;
+    if (h3_backend_check(e->backend, &sticky) != H3_OK) h3_backend_clear_error(e->backend);
+    g_mutex_lock(&e->lock);
+    e->stats.text = t1 - t0;
+    e->stats.decode_audio = t3 - t2;
+    e->stats.decode_video = t4 - t3;
+    e->stats.total = t4 - t0;
+    g_mutex_unlock(&e->lock);
+    if (rc == H3_OK) progress(&g, H3_PHASE_DONE, 1, 1);
+    return rc;
+}

@@ -322,8 +322,362 @@ static void cpu_fill(h3_backend *b, h3_tensor *dst, float value) {
 }
 
 /* H3_CPU_VIDEO_VAE_BEGIN */
+/* Walks the outer dims (all but the last) of up to three same-shaped views
+ * like an odometer; the caller's inner loop runs over the last dim. */
+typedef struct view_walk {
+    int ndim;
+    int64_t idx[H3_VIEW_MAX_DIMS];
+    int64_t pos[3];
+    const h3_view *v[3];
+    int nv;
+} view_walk;
+
+static void view_walk_init(view_walk *w, int nv, const h3_view *v0, const h3_view *v1, const h3_view *v2) {
+    memset(w, 0, sizeof *w);
+    w->nv = nv;
+    w->v[0] = v0, w->v[1] = v1, w->v[2] = v2;
+    w->ndim = v0->ndim;
+    for (int i = 0; i < nv; i++) w->pos[i] = w->v[i]->offset;
+}
+
+/* Advances to the next row of the last dim; returns 0 when done. */
+static int view_walk_next(view_walk *w) {
+    for (int d = w->ndim - 2; d >= 0; d--) {
+        if (++w->idx[d] < w->v[0]->shape[d]) {
+            for (int i = 0; i < w->nv; i++) w->pos[i] += w->v[i]->stride[d];
+            return 1;
+        }
+        for (int i = 0; i < w->nv; i++) w->pos[i] -= (w->v[0]->shape[d] - 1) * w->v[i]->stride[d];
+        w->idx[d] = 0;
+    }
+    return 0;
+}
+
+static int view_empty(const h3_view *v) {
+    for (int i = 0; i < v->ndim; i++)
+        if (v->shape[i] == 0) return 1;
+    return 0;
+}
+
+static void cpu_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv) {
+    if (view_empty(dv)) return;
+    size_t es = h3_dtype_size(dst->dtype);
+    int last = dv->ndim - 1;
+    int64_t n = dv->shape[last], ds = dv->stride[last], ss = sv->stride[last];
+    view_walk w;
+    view_walk_init(&w, 2, dv, sv, NULL);
+    do {
+        char *d = (char *)dst->data + (size_t)w.pos[0] * es;
+        const char *s = (const char *)src->data + (size_t)w.pos[1] * es;
+        if ((ds == 1 && ss == 1) || n == 1) {
+            memmove(d, s, (size_t)n * es);
+        } else if (es == 4) {
+            for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)(i * ds) * 4, s + (size_t)(i * ss) * 4, 4);
+        } else {
+            for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)(i * ds) * es, s + (size_t)(i * ss) * es, es);
+        }
+    } while (view_walk_next(&w));
+}
+
+static void cpu_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                           const h3_tensor *x, const h3_view *xv, int axis, int extent) {
+    if (!need_f32(b, "blend_view", dst)) return;
+    if (view_empty(dv)) return;
+    int last = dv->ndim - 1;
+    int64_t n = dv->shape[last];
+    view_walk w;
+    view_walk_init(&w, 3, dv, av, xv);
+    do {
+        float *d = (float *)dst->data + w.pos[0];
+        const float *pa = (const float *)a->data + w.pos[1], *px = (const float *)x->data + w.pos[2];
+        for (int64_t i = 0; i < n; i++) {
+            /* torch: positions / extent in the tensor dtype, then 1 - that. */
+            int64_t k = axis == last ? i : w.idx[axis];
+            float wx = (float)k / (float)extent, wa = 1.0f - wx;
+            float ta = pa[i * av->stride[last]] * wa, tx = px[i * xv->stride[last]] * wx;
+            d[i * dv->stride[last]] = ta + tx;
+        }
+    } while (view_walk_next(&w));
+}
+
+static void cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
+                                 const float *mean, const float *std) {
+    if (!need_f32(b, "rgb8_from_planar", src)) return;
+    int64_t C = src->shape[0], F = src->shape[1], HW = src->shape[2] * src->shape[3];
+    uint8_t *out = dst->data;
+    const float *S = src->data;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t f = 0; f < nframes; f++) {
+            const float *plane = S + (c * F + frame0 + f) * HW;
+            uint8_t *o = out + f * HW * C + c;
+            for (int64_t p = 0; p < HW; p++) {
+                float v = plane[p] * std[c];
+                v = v + mean[c];
+                v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+                v = nearbyintf(v * 255.0f); /* half to even, like numpy round */
+                o[p * C] = v == v ? (uint8_t)v : 0;
+            }
+        }
+    }
+}
 /* H3_CPU_VIDEO_VAE_END */
 /* H3_CPU_AUDIO_VAE_BEGIN */
+/* 1-D ops of the audio VAE. Convolutions are im2col (or its transpose,
+ * col2im) over chunks of time steps feeding one sgemm each, so the scratch
+ * stays bounded (COL_BUDGET floats) however long the signal is: the real
+ * decoder runs 165,600 samples per channel. */
+#define COL_BUDGET ((int64_t)1 << 21)
+
+static int64_t col_chunk(int64_t rows, int64_t len) {
+    int64_t n = COL_BUDGET / (rows ? rows : 1);
+    if (n < 32) n = 32;
+    return n < len ? n : len;
+}
+
+/* Every row of Y [rows, len] set to bias[row] (or 0). */
+static void fill_rows(float *Y, int64_t rows, int64_t len, const float *bias) {
+    for (int64_t r = 0; r < rows; r++) {
+        float v = bias ? bias[r] : 0.0f, *yr = Y + r * len;
+        for (int64_t j = 0; j < len; j++) yr[j] = v;
+    }
+}
+
+/* col[row, j] = x_row[(t0 + j)·stride + off] or 0 outside [0, Lin). */
+static void im2col_row(float *col, const float *src, int64_t Lin, int64_t t0, int64_t nt, int stride, int64_t off) {
+    if (stride == 1) {
+        int64_t lo = -off - t0, hi = Lin - off - t0; /* valid j in [lo, hi) */
+        if (lo < 0) lo = 0;
+        if (hi > nt) hi = nt;
+        if (hi <= lo) { memset(col, 0, (size_t)nt * sizeof(float)); return; }
+        if (lo > 0) memset(col, 0, (size_t)lo * sizeof(float));
+        memcpy(col + lo, src + t0 + lo + off, (size_t)(hi - lo) * sizeof(float));
+        if (hi < nt) memset(col + hi, 0, (size_t)(nt - hi) * sizeof(float));
+        return;
+    }
+    int64_t pos = t0 * stride + off;
+    for (int64_t j = 0; j < nt; j++, pos += stride) col[j] = pos >= 0 && pos < Lin ? src[pos] : 0.0f;
+}
+
+static void cpu_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int stride, int padding, int dilation, int groups) {
+    if (!need_f32(b, "conv1d", y) || !need_f32(b, "conv1d", x) || !need_f32(b, "conv1d", w) ||
+        !need_f32(b, "conv1d", bias))
+        return;
+    int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2];
+    int64_t Cout = y->shape[1], Lout = y->shape[2], K = w->shape[2];
+    int64_t cin_g = Cin / groups, cout_g = Cout / groups, KK = cin_g * K;
+    const float *X = x->data, *W = w->data, *bb = bias ? bias->data : NULL;
+    float *Y = y->data;
+    for (int64_t n = 0; n < B; n++) fill_rows(Y + n * Cout * Lout, Cout, Lout, bb);
+    if (Lout == 0 || Cout == 0) return;
+    int64_t chunk = col_chunk(KK, Lout);
+    float *col = scratch(b, (size_t)(KK * chunk));
+    if (!col) return;
+    for (int64_t n = 0; n < B; n++) {
+        for (int g = 0; g < groups; g++) {
+            const float *xg = X + (n * Cin + g * cin_g) * Lin;
+            float *yg = Y + (n * Cout + g * cout_g) * Lout;
+            for (int64_t t0 = 0; t0 < Lout; t0 += chunk) {
+                int64_t nt = Lout - t0 < chunk ? Lout - t0 : chunk;
+                for (int64_t ci = 0; ci < cin_g; ci++)
+                    for (int64_t k = 0; k < K; k++)
+                        im2col_row(col + (ci * K + k) * nt, xg + ci * Lin, Lin, t0, nt, stride,
+                                   k * dilation - padding);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cout_g, (int)nt, (int)KK, 1.0f,
+                            W + g * cout_g * KK, (int)KK, col, (int)nt, 1.0f, yg + t0, (int)Lout);
+            }
+        }
+    }
+}
+
+/* col[co·K + k, j] = Σ_ci w[ci, co, k] · x[ci, m0 + j] by one sgemm, then
+ * scattered (col2im) to y[co, (m0 + j)·stride − padding + k]. */
+static void cpu_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                                 const h3_tensor *bias, int stride, int padding) {
+    if (!need_f32(b, "conv_transpose1d", y) || !need_f32(b, "conv_transpose1d", x) ||
+        !need_f32(b, "conv_transpose1d", w) || !need_f32(b, "conv_transpose1d", bias))
+        return;
+    int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2];
+    int64_t Cout = y->shape[1], Lout = y->shape[2], K = w->shape[2], CK = Cout * K;
+    const float *X = x->data, *W = w->data, *bb = bias ? bias->data : NULL;
+    float *Y = y->data;
+    for (int64_t n = 0; n < B; n++) fill_rows(Y + n * Cout * Lout, Cout, Lout, bb);
+    int64_t chunk = col_chunk(CK, Lin);
+    float *col = scratch(b, (size_t)(CK * chunk));
+    if (!col) return;
+    for (int64_t n = 0; n < B; n++) {
+        float *yn = Y + n * Cout * Lout;
+        for (int64_t m0 = 0; m0 < Lin; m0 += chunk) {
+            int64_t nm = Lin - m0 < chunk ? Lin - m0 : chunk;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CK, (int)nm, (int)Cin, 1.0f, W, (int)CK,
+                        X + n * Cin * Lin + m0, (int)Lin, 0.0f, col, (int)nm);
+            for (int64_t co = 0; co < Cout; co++) {
+                float *yr = yn + co * Lout;
+                for (int64_t k = 0; k < K; k++) {
+                    const float *cr = col + (co * K + k) * nm;
+                    int64_t pos = m0 * stride - padding + k;
+                    for (int64_t j = 0; j < nm; j++, pos += stride)
+                        if (pos >= 0 && pos < Lout) yr[pos] += cr[j];
+                }
+            }
+        }
+    }
+}
+
+/* Resampling works in polyphase form: a signal u[0, r·n) is kept as r rows
+ * ph[c][t] = u[r·t + c], t in [−M, n + M), with the margins holding the
+ * replicate padding. Both the transposed-conv upsampler and the strided
+ * downsampler then become a few contiguous multiply-adds per tap, which the
+ * compiler vectorizes, and the fused activation never interleaves at all. */
+static int64_t phase_margin(int K, int ratio) { return K / ratio + 2; }
+
+/* Replicate padding: dst[i] = src[clamp(i − left, 0, L−1)], i in [0, n). */
+static void replicate_pad(float *dst, const float *src, int64_t L, int64_t left, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = i - left;
+        dst[i] = src[s < 0 ? 0 : s >= L ? L - 1 : s];
+    }
+}
+
+/* UpSample1d of x[0, L) into the phase rows (row stride `row`, margin M):
+ *   u[j − off] = ratio · Σ_{ratio·m + k = j} xp[m] · f[k],  xp = x replicate-padded by p
+ * Terms with m outside xp do not exist in the transposed conv, so xz pads xp
+ * with zeros (K each side). xz: L + 2·p + 2·K floats. */
+static void upsample_phases(float *ph, int64_t row, int64_t M, const float *x, int64_t L, const float *f, int K,
+                            int ratio, float *xz) {
+    int64_t p = K / ratio - 1, off = p * ratio + (K - ratio) / 2, Lp = L + 2 * p;
+    float *xp = xz + K;
+    memset(xz, 0, (size_t)K * sizeof(float));
+    replicate_pad(xp, x, L, p, Lp);
+    memset(xp + Lp, 0, (size_t)K * sizeof(float));
+    for (int c = 0; c < ratio; c++) {
+        float *dst = ph + c * row + M;
+        int64_t k0 = (c + off) % ratio, q0 = (c + off - k0) / ratio; /* output t uses xp[q0 + t − i]·f[k0 + i·ratio] */
+        memset(dst, 0, (size_t)L * sizeof(float));
+        for (int64_t k = k0, i = 0; k < K; k += ratio, i++) {
+            const float *src = xp + q0 - i;
+            float fk = f[k];
+            for (int64_t t = 0; t < L; t++) dst[t] += fk * src[t];
+        }
+        for (int64_t t = 0; t < L; t++) dst[t] *= (float)ratio;
+    }
+}
+
+/* Margins of n-sample phase rows: the first and last sample of u. */
+static void fill_phase_margins(float *ph, int64_t row, int64_t M, int64_t n, int ratio) {
+    float first = ph[M], last = ph[(ratio - 1) * row + M + n - 1];
+    for (int c = 0; c < ratio; c++) {
+        float *r = ph + c * row + M;
+        for (int64_t t = -M; t < 0; t++) r[t] = first;
+        for (int64_t t = n; t < n + M; t++) r[t] = last;
+    }
+}
+
+/* DownSample1d from phase rows: y[n] = Σ_k f[k] · u[n·ratio + k − left] with
+ * u replicate-padded (the margins), left = K/2 − (K even). */
+static void downsample_phases(float *y, int64_t Lout, const float *ph, int64_t row, int64_t M, const float *f, int K,
+                              int ratio) {
+    int64_t left = K / 2 - (K % 2 == 0);
+    memset(y, 0, (size_t)Lout * sizeof(float));
+    for (int k = 0; k < K; k++) {
+        int64_t u = k - left, c = ((u % ratio) + ratio) % ratio, o = (u - c) / ratio;
+        const float *src = ph + c * row + M + o;
+        float fk = f[k];
+        for (int64_t n = 0; n < Lout; n++) y[n] += fk * src[n];
+    }
+}
+
+static void cpu_upsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
+    if (!need_f32(b, "upsample1d", y) || !need_f32(b, "upsample1d", x) || !need_f32(b, "upsample1d", filter)) return;
+    int64_t rows = h3_tensor_rows(x), L = h3_tensor_cols(x);
+    int K = (int)h3_tensor_numel(filter);
+    int64_t M = phase_margin(K, ratio), row = L + 2 * M;
+    float *xz = scratch(b, (size_t)(L + 4 * K + ratio * row));
+    if (!xz) return;
+    float *ph = xz + L + 4 * K;
+    for (int64_t r = 0; r < rows; r++) {
+        upsample_phases(ph, row, M, (const float *)x->data + r * L, L, filter->data, K, ratio, xz);
+        float *yr = (float *)y->data + r * L * ratio;
+        for (int c = 0; c < ratio; c++)
+            for (int64_t t = 0; t < L; t++) yr[t * ratio + c] = ph[c * row + M + t];
+    }
+}
+
+static void cpu_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
+    if (!need_f32(b, "downsample1d", y) || !need_f32(b, "downsample1d", x) || !need_f32(b, "downsample1d", filter))
+        return;
+    int64_t rows = h3_tensor_rows(x), L = h3_tensor_cols(x), Lout = h3_tensor_cols(y);
+    int K = (int)h3_tensor_numel(filter);
+    int64_t M = phase_margin(K, ratio), row = Lout + 2 * M;
+    float *ph = scratch(b, (size_t)(ratio * row));
+    if (!ph) return;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = (const float *)x->data + r * L;
+        for (int c = 0; c < ratio; c++) /* deinterleave with replicate padding, margins included */
+            for (int64_t t = -M; t < Lout + M; t++) {
+                int64_t u = t * ratio + c;
+                ph[c * row + M + t] = xr[u < 0 ? 0 : u >= L ? L - 1 : u];
+            }
+        downsample_phases((float *)y->data + r * Lout, Lout, ph, row, M, filter->data, K, ratio);
+    }
+}
+
+/* SnakeBeta on one row, in place; a = e^alpha, inv = 1/(e^beta + 1e-9) as
+ * the reference computes them (float32). */
+static void snake_row(float *v, int64_t n, float a, float inv) {
+    for (int64_t i = 0; i < n; i++) {
+        float s = sinf(a * v[i]);
+        v[i] = v[i] + inv * (s * s);
+    }
+}
+
+static void cpu_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                           const h3_tensor *beta) {
+    if (!need_f32(b, "snake_beta", y) || !need_f32(b, "snake_beta", x) || !need_f32(b, "snake_beta", alpha) ||
+        !need_f32(b, "snake_beta", beta))
+        return;
+    int64_t B = x->shape[0], C = x->shape[1], L = x->shape[2];
+    const float *A = alpha->data, *Bt = beta->data;
+    for (int64_t r = 0; r < B * C; r++) {
+        float *yr = (float *)y->data + r * L;
+        if (yr != (const float *)x->data + r * L) memcpy(yr, (const float *)x->data + r * L, (size_t)L * sizeof(float));
+        snake_row(yr, L, expf(A[r % C]), 1.0f / (expf(Bt[r % C]) + 1e-9f));
+    }
+}
+
+/* Per row: upsample into phase rows, SnakeBeta on them (elementwise, so the
+ * phase order does not matter), fill the margins, downsample. One row of
+ * scratch, so y may alias x. */
+static void cpu_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                                       const h3_tensor *beta, const h3_tensor *up_filter,
+                                       const h3_tensor *down_filter, int ratio) {
+    if (!need_f32(b, "snake_beta_antialiased", y) || !need_f32(b, "snake_beta_antialiased", x) ||
+        !need_f32(b, "snake_beta_antialiased", alpha) || !need_f32(b, "snake_beta_antialiased", beta) ||
+        !need_f32(b, "snake_beta_antialiased", up_filter) || !need_f32(b, "snake_beta_antialiased", down_filter))
+        return;
+    int64_t B = x->shape[0], C = x->shape[1], L = x->shape[2];
+    int Ku = (int)h3_tensor_numel(up_filter), Kd = (int)h3_tensor_numel(down_filter);
+    int64_t M = phase_margin(Ku > Kd ? Ku : Kd, ratio), row = L + 2 * M;
+    float *xz = scratch(b, (size_t)(L + 4 * Ku + ratio * row));
+    if (!xz) return;
+    float *ph = xz + L + 4 * Ku;
+    const float *A = alpha->data, *Bt = beta->data;
+    for (int64_t r = 0; r < B * C; r++) {
+        upsample_phases(ph, row, M, (const float *)x->data + r * L, L, up_filter->data, Ku, ratio, xz);
+        float a = expf(A[r % C]), inv = 1.0f / (expf(Bt[r % C]) + 1e-9f);
+        for (int c = 0; c < ratio; c++) snake_row(ph + c * row + M, L, a, inv);
+        fill_phase_margins(ph, row, M, L, ratio);
+        downsample_phases((float *)y->data + r * L, L, ph, row, M, down_filter->data, Kd, ratio);
+    }
+}
+
+static void cpu_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
+    if (!need_f32(b, "clamp", y) || !need_f32(b, "clamp", x)) return;
+    int64_t n = h3_tensor_numel(y);
+    const float *X = x->data;
+    float *Y = y->data;
+    for (int64_t i = 0; i < n; i++) Y[i] = X[i] < lo ? lo : X[i] > hi ? hi : X[i]; /* NaN passes through */
+}
 /* H3_CPU_AUDIO_VAE_END */
 
 static const h3_backend_ops cpu_ops = {
@@ -353,6 +707,16 @@ static const h3_backend_ops cpu_ops = {
     .copy = cpu_copy,
     .fill = cpu_fill,
     /* H3_CPU_OPS_TABLE_VAE */
+    .copy_view = cpu_copy_view,
+    .blend_view = cpu_blend_view,
+    .rgb8_from_planar = cpu_rgb8_from_planar,
+    .conv1d = cpu_conv1d,
+    .conv_transpose1d = cpu_conv_transpose1d,
+    .upsample1d = cpu_upsample1d,
+    .downsample1d = cpu_downsample1d,
+    .snake_beta = cpu_snake_beta,
+    .snake_beta_antialiased = cpu_snake_beta_antialiased,
+    .clamp = cpu_clamp,
 };
 
 h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status *status) {

@@ -47,6 +47,12 @@ typedef struct h3_backend_ops {
 
     /* Subsystem ops: each block is owned by one subsystem file. */
     /* H3_IMPL_VIDEO_VAE_BEGIN */
+    void (*copy_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
+    void (*blend_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                       const h3_tensor *x, const h3_view *xv, int axis, int extent);
+    /* mean/std hold C = src->shape[0] values. */
+    void (*rgb8_from_planar)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
+                             const float *mean, const float *std);
     /* H3_IMPL_VIDEO_VAE_END */
     /* H3_IMPL_AUDIO_VAE_BEGIN */
     void (*conv1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,

@@ -541,3 +541,68 @@ const h3_st_tensor *h3_checkpoint_at(const h3_checkpoint *c, size_t i) {
     return i < c->order->len ? g_ptr_array_index(c->order, i) : NULL;
 }
 const char *h3_checkpoint_path(const h3_checkpoint *c) { return c->path; }
+
+/* ---------------------------------------------------------------------- */
+/* Writer.                                                                 */
+
+static void json_append_string(GString *out, const char *s) {
+    g_string_append_c(out, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') g_string_append_printf(out, "\\%c", *p);
+        else if (*p < 0x20) g_string_append_printf(out, "\\u%04x", *p);
+        else g_string_append_c(out, (char)*p);
+    }
+    g_string_append_c(out, '"');
+}
+
+h3_status_code h3_st_write(const char *path, const h3_st_write_tensor *tensors, size_t count,
+                           const char *const *metadata_kv, h3_status *status) {
+    GString *h = g_string_new("{");
+    size_t offset = 0;
+    int first = 1;
+    if (metadata_kv && metadata_kv[0]) {
+        g_string_append(h, "\"__metadata__\":{");
+        for (size_t i = 0; metadata_kv[i] && metadata_kv[i + 1]; i += 2) {
+            if (i) g_string_append_c(h, ',');
+            json_append_string(h, metadata_kv[i]);
+            g_string_append_c(h, ':');
+            json_append_string(h, metadata_kv[i + 1]);
+        }
+        g_string_append_c(h, '}');
+        first = 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const h3_st_write_tensor *t = &tensors[i];
+        size_t n = 1;
+        for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+        size_t bytes = n * h3_st_dtype_size(t->dtype);
+        if (!first) g_string_append_c(h, ',');
+        first = 0;
+        json_append_string(h, t->name);
+        g_string_append_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", h3_st_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++) g_string_append_printf(h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        g_string_append_printf(h, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
+        offset += bytes;
+    }
+    g_string_append_c(h, '}');
+    while ((h->len + 8) % 8) g_string_append_c(h, ' '); /* data section 8-byte aligned */
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        g_string_free(h, TRUE);
+        return h3_fail(status, H3_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    uint64_t n = h->len;
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
+    int ok = fwrite(len, 1, 8, f) == 8 && fwrite(h->str, 1, h->len, f) == h->len;
+    for (size_t i = 0; ok && i < count; i++) {
+        size_t nel = 1;
+        for (int d = 0; d < tensors[i].ndim; d++) nel *= (size_t)tensors[i].shape[d];
+        size_t bytes = nel * h3_st_dtype_size(tensors[i].dtype);
+        ok = bytes == 0 || fwrite(tensors[i].data, 1, bytes, f) == bytes;
+    }
+    g_string_free(h, TRUE);
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) return h3_fail(status, H3_ERR_IO, "%s: write failed", path);
+    return H3_OK;
+}

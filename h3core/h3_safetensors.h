@@ -60,6 +60,20 @@ uint16_t h3_f32_to_bf16(float v); /* round to nearest even, NaN kept */
 float h3_f16_to_f32(uint16_t v);
 uint16_t h3_f32_to_f16(float v);
 
+/* Writing: describe each tensor (name, dtype, shape, data) and write them
+ * into one file with an optional __metadata__ (key/value string pairs,
+ * NULL-terminated array, may be NULL). Data is 8-byte aligned. */
+typedef struct h3_st_write_tensor {
+    const char *name;
+    h3_st_dtype dtype;
+    int ndim;
+    int64_t shape[H3_ST_MAX_DIMS];
+    const void *data;
+} h3_st_write_tensor;
+
+h3_status_code h3_st_write(const char *path, const h3_st_write_tensor *tensors, size_t count,
+                           const char *const *metadata_kv, h3_status *status);
+
 /* A checkpoint: one safetensors file, or the shards named by an index json.
  * Tensor names are looked up across shards. */
 typedef struct h3_checkpoint h3_checkpoint;

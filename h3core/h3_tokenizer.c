@@ -21,8 +21,8 @@
 #include <string.h>
 
 /* Pre-tokenizer regex of Qwen2/Qwen3; pretok_next() implements exactly this. */
-#define QWEN2_REGEX                                                                               \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+#define QWEN2_REGEX                                                                                          \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"      \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 #define MAX_TOKEN_ID (1 << 24) /* bounds the id -> token table */
@@ -59,7 +59,7 @@ struct h3_tokenizer {
     uint8_t *flags;        /* id -> FLAG_* */
     int32_t n_ids;         /* highest id + 1 */
     int32_t cap_ids;
-    GHashTable *vocab; /* BPE vocabulary: string -> id + 1 */
+    GHashTable *vocab;  /* BPE vocabulary: string -> id + 1 */
     int32_t model_size; /* entries in the BPE vocabulary */
     merge_slot *merges;
     uint64_t merge_mask;
@@ -130,10 +130,13 @@ static JsonArray *get_array(JsonObject *o, const char *name) {
 static h3_status_code parse_json_file(const char *path, JsonParser **parser, JsonObject **root,
                                       h3_status *status) {
     GError *err = NULL;
-    *parser = json_parser_new_immutable();
+    *parser = json_parser_new();
     if (!json_parser_load_from_file(*parser, path, &err)) {
         h3_status_code code = err->domain == G_FILE_ERROR ? H3_ERR_IO : H3_ERR_FORMAT;
-        h3_fail(status, code, "%s: %s", path, err->message);
+        if (g_str_has_prefix(err->message, path))
+            h3_fail(status, code, "%s", err->message); /* names the file */
+        else
+            h3_fail(status, code, "%s: %s", path, err->message);
         g_error_free(err);
         g_object_unref(*parser);
         *parser = NULL;
@@ -166,7 +169,8 @@ static uint32_t byte_to_unicode(int b) {
 static h3_status_code ensure_ids(h3_tokenizer *tok, int32_t id, h3_status *status) {
     if (id < tok->cap_ids) return H3_OK;
     int32_t cap = tok->cap_ids ? tok->cap_ids : 1024;
-    while (cap <= id) cap *= 2;
+    while (cap <= id)
+        cap *= 2;
     char **t = realloc(tok->tokens, (size_t)cap * sizeof *t);
     if (!t) return h3_fail(status, H3_ERR_NO_MEMORY, "tokenizer: id table of %d entries", cap);
     tok->tokens = t;
@@ -199,7 +203,7 @@ static h3_status_code add_vocab_entry(h3_tokenizer *tok, const char *token, int6
     return H3_OK;
 }
 
-static int32_t vocab_lookup_len(const h3_tokenizer *tok, const char *s) {
+static int32_t vocab_lookup(const h3_tokenizer *tok, const char *s) {
     gpointer v = g_hash_table_lookup(tok->vocab, s);
     return v ? GPOINTER_TO_INT(v) - 1 : -1;
 }
@@ -228,12 +232,15 @@ static uint64_t merge_hash(const h3_tokenizer *tok, uint64_t key) {
 
 static h3_status_code merges_init(h3_tokenizer *tok, size_t count, h3_status *status) {
     int bits = 4;
-    while (((size_t)1 << bits) < 2 * count + 16) bits++;
+    while (((size_t)1 << bits) < 2 * count + 16)
+        bits++;
     tok->merge_bits = bits;
     tok->merge_mask = ((uint64_t)1 << bits) - 1;
     tok->merges = malloc(((size_t)1 << bits) * sizeof *tok->merges);
-    if (!tok->merges) return h3_fail(status, H3_ERR_NO_MEMORY, "tokenizer: merge table for %zu merges", count);
-    for (size_t i = 0; i <= tok->merge_mask; i++) tok->merges[i].key = EMPTY_KEY;
+    if (!tok->merges)
+        return h3_fail(status, H3_ERR_NO_MEMORY, "tokenizer: merge table for %zu merges", count);
+    for (size_t i = 0; i <= tok->merge_mask; i++)
+        tok->merges[i].key = EMPTY_KEY;
     return H3_OK;
 }
 
@@ -259,24 +266,25 @@ static h3_status_code add_merge(h3_tokenizer *tok, const char *a, size_t alen, c
     h3_status_code rc = H3_OK;
     memcpy(joined, a, alen);
     joined[alen] = '\0';
-    int32_t ia = vocab_lookup_len(tok, joined);
+    int32_t ia = vocab_lookup(tok, joined);
     memcpy(joined, b, blen);
     joined[blen] = '\0';
-    int32_t ib = vocab_lookup_len(tok, joined);
+    int32_t ib = vocab_lookup(tok, joined);
     memcpy(joined, a, alen);
     memcpy(joined + alen, b, blen);
     joined[alen + blen] = '\0';
-    int32_t inew = vocab_lookup_len(tok, joined);
+    int32_t inew = vocab_lookup(tok, joined);
     if (ia < 0 || ib < 0 || inew < 0) {
         const char *what = ia < 0 ? a : ib < 0 ? b : joined;
         int what_len = ia < 0 ? (int)alen : ib < 0 ? (int)blen : (int)(alen + blen);
-        rc = h3_fail(status, H3_ERR_FORMAT, "%s: merge %d ('%.*s' '%.*s'): '%.*s' is not in the vocab", where, rank,
-                     (int)alen, a, (int)blen, b, what_len, what);
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: merge %d ('%.*s' '%.*s'): '%.*s' is not in the vocab", where,
+                     rank, (int)alen, a, (int)blen, b, what_len, what);
         goto done;
     }
     uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
     uint64_t h = merge_hash(tok, key);
-    while (tok->merges[h].key != EMPTY_KEY && tok->merges[h].key != key) h = (h + 1) & tok->merge_mask;
+    while (tok->merges[h].key != EMPTY_KEY && tok->merges[h].key != key)
+        h = (h + 1) & tok->merge_mask;
     merge_slot *s = &tok->merges[h];
     *added = s->key == EMPTY_KEY;
     if (*added || !keep_first) {
@@ -301,7 +309,7 @@ static int32_t max_added_id(const h3_tokenizer *tok) {
 /* tokenizers' AddedVocabulary::add_tokens: a known content keeps its id, a
  * BPE token becomes "added" with its BPE id, anything else gets the next id. */
 static int32_t next_added_id(const h3_tokenizer *tok, const char *content, bool *in_vocab) {
-    int32_t id = vocab_lookup_len(tok, content);
+    int32_t id = vocab_lookup(tok, content);
     *in_vocab = id >= 0;
     if (id >= 0) return id;
     int32_t m = max_added_id(tok);
@@ -315,32 +323,39 @@ typedef struct token_decl {
     int64_t declared_id; /* -1: none */
 } token_decl;
 
-static h3_status_code add_token(h3_tokenizer *tok, const token_decl *d, const char *where, h3_status *status) {
+static h3_status_code add_token(h3_tokenizer *tok, const token_decl *d, const char *where,
+                                h3_status *status) {
     if (!d->content[0]) return H3_OK; /* tokenizers skips empty tokens */
     if (d->lstrip || d->rstrip || d->single_word)
-        return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "%s: added token '%s' uses lstrip/rstrip/single_word, which this tokenizer does not implement",
-                       where, d->content);
+        return h3_fail(
+            status, H3_ERR_UNSUPPORTED,
+            "%s: added token '%s' uses lstrip/rstrip/single_word, which this tokenizer does not implement",
+            where, d->content);
     gpointer known = g_hash_table_lookup(tok->added_index, d->content);
     if (known) {
         added_token *t = &tok->added[GPOINTER_TO_SIZE(known) - 1];
         if (d->declared_id >= 0 && d->declared_id != t->id)
-            return h3_fail(status, H3_ERR_FORMAT, "%s: added token '%s' declared with id %lld but it already has id %d",
-                           where, d->content, (long long)d->declared_id, t->id);
+            return h3_fail(status, H3_ERR_FORMAT,
+                           "%s: added token '%s' declared with id %lld but it already has id %d", where,
+                           d->content, (long long)d->declared_id, t->id);
         t->special = d->special;
-        if (t->special) tok->flags[t->id] |= FLAG_SPECIAL;
-        else tok->flags[t->id] &= (uint8_t)~FLAG_SPECIAL;
+        if (t->special)
+            tok->flags[t->id] |= FLAG_SPECIAL;
+        else
+            tok->flags[t->id] &= (uint8_t)~FLAG_SPECIAL;
         if (t->normalized != d->normalized)
-            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: added token '%s' redeclared with another 'normalized' flag",
-                           where, d->content);
+            return h3_fail(status, H3_ERR_UNSUPPORTED,
+                           "%s: added token '%s' redeclared with another 'normalized' flag", where,
+                           d->content);
         return H3_OK;
     }
     bool in_vocab;
     int32_t id = next_added_id(tok, d->content, &in_vocab);
     if (d->declared_id >= 0 && d->declared_id != id)
-        return h3_fail(status, H3_ERR_FORMAT,
-                       "%s: added token '%s' declared with id %lld, but (transformers/tokenizers) it gets id %d",
-                       where, d->content, (long long)d->declared_id, id);
+        return h3_fail(
+            status, H3_ERR_FORMAT,
+            "%s: added token '%s' declared with id %lld, but (transformers/tokenizers) it gets id %d", where,
+            d->content, (long long)d->declared_id, id);
     if (id >= MAX_TOKEN_ID) return h3_fail(status, H3_ERR_FORMAT, "%s: too many added tokens", where);
     h3_status_code rc = ensure_ids(tok, id, status);
     if (rc) return rc;
@@ -364,7 +379,9 @@ static h3_status_code add_token(h3_tokenizer *tok, const token_decl *d, const ch
         /* tokenizers searches normalized tokens in normalized text, by their
          * normalized content. */
         char *n = g_utf8_normalize(d->content, -1, G_NORMALIZE_NFC);
-        if (!n) return h3_fail(status, H3_ERR_FORMAT, "%s: added token '%s' is not valid UTF-8", where, d->content);
+        if (!n)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: added token '%s' is not valid UTF-8", where,
+                           d->content);
         t->match = g_string_chunk_insert(tok->strings, n);
         g_free(n);
     }
@@ -393,7 +410,8 @@ static h3_status_code read_token_object(JsonObject *o, token_decl *d, bool speci
 
 /* ---------------------------------------------------------------- tokenizer.json */
 
-static h3_status_code check_normalizer(h3_tokenizer *tok, JsonObject *root, const char *path, h3_status *status) {
+static h3_status_code check_normalizer(h3_tokenizer *tok, JsonObject *root, const char *path,
+                                       h3_status *status) {
     JsonNode *n = json_object_get_member(root, "normalizer");
     if (node_is_null(n)) {
         tok->nfc = false;
@@ -417,8 +435,8 @@ static h3_status_code check_normalizer(h3_tokenizer *tok, JsonObject *root, cons
         }
     }
     if (!type || strcmp(type, "NFC"))
-        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only NFC or none)", path,
-                       type ? type : "?");
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only NFC or none)",
+                       path, type ? type : "?");
     tok->nfc = true;
     return H3_OK;
 }
@@ -447,10 +465,11 @@ static h3_status_code check_pre_tokenizer(JsonObject *root, const char *path, h3
     }
     if (!type || strcmp(type, "Split") || !regex || strcmp(regex, QWEN2_REGEX) || !behavior ||
         strcmp(behavior, "Isolated") || invert || !type2 || strcmp(type2, "ByteLevel") || prefix || use_regex)
-        return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "%s: pre_tokenizer is not the Qwen2 one (Split(Qwen2 regex, Isolated) + ByteLevel(no prefix "
-                       "space, no regex)); other pre-tokenizers are not implemented",
-                       path);
+        return h3_fail(
+            status, H3_ERR_UNSUPPORTED,
+            "%s: pre_tokenizer is not the Qwen2 one (Split(Qwen2 regex, Isolated) + ByteLevel(no prefix "
+            "space, no regex)); other pre-tokenizers are not implemented",
+            path);
     return H3_OK;
 }
 
@@ -464,16 +483,19 @@ static h3_status_code check_bpe_model(JsonObject *model, const char *path, h3_st
         (rc = get_bool(model, "byte_fallback", false, &byte_fallback, path, status)) ||
         (rc = get_bool(model, "ignore_merges", false, &ignore_merges, path, status)))
         return rc;
-    if (type && strcmp(type, "BPE")) return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: model type '%s' (only BPE)", path, type);
+    if (type && strcmp(type, "BPE"))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: model type '%s' (only BPE)", path, type);
     if ((prefix && *prefix) || (suffix && *suffix) || byte_fallback || ignore_merges ||
         !node_is_null(json_object_get_member(model, "dropout")))
         return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "%s: BPE options (subword prefix/suffix, byte_fallback, ignore_merges, dropout) are not supported",
+                       "%s: BPE options (subword prefix/suffix, byte_fallback, ignore_merges, dropout) are "
+                       "not supported",
                        path);
     return H3_OK;
 }
 
-static h3_status_code load_json_merges(h3_tokenizer *tok, JsonArray *merges, const char *path, h3_status *status) {
+static h3_status_code load_json_merges(h3_tokenizer *tok, JsonArray *merges, const char *path,
+                                       h3_status *status) {
     guint n = json_array_get_length(merges);
     h3_status_code rc = merges_init(tok, n, status);
     if (rc) return rc;
@@ -485,8 +507,8 @@ static h3_status_code load_json_merges(h3_tokenizer *tok, JsonArray *merges, con
             a = json_node_get_string(e);
             const char *sp = strchr(a, ' ');
             if (!sp || strchr(sp + 1, ' '))
-                return h3_fail(status, H3_ERR_FORMAT, "%s: merge %u '%s' is not two tokens separated by one space",
-                               path, i, a);
+                return h3_fail(status, H3_ERR_FORMAT,
+                               "%s: merge %u '%s' is not two tokens separated by one space", path, i, a);
             alen = (size_t)(sp - a);
             b = sp + 1;
             blen = strlen(b);
@@ -498,7 +520,8 @@ static h3_status_code load_json_merges(h3_tokenizer *tok, JsonArray *merges, con
             alen = strlen(a);
             blen = strlen(b);
         } else {
-            return h3_fail(status, H3_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [\"a\", \"b\"]", path, i);
+            return h3_fail(status, H3_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [\"a\", \"b\"]", path,
+                           i);
         }
         bool added;
         if ((rc = add_merge(tok, a, alen, b, blen, (int32_t)i, false, &added, path, status))) return rc;
@@ -506,7 +529,8 @@ static h3_status_code load_json_merges(h3_tokenizer *tok, JsonArray *merges, con
     return H3_OK;
 }
 
-static h3_status_code load_json_added(h3_tokenizer *tok, JsonArray *arr, const char *path, h3_status *status) {
+static h3_status_code load_json_added(h3_tokenizer *tok, JsonArray *arr, const char *path,
+                                      h3_status *status) {
     guint n = arr ? json_array_get_length(arr) : 0;
     for (guint i = 0; i < n; i++) {
         JsonNode *e = json_array_get_element(arr, i);
@@ -518,7 +542,8 @@ static h3_status_code load_json_added(h3_tokenizer *tok, JsonArray *arr, const c
         if (rc) return rc;
         JsonNode *idn = json_object_get_member(o, "id");
         if (!node_is_int(idn))
-            return h3_fail(status, H3_ERR_FORMAT, "%s: added_tokens[%u] ('%s') has no integer id", path, i, d.content);
+            return h3_fail(status, H3_ERR_FORMAT, "%s: added_tokens[%u] ('%s') has no integer id", path, i,
+                           d.content);
         d.declared_id = json_node_get_int(idn);
         if ((rc = add_token(tok, &d, path, status))) return rc;
     }
@@ -574,7 +599,8 @@ static h3_status_code load_slow_files(h3_tokenizer *tok, const char *vocab_path,
         return rc;
     }
     size_t lines = 1;
-    for (gsize i = 0; i < len; i++) lines += text[i] == '\n';
+    for (gsize i = 0; i < len; i++)
+        lines += text[i] == '\n';
     if ((rc = merges_init(tok, lines, status))) goto out;
     /* As Qwen2Tokenizer reads it: strip each line, skip blank lines and a
      * first "#version:" line, split on whitespace. */
@@ -584,21 +610,27 @@ static h3_status_code load_slow_files(h3_tokenizer *tok, const char *vocab_path,
         end = memchr(line, '\n', (size_t)(text + len - line));
         if (!end) end = text + len;
         char *s = line, *e = end;
-        while (s < e && g_ascii_isspace(*s)) s++;
-        while (e > s && g_ascii_isspace(e[-1])) e--;
+        while (s < e && g_ascii_isspace(*s))
+            s++;
+        while (e > s && g_ascii_isspace(e[-1]))
+            e--;
         if (s == e || (lineno == 0 && e - s >= 9 && !memcmp(s, "#version:", 9))) continue;
         char *sp = s;
-        while (sp < e && !g_ascii_isspace(*sp)) sp++;
+        while (sp < e && !g_ascii_isspace(*sp))
+            sp++;
         char *b = sp;
-        while (b < e && g_ascii_isspace(*b)) b++;
+        while (b < e && g_ascii_isspace(*b))
+            b++;
         char *be = b;
-        while (be < e && !g_ascii_isspace(*be)) be++;
+        while (be < e && !g_ascii_isspace(*be))
+            be++;
         if (sp == s || b == e || be != e) {
             rc = h3_fail(status, H3_ERR_FORMAT, "%s: line %zu is not two tokens", merges_path, lineno + 1);
             goto out;
         }
         bool added;
-        if ((rc = add_merge(tok, s, (size_t)(sp - s), b, (size_t)(be - b), rank, true, &added, merges_path, status)))
+        if ((rc = add_merge(tok, s, (size_t)(sp - s), b, (size_t)(be - b), rank, true, &added, merges_path,
+                            status)))
             goto out;
         rank += added;
     }
@@ -610,7 +642,8 @@ out:
 /* ---------------------------------------------------------------- tokenizer_config.json */
 
 /* One special-token value: "text", {"content": "text", ...}, or null. */
-static h3_status_code add_special_value(h3_tokenizer *tok, JsonNode *v, const char *where, h3_status *status) {
+static h3_status_code add_special_value(h3_tokenizer *tok, JsonNode *v, const char *where,
+                                        h3_status *status) {
     token_decl d = {0};
     d.declared_id = -1;
     if (node_is_null(v)) return H3_OK;
@@ -678,7 +711,8 @@ static h3_status_code load_added_tokens_decoder(h3_tokenizer *tok, JsonObject *d
         char *endp;
         long long id = g_ascii_strtoll(name, &endp, 10);
         if (!*name || *endp || !JSON_NODE_HOLDS_OBJECT(node)) {
-            rc = h3_fail(status, H3_ERR_FORMAT, "%s: added_tokens_decoder entry '%s' is not id -> object", path, name);
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: added_tokens_decoder entry '%s' is not id -> object",
+                         path, name);
             goto out;
         }
         e[k].id = id;
@@ -719,7 +753,8 @@ static h3_status_code apply_config(h3_tokenizer *tok, const char *path, h3_statu
         goto out;
     if (cls && strcmp(cls, "Qwen2Tokenizer") && strcmp(cls, "Qwen2TokenizerFast") &&
         strcmp(cls, "PreTrainedTokenizerFast")) {
-        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: tokenizer_class '%s' (only Qwen2Tokenizer[Fast])", path, cls);
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: tokenizer_class '%s' (only Qwen2Tokenizer[Fast])", path,
+                     cls);
         goto out;
     }
     if (prefix_space) {
@@ -729,15 +764,17 @@ static h3_status_code apply_config(h3_tokenizer *tok, const char *path, h3_statu
     /* These two files change the added tokens in transformers; rather than
      * ignore them silently, refuse them (the H3 and Qwen3 releases have neither). */
     if (g_file_test(stm, G_FILE_TEST_EXISTS) || (!dec && g_file_test(atj, G_FILE_TEST_EXISTS))) {
-        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: special_tokens_map.json / added_tokens.json are not supported",
-                     dir);
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED,
+                     "%s: special_tokens_map.json / added_tokens.json are not supported", dir);
         goto out;
     }
     tok->split_special = split_special;
     if (dec && (rc = load_added_tokens_decoder(tok, dec, path, status))) goto out;
     for (size_t i = 0; i < G_N_ELEMENTS(special_token_keys); i++)
-        if ((rc = add_special_value(tok, json_object_get_member(cfg, special_token_keys[i]), path, status))) goto out;
-    if ((rc = add_special_list(tok, json_object_get_member(cfg, "additional_special_tokens"), path, status)) ||
+        if ((rc = add_special_value(tok, json_object_get_member(cfg, special_token_keys[i]), path, status)))
+            goto out;
+    if ((rc =
+             add_special_list(tok, json_object_get_member(cfg, "additional_special_tokens"), path, status)) ||
         (rc = add_special_list(tok, json_object_get_member(cfg, "extra_special_tokens"), path, status)))
         goto out;
 out:
@@ -771,7 +808,8 @@ static h3_status_code build_set(h3_tokenizer *tok, added_set *set, bool normaliz
     g_qsort_with_data(set->index, (gint)n, sizeof *set->index, compare_set_entry, tok);
     uint32_t k = 0;
     for (int b = 0; b <= 256; b++) {
-        while (b < 256 && k < n && (unsigned char)tok->added[set->index[k]].match[0] < b) k++;
+        while (b < 256 && k < n && (unsigned char)tok->added[set->index[k]].match[0] < b)
+            k++;
         set->start[b] = b < 256 ? k : n;
     }
     return H3_OK;
@@ -781,9 +819,10 @@ static h3_status_code finish_load(h3_tokenizer *tok, const char *path, h3_status
     for (int b = 0; b < 256; b++) {
         char s[8];
         s[g_unichar_to_utf8(byte_to_unicode(b), s)] = '\0';
-        tok->byte_ids[b] = vocab_lookup_len(tok, s);
+        tok->byte_ids[b] = vocab_lookup(tok, s);
         if (tok->byte_ids[b] < 0)
-            return h3_fail(status, H3_ERR_FORMAT, "%s: byte 0x%02X (symbol '%s') is not in the vocab", path, b, s);
+            return h3_fail(status, H3_ERR_FORMAT, "%s: byte 0x%02X (symbol '%s') is not in the vocab", path,
+                           b, s);
     }
     h3_status_code rc = build_set(tok, &tok->raw_set, false, status);
     if (!rc) rc = build_set(tok, &tok->norm_set, true, status);
@@ -823,11 +862,13 @@ h3_status_code h3_tokenizer_load_with_options(const char *path, const h3_tokeniz
         vocab = g_build_filename(dir, "vocab.json", NULL);
         merges = g_build_filename(dir, "merges.txt", NULL);
         if (mode == H3_TOKENIZER_MODE_TOKENIZERS) {
-            rc = h3_fail(status, H3_ERR_NOT_FOUND, "%s: no tokenizer.json (the 'tokenizers' mode reads only that)", dir);
+            rc = h3_fail(status, H3_ERR_NOT_FOUND,
+                         "%s: no tokenizer.json (the 'tokenizers' mode reads only that)", dir);
             goto out;
         }
         if (!g_file_test(vocab, G_FILE_TEST_IS_REGULAR) || !g_file_test(merges, G_FILE_TEST_IS_REGULAR)) {
-            rc = h3_fail(status, H3_ERR_NOT_FOUND, "%s: neither tokenizer.json nor vocab.json + merges.txt", dir);
+            rc = h3_fail(status, H3_ERR_NOT_FOUND, "%s: neither tokenizer.json nor vocab.json + merges.txt",
+                         dir);
             goto out;
         }
     }
@@ -856,8 +897,10 @@ h3_status_code h3_tokenizer_load_with_options(const char *path, const h3_tokeniz
     rc = json ? load_tokenizer_json(tok, json, status) : load_slow_files(tok, vocab, merges, status);
     if (!rc && config) rc = apply_config(tok, config, status);
     if (!rc) rc = finish_load(tok, json ? json : dir, status);
-    if (rc) h3_tokenizer_free(tok);
-    else *out = tok;
+    if (rc)
+        h3_tokenizer_free(tok);
+    else
+        *out = tok;
 out:
     g_free(dir);
     g_free(json);
@@ -894,7 +937,7 @@ int32_t h3_tokenizer_token_to_id(const h3_tokenizer *tok, const char *token) {
     if (!tok || !token) return -1;
     gpointer v = g_hash_table_lookup(tok->added_index, token);
     if (v) return tok->added[GPOINTER_TO_SIZE(v) - 1].id;
-    return vocab_lookup_len(tok, token);
+    return vocab_lookup(tok, token);
 }
 
 int h3_tokenizer_is_special(const h3_tokenizer *tok, int32_t id) {
@@ -927,7 +970,8 @@ typedef struct bpe_merge {
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = realloc(*p, c * elem);
     if (!q) return false;
     *p = q;
@@ -940,7 +984,8 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 static bool grow_parallel(void **arrays[], const size_t *elems, int count, size_t *cap, size_t need) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     for (int i = 0; i < count; i++) {
         void *q = realloc(*arrays[i], c * elems[i]);
         if (!q) return false;
@@ -963,13 +1008,25 @@ static size_t utf8_check(const unsigned char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
         unsigned c = s[i];
-        size_t n;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) { i++; continue; }
-        else if (c >= 0xC2 && c <= 0xDF) n = 1;
-        else if (c >= 0xE0 && c <= 0xEF) { n = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { n = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-        else return i;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;                        /* continuation bytes */
+        unsigned lo = 0x80, hi = 0xBF;   /* range of the first continuation byte */
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            if (c == 0xE0) lo = 0xA0; /* overlong */
+            if (c == 0xED) hi = 0x9F; /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            if (c == 0xF0) lo = 0x90; /* overlong */
+            if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
+        } else {
+            return i;
+        }
         if (len - i <= n) return i;
         if (s[i + 1] < lo || s[i + 1] > hi) return i;
         for (size_t k = 2; k <= n; k++)
@@ -981,10 +1038,20 @@ static size_t utf8_check(const unsigned char *s, size_t len) {
 
 /* Decodes one character of valid UTF-8, returns its length. */
 static size_t utf8_decode(const unsigned char *s, uint32_t *cp) {
-    if (s[0] < 0x80) { *cp = s[0]; return 1; }
-    if (s[0] < 0xE0) { *cp = (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F); return 2; }
-    if (s[0] < 0xF0) { *cp = (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F); return 3; }
-    *cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (s[0] < 0xE0) {
+        *cp = (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
+        return 2;
+    }
+    if (s[0] < 0xF0) {
+        *cp = (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+        return 3;
+    }
+    *cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 |
+          (s[3] & 0x3F);
     return 4;
 }
 
@@ -1037,7 +1104,8 @@ static size_t pretok_next(const uint32_t *cp, const uint8_t *cls, size_t n, size
     size_t j = i;
     if (!(cls[j] & (CC_L | CC_N | CC_NL)) && j + 1 < n && (cls[j + 1] & CC_L)) j++;
     if (cls[j] & CC_L) {
-        while (j < n && (cls[j] & CC_L)) j++;
+        while (j < n && (cls[j] & CC_L))
+            j++;
         return j;
     }
     /* \p{N} */
@@ -1045,14 +1113,17 @@ static size_t pretok_next(const uint32_t *cp, const uint8_t *cls, size_t n, size
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
     j = cp[i] == ' ' ? i + 1 : i;
     size_t k = j;
-    while (k < n && !(cls[k] & (CC_S | CC_L | CC_N))) k++;
+    while (k < n && !(cls[k] & (CC_S | CC_L | CC_N)))
+        k++;
     if (k > j) {
-        while (k < n && (cls[k] & CC_NL)) k++;
+        while (k < n && (cls[k] & CC_NL))
+            k++;
         return k;
     }
     /* Only whitespace is left: cls[i] has CC_S. */
     size_t e = i;
-    while (e < n && (cls[e] & CC_S)) e++;
+    while (e < n && (cls[e] & CC_S))
+        e++;
     /* \s*[\r\n]+ : up to and including the last CR/LF of the run */
     for (size_t m = e; m > i; m--)
         if (cls[m - 1] & CC_NL) return m;
@@ -1113,7 +1184,8 @@ static h3_status_code bpe_piece(const h3_tokenizer *tok, work *w, const unsigned
         w->next[k] = k + 1 < n ? (int32_t)k + 1 : -1;
     }
     w->n_heap = 0;
-    for (size_t k = 0; k + 1 < n; k++) push_pair(tok, w, (int32_t)k);
+    for (size_t k = 0; k + 1 < n; k++)
+        push_pair(tok, w, (int32_t)k);
     while (w->n_heap) {
         bpe_merge m = heap_pop(w);
         int32_t right = w->next[m.pos];
@@ -1135,7 +1207,8 @@ static h3_status_code bpe_piece(const h3_tokenizer *tok, work *w, const unsigned
 }
 
 /* Pre-tokenizes and BPE-encodes normalized text without added tokens. */
-static h3_status_code encode_plain(const h3_tokenizer *tok, work *w, const char *s, size_t len, h3_status *status) {
+static h3_status_code encode_plain(const h3_tokenizer *tok, work *w, const char *s, size_t len,
+                                   h3_status *status) {
     void **arrays[] = {(void **)&w->cp, (void **)&w->off, (void **)&w->cls};
     const size_t elems[] = {sizeof *w->cp, sizeof *w->off, sizeof *w->cls};
     if (!grow_parallel(arrays, elems, 3, &w->cap_cp, len + 1))
@@ -1159,8 +1232,8 @@ static h3_status_code encode_plain(const h3_tokenizer *tok, work *w, const char 
 
 /* Leftmost-longest added token in s[from, len): returns its start (len when
  * none) and sets *mlen and *id. */
-static size_t find_added(const h3_tokenizer *tok, const added_set *set, const char *s, size_t from, size_t len,
-                         size_t *mlen, int32_t *id) {
+static size_t find_added(const h3_tokenizer *tok, const added_set *set, const char *s, size_t from,
+                         size_t len, size_t *mlen, int32_t *id) {
     if (set->start[256] == 0) return len;
     for (size_t pos = from; pos < len; pos++) {
         unsigned char c = (unsigned char)s[pos];
@@ -1206,7 +1279,8 @@ static bool is_ascii(const char *s, size_t len) {
 
 /* A segment between raw added tokens: normalize, then split on normalized
  * added tokens, then encode the rest. */
-static h3_status_code encode_segment(const h3_tokenizer *tok, work *w, const char *s, size_t len, h3_status *status) {
+static h3_status_code encode_segment(const h3_tokenizer *tok, work *w, const char *s, size_t len,
+                                     h3_status *status) {
     char *norm = NULL;
     if (tok->nfc && !is_ascii(s, len)) { /* ASCII is already NFC */
         norm = nfc(s, len, &len);
@@ -1228,14 +1302,19 @@ static h3_status_code encode_segment(const h3_tokenizer *tok, work *w, const cha
 
 h3_status_code h3_tokenizer_encode_len(const h3_tokenizer *tok, const char *text, size_t len, int32_t **ids,
                                        size_t *n_ids, h3_status *status) {
-    if (!ids || !n_ids) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: ids/n_ids is NULL");
+    if (!ids || !n_ids)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: ids/n_ids is NULL");
     *ids = NULL;
     *n_ids = 0;
-    if (!tok || (!text && len)) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: NULL tokenizer or text");
-    if (len > UINT32_MAX - 1) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: text of %zu bytes is too long", len);
+    if (!tok || (!text && len))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: NULL tokenizer or text");
+    if (len > UINT32_MAX - 1)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_tokenizer_encode: text of %zu bytes is too long",
+                       len);
     size_t bad = utf8_check((const unsigned char *)text, len);
     if (bad < len)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "tokenizer: text is not valid UTF-8 (byte 0x%02X at offset %zu)",
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "tokenizer: text is not valid UTF-8 (byte 0x%02X at offset %zu)",
                        (unsigned char)text[bad], bad);
     work w = {0};
     h3_status_code rc = H3_OK;

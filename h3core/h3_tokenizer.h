@@ -52,11 +52,11 @@ void h3_tokenizer_free(h3_tokenizer *tok);
 /* Encodes NUL-terminated UTF-8 text. *ids is malloc'd (caller frees; NULL when
  * *n_ids is 0). Invalid UTF-8 is an H3_ERR_INVALID_ARGUMENT. Thread-safe: the
  * tokenizer is not modified. */
-h3_status_code h3_tokenizer_encode(const h3_tokenizer *tok, const char *text, int32_t **ids,
-                                   size_t *n_ids, h3_status *status);
+h3_status_code h3_tokenizer_encode(const h3_tokenizer *tok, const char *text, int32_t **ids, size_t *n_ids,
+                                   h3_status *status);
 /* Same for len bytes of text, which may contain NUL characters. */
-h3_status_code h3_tokenizer_encode_len(const h3_tokenizer *tok, const char *text, size_t len,
-                                       int32_t **ids, size_t *n_ids, h3_status *status);
+h3_status_code h3_tokenizer_encode_len(const h3_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                                       size_t *n_ids, h3_status *status);
 
 /* Highest id + 1, added tokens included (151669 for Qwen3, 151676 with the
  * H3 extras). */

@@ -1,0 +1,39 @@
+/* gsth3videosrc.h - h3videosrc: a GStreamer source that generates a video
+ * clip with its soundtrack from a text prompt, through the h3core engine. */
+#ifndef GST_H3_VIDEO_SRC_H
+#define GST_H3_VIDEO_SRC_H
+
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_H3_VIDEO_SRC (gst_h3_video_src_get_type ())
+G_DECLARE_FINAL_TYPE (GstH3VideoSrc, gst_h3_video_src, GST, H3_VIDEO_SRC,
+    GstElement);
+
+/* The execution modes of the `backend` property (h3_attention_mode). */
+typedef enum
+{
+  GST_H3_BACKEND_FA = 0,
+  GST_H3_BACKEND_VSA = 1
+} GstH3Backend;
+
+#define GST_TYPE_H3_BACKEND (gst_h3_backend_get_type ())
+GType gst_h3_backend_get_type (void);
+
+/* Where the model runs (h3_compute). */
+typedef enum
+{
+  GST_H3_COMPUTE_AUTO = 0,
+  GST_H3_COMPUTE_CPU = 1,
+  GST_H3_COMPUTE_CUDA = 2
+} GstH3Compute;
+
+#define GST_TYPE_H3_COMPUTE (gst_h3_compute_get_type ())
+GType gst_h3_compute_get_type (void);
+
+GST_ELEMENT_REGISTER_DECLARE (h3videosrc);
+
+G_END_DECLS
+
+#endif /* GST_H3_VIDEO_SRC_H */

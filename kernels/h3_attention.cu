@@ -1,0 +1,688 @@
+/* h3_attention.cu - scaled dot-product attention: our own kernels.
+ *
+ * Three paths, picked per call from the device and the problem
+ * (h3k_attention_path):
+ *  - wgmma (sm_90a, Hopper): bf16, head_dim 128, non-causal, the DiT's hot
+ *    case. 256 threads = two warpgroups, each owning 64 query rows of a
+ *    128-row tile; K and Vᵀ tiles of 128 keys stream through shared memory
+ *    (cp.async, two stages) in the 128-byte-swizzled K-major layout that
+ *    wgmma reads through matrix descriptors. S = Q·Kᵀ runs from shared
+ *    memory, O += P·V takes P straight from registers (the accumulator
+ *    layout of S is the A-fragment layout of the second product). V is
+ *    transposed once per call into scratch so that both products read
+ *    K-major operands: the pre-pass moves 2 bytes per V element twice,
+ *    well under 1% of the time of the attention it serves.
+ *  - mma.sync (sm_80 and later): bf16/f16, head_dim 64 or 128, causal or
+ *    not. FlashAttention-2 style: 4 warps × 16 query rows, 64-key tiles,
+ *    ldmatrix from XOR-swizzled shared memory, online softmax in registers.
+ *  - generic: any float dtype, head_dim <= 256 (the tiny test models, the
+ *    audio VAE's 256-wide heads, the vision tower's 72). One warp per query
+ *    row, keys staged through shared memory in float32.
+ * All paths compute the softmax in float32 with exp2 and a running max,
+ * and round P to the input dtype for the P·V product (the tensor-core
+ * paths) exactly as FlashAttention does. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "h3_kernels.h"
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define H3_HAVE_WGMMA 1
+#endif
+
+namespace {
+
+const float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
+    switch (dt) {
+    case H3K_F32: return ((const float *)p)[i];
+    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return __half2float(((const __half *)p)[i]);
+    }
+}
+
+__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
+    switch (dt) {
+    case H3K_F32: ((float *)p)[i] = v; break;
+    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    default: ((__half *)p)[i] = __float2half_rn(v); break;
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* ============================ generic path ============================ */
+
+const int kGenWarps = 8;  /* query rows per block */
+const int kGenKeys = 16;  /* keys staged per step */
+
+template <int DPL> /* head-dim elements per lane: head_dim <= 32·DPL */
+__global__ void __launch_bounds__(256) k_attn_generic(void *o, const void *q, const void *k, const void *v, int dt,
+                                                      int64_t Sq, int64_t Skv, int H, int Hkv, int hd, int causal,
+                                                      float scale_log2) {
+    __shared__ float ks[kGenKeys][32 * DPL];
+    __shared__ float vs[kGenKeys][32 * DPL];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int h = blockIdx.y, kh = h / (H / Hkv);
+    int64_t i = (int64_t)blockIdx.x * kGenWarps + warp;
+    bool active = i < Sq;
+    int64_t ldq = (int64_t)H * hd, ldk = (int64_t)Hkv * hd;
+    float qv[DPL], acc[DPL];
+#pragma unroll
+    for (int e = 0; e < DPL; e++) {
+        int d = lane + 32 * e;
+        qv[e] = active && d < hd ? ld1(q, dt, i * ldq + (int64_t)h * hd + d) * scale_log2 : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int64_t kend = Skv;
+    if (causal) {
+        int64_t last = (int64_t)blockIdx.x * kGenWarps + kGenWarps - 1;
+        if (last > Sq - 1) last = Sq - 1;
+        if (last + 1 < kend) kend = last + 1;
+    }
+    for (int64_t k0 = 0; k0 < kend; k0 += kGenKeys) {
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < kGenKeys * hd; idx += blockDim.x) {
+            int r = idx / hd, d = idx - r * hd;
+            int64_t key = k0 + r;
+            float kv = 0.0f, vv = 0.0f;
+            if (key < Skv) {
+                kv = ld1(k, dt, key * ldk + (int64_t)kh * hd + d);
+                vv = ld1(v, dt, key * ldk + (int64_t)kh * hd + d);
+            }
+            ks[r][d] = kv;
+            vs[r][d] = vv;
+        }
+        __syncthreads();
+        if (!active) continue;
+        int64_t nk = kend - k0 < kGenKeys ? kend - k0 : kGenKeys;
+        for (int r = 0; r < nk; r++) {
+            if (causal && k0 + r > i) break;
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) {
+                int d = lane + 32 * e;
+                if (d < hd) s += qv[e] * ks[r][d];
+            }
+            s = warp_sum(s);
+            float mn = fmaxf(m, s);
+            float corr = exp2f(m - mn), p = exp2f(s - mn);
+            l = l * corr + p;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) {
+                int d = lane + 32 * e;
+                if (d < hd) acc[e] = acc[e] * corr + p * vs[r][d];
+            }
+            m = mn;
+        }
+    }
+    if (!active) return;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int e = 0; e < DPL; e++) {
+        int d = lane + 32 * e;
+        if (d < hd) st1(o, dt, i * ldq + (int64_t)h * hd + d, acc[e] * inv);
+    }
+}
+
+/* ======================= tensor-core helpers ======================= */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, zero-filled when !valid (src must still be a
+ * mapped address). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <typename T> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *(uint32_t *)&h;
+    }
+};
+template <> struct Mma<__half> {
+    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *(uint32_t *)&h;
+    }
+};
+
+/* ========================== mma.sync path ========================== */
+
+const int kMmaRows = 64, kMmaKeys = 64;
+
+template <int DH> constexpr int mma_smem_bytes() { return (kMmaRows + 4 * kMmaKeys) * DH * 2; }
+
+/* Element offset of 16-byte chunk `ch` of row `row` in a [rows][DH] tile:
+ * chunk ^ (row & 7) spreads the 8 rows an ldmatrix reads over all banks. */
+template <int DH> __device__ __forceinline__ int swz(int row, int ch) { return row * DH + ((ch ^ (row & 7)) << 3); }
+
+template <typename T, int DH>
+__device__ __forceinline__ void mma_load_tile(T *dst, const T *g, int64_t ld, int64_t r0, int64_t S, int tid) {
+    const int CH = DH / 8;
+#pragma unroll
+    for (int idx = tid; idx < kMmaRows * CH; idx += 128) {
+        int row = idx / CH, ch = idx % CH;
+        int64_t gr = r0 + row;
+        bool valid = gr < S;
+        cp_async16(smem_u32(dst + swz<DH>(row, ch)), g + (valid ? gr : 0) * ld + ch * 8, valid);
+    }
+}
+
+template <typename T, int DH, bool CAUSAL>
+__global__ void __launch_bounds__(128) k_attn_mma(T *o, const T *q, const T *k, const T *v, int64_t Sq, int64_t Skv,
+                                                  int H, int Hkv, float scale_log2) {
+    extern __shared__ __align__(128) uint8_t smem_raw[];
+    T *sq = (T *)smem_raw, *sk = sq + kMmaRows * DH, *sv = sk + 2 * kMmaKeys * DH;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, kh = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * kMmaRows;
+    int64_t ldq = (int64_t)H * DH, ldk = (int64_t)Hkv * DH;
+    const T *qg = q + (int64_t)h * DH, *kg = k + (int64_t)kh * DH, *vg = v + (int64_t)kh * DH;
+
+    int n_tiles = (int)((Skv + kMmaKeys - 1) / kMmaKeys);
+    if (CAUSAL) {
+        int last = (int)((q0 + kMmaRows - 1) / kMmaKeys) + 1;
+        if (last < n_tiles) n_tiles = last;
+    }
+    mma_load_tile<T, DH>(sq, qg, ldq, q0, Sq, tid);
+    mma_load_tile<T, DH>(sk, kg, ldk, 0, Skv, tid);
+    mma_load_tile<T, DH>(sv, vg, ldk, 0, Skv, tid);
+    cp_async_commit();
+
+    uint32_t qf[DH / 16][4];
+    float oacc[DH / 8][4];
+#pragma unroll
+    for (int d = 0; d < DH / 8; d++) oacc[d][0] = oacc[d][1] = oacc[d][2] = oacc[d][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    int64_t row0 = q0 + warp * 16 + g; /* this thread's rows: row0 and row0 + 8 */
+
+    for (int j = 0; j < n_tiles; j++) {
+        int st = j & 1;
+        if (j + 1 < n_tiles) {
+            mma_load_tile<T, DH>(sk + (st ^ 1) * kMmaKeys * DH, kg, ldk, (int64_t)(j + 1) * kMmaKeys, Skv, tid);
+            mma_load_tile<T, DH>(sv + (st ^ 1) * kMmaKeys * DH, vg, ldk, (int64_t)(j + 1) * kMmaKeys, Skv, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < DH / 16; kk++)
+                ldmatrix_x4(qf[kk], smem_u32(sq + swz<DH>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4))));
+        }
+        const T *kt = sk + st * kMmaKeys * DH, *vt = sv + st * kMmaKeys * DH;
+
+        float s[kMmaKeys / 8][4];
+#pragma unroll
+        for (int n = 0; n < kMmaKeys / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++) {
+#pragma unroll
+            for (int n = 0; n < kMmaKeys / 8; n += 2) {
+                uint32_t b[4];
+                int row = n * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
+                ldmatrix_x4(b, smem_u32(kt + swz<DH>(row, ch)));
+                Mma<T>::run(s[n], qf[kk], b[0], b[1]);
+                Mma<T>::run(s[n + 1], qf[kk], b[2], b[3]);
+            }
+        }
+
+        /* online softmax over this tile, rows row0 (e < 2) and row0 + 8 */
+        int64_t k0 = (int64_t)j * kMmaKeys;
+        bool mask = k0 + kMmaKeys > Skv || (CAUSAL && k0 + kMmaKeys - 1 > q0);
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < kMmaKeys / 8; n++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = s[n][e] * scale_log2;
+                if (mask) {
+                    int64_t col = k0 + n * 8 + 2 * t + (e & 1), row = row0 + ((e >> 1) << 3);
+                    if (col >= Skv || (CAUSAL && col > row)) x = -INFINITY;
+                }
+                s[n][e] = x;
+                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            }
+        }
+        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+        }
+#pragma unroll
+        for (int n = 0; n < kMmaKeys / 8; n++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+                rs[e >> 1] += s[n][e];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+#pragma unroll
+        for (int d = 0; d < DH / 8; d++) {
+            oacc[d][0] *= corr[0];
+            oacc[d][1] *= corr[0];
+            oacc[d][2] *= corr[1];
+            oacc[d][3] *= corr[1];
+        }
+
+        /* O += P·V, P from the S accumulators */
+#pragma unroll
+        for (int kk = 0; kk < kMmaKeys / 16; kk++) {
+            uint32_t pa[4] = {Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]), Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]),
+                              Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int d = 0; d < DH / 8; d += 2) {
+                uint32_t b[4];
+                int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = d + (lane >> 4);
+                ldmatrix_x4_trans(b, smem_u32(vt + swz<DH>(row, ch)));
+                Mma<T>::run(oacc[d], pa, b[0], b[1]);
+                Mma<T>::run(oacc[d + 1], pa, b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* the stage just read is refilled next iteration */
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    T *og = o + (int64_t)h * DH;
+#pragma unroll
+    for (int d = 0; d < DH / 8; d++) {
+        int col = d * 8 + 2 * t;
+        if (row0 < Sq) *(uint32_t *)(og + row0 * ldq + col) = Mma<T>::pack(oacc[d][0] * inv[0], oacc[d][1] * inv[0]);
+        if (row0 + 8 < Sq)
+            *(uint32_t *)(og + (row0 + 8) * ldq + col) = Mma<T>::pack(oacc[d][2] * inv[1], oacc[d][3] * inv[1]);
+    }
+}
+
+/* ============================ wgmma path ============================ */
+
+const int kWgTile = 128;                     /* query rows, keys and head_dim of a tile */
+const int kWgTileBytes = 128 * 128 * 2;      /* one Q, K or Vᵀ tile */
+const int kWgSmem = 5 * kWgTileBytes + 1024; /* Q + 2 stages of K and Vᵀ + alignment slack */
+
+/* Byte offset of 16-byte chunk `ch` (0..15) of row `row` in a 128×128
+ * bf16 tile kept as two 64-column boxes of 128 rows × 128 bytes, each in
+ * the 128-byte swizzle (chunk ^ row%8 inside every 1024-byte atom), which
+ * is what a K-major SWIZZLE_128B wgmma descriptor describes. */
+__device__ __forceinline__ uint32_t sw128(int row, int ch) {
+    return (uint32_t)((ch >> 3) * (128 * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+}
+
+/* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
+ * groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    uint64_t d = (uint64_t)((saddr & 0x3FFFF) >> 4);
+    d |= (uint64_t)1 << 16;           /* leading byte offset: unused for swizzled K-major */
+    d |= (uint64_t)(1024 >> 4) << 32; /* stride byte offset */
+    d |= (uint64_t)1 << 62;           /* SWIZZLE_128B */
+    return d;
+}
+
+/* Descriptor of k-step kk (16 columns) of a tile whose rows start at tile. */
+__device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
+    return wg_desc(tile + (uint32_t)((kk >> 2) * (128 * 128) + (kk & 3) * 32));
+}
+
+#ifdef H3_HAVE_WGMMA
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        :
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        :
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+#endif
+
+__device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_bfloat16 *kg, int64_t ldk,
+                                           const __nv_bfloat16 *vg, int64_t Skv, int64_t Skv_pad, int64_t k0,
+                                           int tid) {
+#pragma unroll
+    for (int i = tid; i < 128 * 16; i += 256) {
+        int row = i >> 4, ch = i & 15;
+        int64_t key = k0 + row;
+        bool valid = key < Skv;
+        cp_async16(sk + sw128(row, ch), kg + (valid ? key : 0) * ldk + ch * 8, valid);
+        int64_t kc = k0 + ch * 8; /* Vᵀ: row = head-dim channel, chunk = 8 keys */
+        valid = kc < Skv_pad;
+        cp_async16(sv + sw128(row, ch), vg + (int64_t)row * Skv_pad + (valid ? kc : 0), valid);
+    }
+}
+
+__global__ void __launch_bounds__(256, 1)
+    k_attn_wgmma(__nv_bfloat16 *o, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *vt,
+                 int64_t Sq, int64_t Skv, int64_t Skv_pad, int H, int Hkv, float scale_log2) {
+#ifdef H3_HAVE_WGMMA
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    uint32_t sQ = sbase, sK = sbase + kWgTileBytes, sV = sbase + 3 * kWgTileBytes;
+    int tid = threadIdx.x, wg = tid >> 7, w4 = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, kh = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * kWgTile;
+    int64_t ldq = (int64_t)H * 128, ldk = (int64_t)Hkv * 128;
+    const __nv_bfloat16 *qg = q + (int64_t)h * 128, *kg = k + (int64_t)kh * 128;
+    const __nv_bfloat16 *vg = vt + (int64_t)kh * 128 * Skv_pad;
+
+#pragma unroll
+    for (int i = tid; i < 128 * 16; i += 256) {
+        int row = i >> 4, ch = i & 15;
+        int64_t gr = q0 + row;
+        bool valid = gr < Sq;
+        cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
+    }
+    wg_load_kv(sK, sV, kg, ldk, vg, Skv, Skv_pad, 0, tid);
+    cp_async_commit();
+
+    float oacc[64], s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t qtile = sQ + wg * 64 * 128; /* this warpgroup's 64 rows in each box */
+    int n_tiles = (int)((Skv + kWgTile - 1) / kWgTile);
+
+    for (int j = 0; j < n_tiles; j++) {
+        int st = j & 1;
+        if (j + 1 < n_tiles) {
+            wg_load_kv(sK + (st ^ 1) * kWgTileBytes, sV + (st ^ 1) * kWgTileBytes, kg, ldk, vg, Skv, Skv_pad,
+                       (int64_t)(j + 1) * kWgTile, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads through the async one */
+        __syncthreads();
+        uint32_t ktile = sK + st * kWgTileBytes, vtile = sV + st * kWgTileBytes;
+
+        /* S = Q·Kᵀ, 64 × 128 per warpgroup */
+#pragma unroll
+        for (int i = 0; i < 64; i++) s[i] = 0.0f;
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
+        wg_commit();
+        wg_wait0();
+
+        /* online softmax: s[4n + 2r + c] is row (16·w4 + g + 8r), key 8n + 2t + c */
+        int64_t k0 = (int64_t)j * kWgTile;
+        bool tail = k0 + kWgTile > Skv;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int i = 0; i < 64; i++) {
+            float x = s[i] * scale_log2;
+            if (tail && k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) x = -INFINITY;
+            s[i] = x;
+            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+        }
+        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+        }
+        uint32_t pa[8][4];
+#pragma unroll
+        for (int i = 0; i < 64; i += 2) {
+            int r = (i >> 1) & 1;
+            float p0 = exp2f(s[i] - base[r]), p1 = exp2f(s[i + 1] - base[r]);
+            rs[r] += p0 + p1;
+            pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+#pragma unroll
+        for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+
+        /* O += P·V: P from registers, Vᵀ tile K-major in shared memory */
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+        wg_commit();
+        wg_wait0();
+        __syncthreads(); /* the stage just read is refilled next iteration */
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    __nv_bfloat16 *og = o + (int64_t)h * 128;
+    int64_t rbase = q0 + wg * 64 + w4 * 16 + g;
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+        int r = (i >> 1) & 1;
+        int64_t row = rbase + 8 * r;
+        int col = 8 * (i >> 2) + 2 * t;
+        if (row < Sq) *(uint32_t *)(og + row * ldq + col) = Mma<__nv_bfloat16>::pack(oacc[i] * inv[r], oacc[i + 1] * inv[r]);
+    }
+#else
+    __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
+#endif
+}
+
+/* V [Skv, Hkv·DH] -> Vᵀ [Hkv][DH][Skv_pad], zero past Skv. 16-bit elements. */
+__global__ void k_transpose_v(uint16_t *vt, const uint16_t *v, int64_t Skv, int64_t Skv_pad, int Hkv, int DH) {
+    __shared__ uint16_t tile[32][33];
+    int64_t key0 = (int64_t)blockIdx.x * 32;
+    int d0 = blockIdx.y * 32, hh = blockIdx.z;
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        int64_t key = key0 + r;
+        tile[r][threadIdx.x] = key < Skv ? v[key * ((int64_t)Hkv * DH) + (int64_t)hh * DH + d0 + threadIdx.x] : 0;
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        int64_t key = key0 + threadIdx.x;
+        if (key < Skv_pad) vt[((int64_t)hh * DH + d0 + r) * Skv_pad + key] = tile[threadIdx.x][r];
+    }
+}
+
+/* ============================ dispatch ============================ */
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+inline int64_t padded_keys(int64_t Skv) { return (Skv + 7) / 8 * 8; }
+
+bool mma_fits(const h3k_attention_args *a) {
+    return (a->dt == H3K_BF16 || a->dt == H3K_F16) && (a->head_dim == 64 || a->head_dim == 128) && a->sm >= 80 &&
+           aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->o);
+}
+
+bool wgmma_fits(const h3k_attention_args *a) {
+    return a->dt == H3K_BF16 && a->head_dim == 128 && !a->causal && a->sm == 90 && aligned16(a->q) &&
+           aligned16(a->k) && aligned16(a->v) && aligned16(a->o);
+}
+
+template <typename T, int DH, bool CAUSAL> int launch_mma(const h3k_attention_args *a, cudaStream_t stream) {
+    static bool configured;
+    const int smem = mma_smem_bytes<DH>();
+    if (!configured) {
+        cudaError_t e = cudaFuncSetAttribute(k_attn_mma<T, DH, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             smem);
+        if (e != cudaSuccess) return (int)e;
+        configured = true;
+    }
+    dim3 grid((unsigned)((a->Sq + kMmaRows - 1) / kMmaRows), (unsigned)a->n_heads);
+    k_attn_mma<T, DH, CAUSAL><<<grid, 128, smem, stream>>>((T *)a->o, (const T *)a->q, (const T *)a->k,
+                                                            (const T *)a->v, a->Sq, a->Skv, a->n_heads,
+                                                            a->n_kv_heads, a->scale * kLog2e);
+    return (int)cudaGetLastError();
+}
+
+template <typename T> int launch_mma_dt(const h3k_attention_args *a, cudaStream_t stream) {
+    if (a->head_dim == 64)
+        return a->causal ? launch_mma<T, 64, true>(a, stream) : launch_mma<T, 64, false>(a, stream);
+    return a->causal ? launch_mma<T, 128, true>(a, stream) : launch_mma<T, 128, false>(a, stream);
+}
+
+int launch_wgmma(const h3k_attention_args *a, cudaStream_t stream) {
+    static bool configured;
+    int64_t pad = padded_keys(a->Skv);
+    if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
+    if (!configured) {
+        cudaError_t e = cudaFuncSetAttribute(k_attn_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+        if (e != cudaSuccess) return (int)e;
+        configured = true;
+    }
+    dim3 tgrid((unsigned)((pad + 31) / 32), 128 / 32, (unsigned)a->n_kv_heads);
+    k_transpose_v<<<tgrid, dim3(32, 8), 0, stream>>>((uint16_t *)a->scratch, (const uint16_t *)a->v, a->Skv, pad,
+                                                     a->n_kv_heads, 128);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
+    k_attn_wgmma<<<grid, 256, kWgSmem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q,
+                                                 (const __nv_bfloat16 *)a->k, (const __nv_bfloat16 *)a->scratch,
+                                                 a->Sq, a->Skv, pad, a->n_heads, a->n_kv_heads, a->scale * kLog2e);
+    return (int)cudaGetLastError();
+}
+
+int launch_generic(const h3k_attention_args *a, cudaStream_t stream) {
+    dim3 grid((unsigned)((a->Sq + kGenWarps - 1) / kGenWarps), (unsigned)a->n_heads);
+    float sl = a->scale * kLog2e;
+#define H3_GEN(DPL)                                                                                              \
+    k_attn_generic<DPL><<<grid, 32 * kGenWarps, 0, stream>>>(a->o, a->q, a->k, a->v, a->dt, a->Sq, a->Skv,         \
+                                                             a->n_heads, a->n_kv_heads, a->head_dim, a->causal, sl)
+    if (a->head_dim <= 32) H3_GEN(1);
+    else if (a->head_dim <= 64) H3_GEN(2);
+    else if (a->head_dim <= 128) H3_GEN(4);
+    else H3_GEN(8);
+#undef H3_GEN
+    return (int)cudaGetLastError();
+}
+
+} /* namespace */
+
+extern "C" int h3k_attention_path(const h3k_attention_args *a) {
+    bool wg = wgmma_fits(a), mma = mma_fits(a);
+    switch (a->path) {
+    case H3K_ATTN_GENERIC: return H3K_ATTN_GENERIC;
+    case H3K_ATTN_MMA: return mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    default: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    }
+}
+
+extern "C" const char *h3k_attention_path_name(int path) {
+    switch (path) {
+    case H3K_ATTN_GENERIC: return "generic";
+    case H3K_ATTN_MMA: return "mma.sync";
+    case H3K_ATTN_WGMMA: return "wgmma";
+    default: return "auto";
+    }
+}
+
+extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
+    if (h3k_attention_path(a) != H3K_ATTN_WGMMA) return 0;
+    return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
+}
+
+extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
+    if (a->Sq <= 0 || a->n_heads <= 0) return 0;
+    if (a->Sq > (int64_t)0x7fffffff * kGenWarps || a->n_heads > 65535 || a->head_dim > 256 || a->head_dim <= 0)
+        return (int)cudaErrorInvalidValue;
+    switch (h3k_attention_path(a)) {
+    case H3K_ATTN_WGMMA: return launch_wgmma(a, stream);
+    case H3K_ATTN_MMA:
+        return a->dt == H3K_BF16 ? launch_mma_dt<__nv_bfloat16>(a, stream) : launch_mma_dt<__half>(a, stream);
+    default: return launch_generic(a, stream);
+    }
+}

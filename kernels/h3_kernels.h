@@ -1,0 +1,111 @@
+/* h3_kernels.h - the CUDA kernels of h3core, as plain C entry points.
+ *
+ * The kernels are compiled ahead of time by nvcc (sm_80 and sm_90a) into a
+ * static library; h3core/h3_backend_cuda.c calls them through this header
+ * so that the backend itself is ordinary C compiled with the project's
+ * warnings. Every function enqueues work on `stream` and returns the CUDA
+ * error of the launch (0 = cudaSuccess); none of them synchronizes.
+ *
+ * Dtype codes are h3_dtype's values: 0 F32, 1 BF16, 2 F16, 3 I32 and -1 for
+ * "no tensor". Element tensors may mix dtypes; every kernel computes in
+ * float32 and rounds once when it stores. Pointers of a row-structured op
+ * are taken as contiguous row-major. `err` is a device word the kernels OR
+ * bits into when they meet an index outside its table (H3K_ERR_*); the
+ * backend reads it back when it synchronizes. */
+#ifndef H3_KERNELS_H
+#define H3_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { H3K_F32 = 0, H3K_BF16 = 1, H3K_F16 = 2, H3K_I32 = 3, H3K_NONE = -1 };
+
+enum { H3K_ERR_SELECTOR = 1, H3K_ERR_GATHER = 2, H3K_ERR_SCATTER = 4 };
+
+/* ---- fills and conversions ---------------------------------------------- */
+int h3k_fill(void *p, int dt, int64_t n, float value, cudaStream_t stream);
+/* Uniform [lo, hi) from a counter-based hash of (seed, index): the same
+ * numbers on every device and launch shape (benchmarks, tests). */
+int h3k_fill_uniform(void *p, int dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
+/* dst[i] = src[i] with conversion; same dtype is a plain device copy. */
+int h3k_convert(void *dst, int ddt, const void *src, int sdt, int64_t n, cudaStream_t stream);
+
+/* ---- elementwise ---------------------------------------------------------- */
+/* op 0: y = a + b, 1: y = a * b */
+int h3k_binary(int op, void *y, int ydt, const void *a, int adt, const void *b, int bdt, int64_t n,
+               cudaStream_t stream);
+/* op 0: y[r,c] = x[r,c] * v[c], 1: y[r,c] = x[r,c] + v[c] */
+int h3k_row_vector(int op, void *y, int ydt, const void *x, int xdt, const void *v, int vdt, int64_t rows,
+                   int64_t cols, cudaStream_t stream);
+int h3k_scale(void *y, int ydt, const void *x, int xdt, int64_t n, float alpha, cudaStream_t stream);
+/* op 0 silu, 1 gelu (erf), 2 gelu (tanh) */
+int h3k_unary(int op, void *y, int ydt, const void *x, int xdt, int64_t n, cudaStream_t stream);
+/* y = min(max(x, lo), hi), NaN kept. */
+int h3k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi, cudaStream_t stream);
+/* u [rows, 2F] -> y [rows, F] */
+int h3k_swiglu(void *y, int ydt, const void *u, int udt, int64_t rows, int64_t F, int value_first,
+               cudaStream_t stream);
+
+/* ---- normalisation and modulation ---------------------------------------- */
+/* y = x / rms(x) * w over groups of `width` consecutive elements (w may be NULL). */
+int h3k_rms_norm(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, int64_t groups, int64_t width,
+                 float eps, cudaStream_t stream);
+int h3k_layer_norm(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
+                   int64_t rows, int64_t D, float eps, cudaStream_t stream);
+/* y[s] = x[s] * (1 + scale[sel[s]]) + shift[sel[s]]; T = table rows. */
+int h3k_modulate(void *y, int ydt, const void *x, int xdt, const void *shift, int shdt, const void *scale, int scdt,
+                 const int32_t *sel, int64_t S, int64_t D, int64_t T, int *err, cudaStream_t stream);
+/* y[s] = rms_norm(x[s]) * w * (1 + scale[sel[s]]) + shift[sel[s]] (w may be NULL). */
+int h3k_rms_norm_modulate(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, float eps,
+                          const void *shift, int shdt, const void *scale, int scdt, const int32_t *sel, int64_t S,
+                          int64_t D, int64_t T, int *err, cudaStream_t stream);
+/* x[s] += gate[sel[s]] * y[s] */
+int h3k_gated_residual(void *x, int xdt, const void *gate, int gdt, const void *y, int ydt, const int32_t *sel,
+                       int64_t S, int64_t D, int64_t T, int *err, cudaStream_t stream);
+/* In place on x [S, n_heads*head_dim]: optional per-head RMSNorm (norm != 0,
+ * weight w [head_dim] or NULL), then rotate-half RoPE on [0, rot_dim) with
+ * f32 cos/sin [S, rot_dim] (rot_dim 0: no rotation). */
+int h3k_head_norm_rope(void *x, int xdt, int norm, const void *w, int wdt, float eps, const float *cos,
+                       const float *sin, int64_t S, int n_heads, int head_dim, int rot_dim, cudaStream_t stream);
+
+/* ---- rows ---------------------------------------------------------------- */
+/* dst[i] = src[idx[i]] (i < n); src has src_rows rows of row_bytes. */
+int h3k_gather_rows(void *dst, const void *src, const int32_t *idx, int64_t n, int64_t src_rows, int64_t row_bytes,
+                    int *err, cudaStream_t stream);
+/* dst[idx[i]] = src[i] (i < n); dst has dst_rows rows. */
+int h3k_scatter_rows(void *dst, const void *src, const int32_t *idx, int64_t n, int64_t dst_rows,
+                     int64_t row_bytes, int *err, cudaStream_t stream);
+
+/* ---- attention ------------------------------------------------------------- */
+/* Which kernel runs an attention call. */
+enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3 };
+
+typedef struct h3k_attention_args {
+    void *o;
+    const void *q, *k, *v;
+    int dt; /* F32, BF16 or F16: q, k, v and o share it */
+    int64_t Sq, Skv;
+    int n_heads, n_kv_heads, head_dim, causal;
+    float scale;
+    int path;           /* H3K_ATTN_*: AUTO picks from the device (sm), dtype and head_dim */
+    int sm;             /* compute capability major*10+minor of the device */
+    void *scratch;      /* device scratch for the Hopper path (V transposed) */
+    size_t scratch_size;
+} h3k_attention_args;
+
+/* Device scratch bytes the attention call needs (0 for most paths). */
+size_t h3k_attention_scratch(const h3k_attention_args *a);
+/* The path AUTO resolves to for these arguments. */
+int h3k_attention_path(const h3k_attention_args *a);
+int h3k_attention(const h3k_attention_args *a, cudaStream_t stream);
+const char *h3k_attention_path_name(int path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

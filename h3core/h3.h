@@ -102,6 +102,10 @@ typedef struct h3_callbacks {
     /* Samples [first, first+count) per channel, interleaved stereo float32
      * in [-1, 1] (count*2 floats). Return non-zero to cancel. */
     int (*audio_samples)(void *opaque, int64_t first, int64_t count, const float *interleaved);
+    /* Optional: the denoised latents before decoding (normalized space), for
+     * tools and tests: video [C, T, H_lat, W_lat], audio [2, C_a, Na]. */
+    void (*latents)(void *opaque, const float *video, int channels, int frames, int height, int width,
+                    const float *audio, int audio_channels, int audio_latents);
     void *opaque;
 } h3_callbacks;
 

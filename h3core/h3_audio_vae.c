@@ -602,6 +602,7 @@ h3_status_code h3_audio_vae_decode(h3_audio_vae *vae, const float *latents, int 
     if (rc == H3_OK) rc = h3_tensor_download_f32(b, &wave, out, status);
     h3_arena_reset(b, mark);
     free(host);
-    if (rc != H3_OK && rc != H3_ERR_CANCELLED) h3_status_prefix(status, "audio VAE decode of %lld samples", (long long)S);
+    if (rc != H3_OK && rc != H3_ERR_CANCELLED)
+        h3_status_prefix(status, "audio VAE decode of %lld samples", (long long)S);
     return rc;
 }

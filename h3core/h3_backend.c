@@ -569,6 +569,50 @@ void h3_op_fill(h3_backend *b, h3_tensor *dst, float value) {
     b->ops->fill(b, dst, value);
 }
 
+/* ---- fused ops: validated like the ops they replace -------------------------------- */
+
+void h3_op_rms_norm_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                             const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel) {
+    GUARD(b);
+    if (!b->ops->rms_norm_modulate) {
+        h3_op_rms_norm(b, y, x, w, h3_tensor_cols(x), eps);
+        h3_op_modulate(b, y, y, shift, scale, sel);
+        return;
+    }
+    NEED(b, "rms_norm_modulate", "y", y); NEED(b, "rms_norm_modulate", "x", x);
+    NEED(b, "rms_norm_modulate", "shift", shift); NEED(b, "rms_norm_modulate", "scale", scale);
+    if (!same_numel(b, "rms_norm_modulate", y, x)) return;
+    int64_t D = h3_tensor_cols(x);
+    REQUIRE(b, !w || h3_tensor_numel(w) == D, "rms_norm_modulate: weight has %lld elements, rows %lld",
+            (long long)h3_tensor_numel(w), (long long)D);
+    REQUIRE(b, h3_tensor_cols(shift) == D && h3_tensor_cols(scale) == D,
+            "rms_norm_modulate: table width differs from %lld", (long long)D);
+    if (!check_sel(b, "rms_norm_modulate", sel, h3_tensor_rows(x), h3_tensor_rows(shift))) return;
+    b->ops->rms_norm_modulate(b, y, x, w, eps, shift, scale, sel);
+}
+
+void h3_op_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                        const h3_tensor *sin, int n_heads, int head_dim, int rot_dim) {
+    GUARD(b);
+    if (!b->ops->qk_norm_rope) {
+        h3_op_rms_norm(b, x, x, w, head_dim, eps);
+        h3_op_rope(b, x, cos, sin, n_heads, head_dim, rot_dim);
+        return;
+    }
+    NEED(b, "qk_norm_rope", "x", x); NEED(b, "qk_norm_rope", "cos", cos); NEED(b, "qk_norm_rope", "sin", sin);
+    int64_t S = h3_tensor_rows(x);
+    REQUIRE(b, head_dim > 0 && h3_tensor_cols(x) == (int64_t)n_heads * head_dim,
+            "qk_norm_rope: x has %lld cols, want %d heads x %d", (long long)h3_tensor_cols(x), n_heads, head_dim);
+    REQUIRE(b, !w || h3_tensor_numel(w) == head_dim, "qk_norm_rope: weight has %lld elements, head_dim %d",
+            (long long)h3_tensor_numel(w), head_dim);
+    REQUIRE(b, rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "qk_norm_rope: bad rot_dim %d", rot_dim);
+    REQUIRE(b, cos->dtype == H3_F32 && sin->dtype == H3_F32, "qk_norm_rope: cos/sin must be f32");
+    REQUIRE(b, h3_tensor_rows(cos) == S && h3_tensor_cols(cos) == rot_dim && h3_tensor_rows(sin) == S &&
+                   h3_tensor_cols(sin) == rot_dim,
+            "qk_norm_rope: cos/sin must be [%lld, %d]", (long long)S, rot_dim);
+    b->ops->qk_norm_rope(b, x, w, eps, cos, sin, n_heads, head_dim, rot_dim);
+}
+
 /* ---- audio VAE ops (1-D signals [B, C, L]) ------------------------------------------ */
 
 #define NEED_IMPL(b, op, fn) \

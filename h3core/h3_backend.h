@@ -159,6 +159,19 @@ void h3_op_scatter_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, con
 void h3_op_copy(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
 void h3_op_fill(h3_backend *b, h3_tensor *dst, float value);
 
+/* Fused forms of the DiT's hot sequences, one pass over the activations
+ * instead of two. A backend without the fused kernel runs the ops they
+ * replace, so results match those ops to rounding.
+ *   y[s, :] = rms_norm(x[s, :]; w, eps) * (1 + scale[sel[s], :]) + shift[sel[s], :]
+ * (RMSNorm over the whole last dim; w may be NULL; shift/scale/sel as in
+ * h3_op_modulate). */
+void h3_op_rms_norm_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                             const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel);
+/* In place on x [S, n_heads*head_dim]: per-head RMSNorm (width head_dim,
+ * weight w [head_dim] or NULL), then h3_op_rope. */
+void h3_op_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                        const h3_tensor *sin, int n_heads, int head_dim, int rot_dim);
+
 /* Subsystem ops (VAEs) are declared below by the files that need them, each
  * in its own block. */
 /* H3_OPS_VIDEO_VAE_BEGIN */

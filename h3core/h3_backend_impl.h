@@ -44,6 +44,11 @@ typedef struct h3_backend_ops {
     void (*scatter_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
     void (*copy)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
     void (*fill)(h3_backend *b, h3_tensor *dst, float value);
+    /* Fused ops; NULL: h3_backend.c runs the unfused sequence. */
+    void (*rms_norm_modulate)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                              const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel);
+    void (*qk_norm_rope)(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                         const h3_tensor *sin, int n_heads, int head_dim, int rot_dim);
 
     /* Subsystem ops: each block is owned by one subsystem file. */
     /* H3_IMPL_VIDEO_VAE_BEGIN */

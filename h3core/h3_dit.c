@@ -74,6 +74,7 @@ struct h3_dit {
 typedef struct config_key {
     const char *diffusers, *native;
     size_t offset;
+    double default_value; /* float keys only */
 } config_key;
 
 static const config_key int_keys[] = {
@@ -95,10 +96,10 @@ static const config_key int_keys[] = {
 /* Optional in both namings; the defaults are the model class's (§1). The
  * native config has no rope_theta: the reference hard-codes 10000. */
 static const config_key float_keys[] = {
-    {"rope_theta", "rope_theta", offsetof(h3_dit_config, rope_theta)},
-    {"norm_eps", "norm_eps", offsetof(h3_dit_config, norm_eps)},
-    {"qk_norm_eps", "qk_norm_eps", offsetof(h3_dit_config, qk_norm_eps)},
-    {"final_norm_eps", "final_norm_eps", offsetof(h3_dit_config, final_norm_eps)},
+    {"rope_theta", "rope_theta", offsetof(h3_dit_config, rope_theta), 10000.0},
+    {"norm_eps", "norm_eps", offsetof(h3_dit_config, norm_eps), 1e-5},
+    {"qk_norm_eps", "qk_norm_eps", offsetof(h3_dit_config, qk_norm_eps), 1e-5},
+    {"final_norm_eps", "final_norm_eps", offsetof(h3_dit_config, final_norm_eps), 1e-5},
 };
 
 static h3_status_code check_config(const char *path, const h3_dit_config *c, h3_status *status) {
@@ -125,12 +126,14 @@ static h3_status_code check_config(const char *path, const h3_dit_config *c, h3_
 static h3_status_code check_native_widths(h3_config *c, const char *path, const h3_dit_config *cfg,
                                           h3_status *status) {
     int64_t v = (int64_t)ADALN_PARAMS * MODALITIES * cfg->hidden_size;
-    if (h3_config_int_or(c, "adaln_out_features", &v, status) != H3_OK) return status ? status->code : H3_ERR_FORMAT;
+    h3_status_code rc = h3_config_int_or(c, "adaln_out_features", &v, status);
+    if (rc != H3_OK) return rc;
     if (v != (int64_t)ADALN_PARAMS * MODALITIES * cfg->hidden_size)
         return h3_fail(status, H3_ERR_FORMAT, "%s: adaln_out_features %lld != 18 x hidden_size %d", path,
                        (long long)v, cfg->hidden_size);
     v = 2 * (int64_t)cfg->hidden_size;
-    if (h3_config_int_or(c, "final_adaln_out_features", &v, status) != H3_OK) return status ? status->code : H3_ERR_FORMAT;
+    rc = h3_config_int_or(c, "final_adaln_out_features", &v, status);
+    if (rc != H3_OK) return rc;
     if (v != 2 * (int64_t)cfg->hidden_size)
         return h3_fail(status, H3_ERR_FORMAT, "%s: final_adaln_out_features %lld != 2 x hidden_size %d", path,
                        (long long)v, cfg->hidden_size);
@@ -149,7 +152,7 @@ static h3_status_code read_config(h3_config *c, const char *path, h3_dit_config 
         *(int *)((char *)cfg + int_keys[i].offset) = (int)v;
     }
     for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
-        double v = i == 0 ? 10000.0 : 1e-5;
+        double v = float_keys[i].default_value;
         h3_status_code rc = h3_config_double_or(c, native ? float_keys[i].native : float_keys[i].diffusers, &v, status);
         if (rc != H3_OK) return rc;
         *(float *)((char *)cfg + float_keys[i].offset) = (float)v;

@@ -240,7 +240,7 @@ static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h
             *status = cs;
             return cs.code;
         }
-        snprintf(e->stats.fallback, sizeof e->stats.fallback, "compute=auto fell back to the CPU: %s", cs.message);
+        snprintf(e->stats.fallback, sizeof e->stats.fallback, "compute=auto fell back to the CPU: %.200s", cs.message);
         engine_log(e, H3_LOG_WARNING, "%s", e->stats.fallback);
 #else
         if (o->compute == H3_COMPUTE_CUDA)
@@ -379,44 +379,14 @@ h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p,
 
 /* ---- generation ---------------------------------------------------------------- */
 
-/* Video latent [C, T, H, W] <-> rows [T*Hp*Wp, C*ph*pw], feature c*ph*pw + py*pw + px
- * (spec §3.2; patch_t is 1 in every H3 config). */
-static void patchify_video(const float *z, int C, int T, int H, int W, int ph, int pw, float *rows) {
-    int Hp = H / ph, Wp = W / pw, F = C * ph * pw;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < Hp; i++)
-            for (int j = 0; j < Wp; j++) {
-                float *row = rows + ((size_t)(t * Hp + i) * Wp + j) * F;
-                for (int c = 0; c < C; c++)
-                    for (int py = 0; py < ph; py++)
-                        for (int px = 0; px < pw; px++)
-                            row[(c * ph + py) * pw + px] =
-                                z[(((size_t)c * T + t) * H + i * ph + py) * W + j * pw + px];
-            }
-}
-
-static void unpatchify_video(const float *rows, int C, int T, int H, int W, int ph, int pw, float *z) {
-    int Hp = H / ph, Wp = W / pw, F = C * ph * pw;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < Hp; i++)
-            for (int j = 0; j < Wp; j++) {
-                const float *row = rows + ((size_t)(t * Hp + i) * Wp + j) * F;
-                for (int c = 0; c < C; c++)
-                    for (int py = 0; py < ph; py++)
-                        for (int px = 0; px < pw; px++)
-                            z[(((size_t)c * T + t) * H + i * ph + py) * W + j * pw + px] =
-                                row[(c * ph + py) * pw + px];
-            }
-}
-
 typedef struct generation {
     h3_engine *e;
     const h3_callbacks *cb;
     h3_plan plan;
     int32_t *ids;
     size_t n_ids;
-    h3_dit_layout layout;
-    int have_layout, dit_begun;
+    h3_dit_layout *layout;
+    int dit_begun;
     float *video_rows, *audio_rows, *video_velocity, *audio_velocity;
     int32_t *row_timestep_index;
     h3_sigma_grid video_grid, audio_grid;
@@ -466,10 +436,10 @@ static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status
     h3_torch_generator_seed(&gen, seed);
     h3_torch_randn_f32(&gen, z, n_video);
     h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
-    patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, c->patch_h, c->patch_w,
-                   g->video_rows);
+    h3_status_code rc = h3_dit_patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width,
+                                              c->patch_h, c->patch_w, g->video_rows, status);
     free(z);
-    return H3_OK;
+    return rc;
 }
 
 static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_status *status) {
@@ -483,20 +453,35 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     if (rc == H3_OK && (g->video_grid.n != steps + 1 || g->audio_grid.n != steps + 1))
         rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: the sigma grid collapsed to %d points", steps,
                      g->video_grid.n);
-    if (rc == H3_OK)
-        rc = h3_dit_layout_build(c, (int)g->n_ids, p->latent_frames, p->latent_height, p->latent_width,
-                                 p->audio_latents, 0, &g->layout, status);
     if (rc != H3_OK) return rc;
-    g->have_layout = 1;
-    rc = h3_dit_begin(e->dit, &g->layout, text_states, status);
+    h3_dit_layout_params lp;
+    memset(&lp, 0, sizeof lp);
+    /* T2VA: every text row is a text token (tag 1); only FL2VA's Qwen
+     * vision tokens would carry the video tag. */
+    int32_t *tags = malloc(g->n_ids * sizeof(int32_t));
+    if (!tags) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
+    for (size_t i = 0; i < g->n_ids; i++) tags[i] = 1;
+    lp.text_token_tags = tags;
+    lp.num_text = (int)g->n_ids;
+    lp.num_latent_frames = p->latent_frames;
+    lp.latent_height = p->latent_height;
+    lp.latent_width = p->latent_width;
+    lp.num_audio_latents = p->audio_latents;
+    lp.patch_t = c->patch_t;
+    lp.patch_h = c->patch_h;
+    lp.patch_w = c->patch_w;
+    rc = h3_dit_layout_build(&lp, &g->layout, status);
+    free(tags);
+    if (rc != H3_OK) return rc;
+    rc = h3_dit_begin(e->dit, g->layout, text_states, status);
     if (rc != H3_OK) return rc;
     g->dit_begun = 1;
 
-    int64_t nv = g->layout.n_video_rows, na = g->layout.n_audio_rows;
+    int64_t nv = g->layout->num_video_rows, na = g->layout->num_audio_rows;
     int fv = c->in_channels * c->patch_h * c->patch_w, fa = c->audio_in_channels;
     h3_tensor xv = h3_new_2d(b, H3_F32, nv, fv), xa = h3_new_2d(b, H3_F32, na, fa);
     h3_tensor vv = h3_new_2d(b, H3_F32, nv, fv), va = h3_new_2d(b, H3_F32, na, fa);
-    g->row_timestep_index = malloc((size_t)g->layout.seq_len * sizeof(int32_t));
+    g->row_timestep_index = malloc((size_t)g->layout->seq_len * sizeof(int32_t));
     if (!g->row_timestep_index) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
     if ((rc = h3_backend_check(b, status)) != H3_OK) return rc;
 
@@ -504,15 +489,14 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     double t0 = now_seconds();
     for (int i = 0; i < steps; i++) {
         if ((rc = check_cancel(g, status)) != H3_OK) return rc;
-        h3_step_timesteps ts;
-        h3_step_timesteps_make(g->video_grid.timesteps[i], g->audio_grid.timesteps[i], 0, &ts);
-        for (int64_t s = 0; s < g->layout.seq_len; s++) g->row_timestep_index[s] = ts.index_text;
-        for (int64_t s = 0; s < nv; s++) g->row_timestep_index[g->layout.video_indices[s]] = ts.index_video;
-        for (int64_t s = 0; s < na; s++) g->row_timestep_index[g->layout.audio_indices[s]] = ts.index_audio;
-        rc = h3_tensor_upload_f32(b, &xv, g->video_rows, status);
+        float ts[H3_DIT_MAX_TIMESTEPS];
+        int n_ts = 0;
+        rc = h3_dit_layout_timesteps(g->layout, g->video_grid.timesteps[i], g->audio_grid.timesteps[i], ts, &n_ts,
+                                     g->row_timestep_index, status);
+        if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xv, g->video_rows, status);
         if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xa, g->audio_rows, status);
         if (rc == H3_OK)
-            rc = h3_dit_forward(e->dit, &xv, &xa, ts.values, ts.count, g->row_timestep_index, &vv, &va, status);
+            rc = h3_dit_forward(e->dit, &xv, &xa, ts, n_ts, g->row_timestep_index, &vv, &va, status);
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &vv, g->video_velocity, status);
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &va, g->audio_velocity, status);
         if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
@@ -543,10 +527,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
     if (!lat || !planar || !inter) rc = h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %lld samples", (long long)n);
     if (rc == H3_OK) {
         progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
-        for (int ch = 0; ch < 2; ch++)
-            for (int c = 0; c < C; c++)
-                for (int k = 0; k < Na; k++)
-                    lat[((size_t)ch * C + c) * Na + k] = g->audio_rows[((size_t)ch * Na + k) * C + c];
+        h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
         rc = h3_audio_vae_decode(e->audio_vae, lat, Na, planar, &e->cancel, status);
     }
     if (rc == H3_OK) {
@@ -588,19 +569,47 @@ static h3_status_code decode_video(generation *g, h3_status *status) {
     size_t n = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
     float *z = malloc(n * sizeof(float));
     if (!z) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the video latents");
-    unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, c->patch_h,
-                     c->patch_w, z);
+    h3_status_code rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
+                                                p->latent_width, c->patch_h, c->patch_w, z, status);
+    if (rc != H3_OK) {
+        free(z);
+        return rc;
+    }
     video_emit v = {g, 0, h3_video_vae_num_windows(p->latent_frames)};
     progress(g, H3_PHASE_DECODE_VIDEO, 0, v.windows_total);
-    h3_status_code rc = h3_video_vae_decode(e->video_vae, z, p->latent_frames, p->latent_height, p->latent_width,
-                                            emit_frames, &v, video_window_progress, &v, &e->cancel, status);
+    h3_video_vae_set_progress(e->video_vae, video_window_progress, &v);
+    rc = h3_video_vae_decode(e->video_vae, z, p->latent_frames, p->latent_height, p->latent_width, emit_frames, &v,
+                             &e->cancel, status);
+    h3_video_vae_set_progress(e->video_vae, NULL, NULL);
     free(z);
+    return rc;
+}
+
+/* Hands the denoised latents to an optional observer (tools, tests). */
+static h3_status_code report_latents(generation *g, h3_status *status) {
+    if (!g->cb || !g->cb->latents) return H3_OK;
+    const h3_dit_config *c = h3_dit_get_config(g->e->dit);
+    const h3_plan *p = &g->plan;
+    size_t nv = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    size_t na = (size_t)2 * c->audio_in_channels * p->audio_latents;
+    float *z = malloc(nv * sizeof(float)), *a = malloc(na * sizeof(float));
+    h3_status_code rc = (!z || !a) ? h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the latents") : H3_OK;
+    if (rc == H3_OK)
+        rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
+                                     p->latent_width, c->patch_h, c->patch_w, z, status);
+    if (rc == H3_OK) {
+        h3_dit_unpack_audio(g->audio_rows, c->audio_in_channels, p->audio_latents, a);
+        g->cb->latents(g->cb->opaque, z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, a,
+                       c->audio_in_channels, p->audio_latents);
+    }
+    free(z);
+    free(a);
     return rc;
 }
 
 static void generation_clear(generation *g) {
     if (g->dit_begun) h3_dit_end(g->e->dit);
-    if (g->have_layout) h3_dit_layout_free(&g->layout);
+    h3_dit_layout_free(g->layout);
     h3_sigma_grid_free(&g->video_grid);
     h3_sigma_grid_free(&g->audio_grid);
     free(g->ids);
@@ -629,6 +638,7 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     if (rc == H3_OK) rc = draw_noise(&g, r->seed, status);
     if (rc == H3_OK) rc = denoise(&g, &text_states, status);
     t2 = now_seconds();
+    if (rc == H3_OK) rc = report_latents(&g, status);
     if (rc == H3_OK) rc = check_cancel(&g, status);
     if (rc == H3_OK) rc = decode_audio(&g, status);
     t3 = now_seconds();

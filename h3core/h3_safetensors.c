@@ -312,21 +312,29 @@ h3_status_code h3_st_to_f32(const h3_st_tensor *t, float *dst, size_t n, h3_stat
                        t->name, n, (long long)t->numel);
     switch (t->dtype) {
     case H3_ST_F32: memcpy(dst, t->data, n * 4); break;
-    case H3_ST_BF16: {
-        const uint16_t *s = t->data;
-        for (size_t i = 0; i < n; i++) dst[i] = h3_bf16_to_f32(s[i]);
+    /* Element-wise memcpy: a header length that is not a multiple of 8
+     * leaves the data section unaligned, which the format allows. */
+    case H3_ST_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, (const char *)t->data + 2 * i, 2);
+            dst[i] = h3_bf16_to_f32(v);
+        }
         break;
-    }
-    case H3_ST_F16: {
-        const uint16_t *s = t->data;
-        for (size_t i = 0; i < n; i++) dst[i] = h3_f16_to_f32(s[i]);
+    case H3_ST_F16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, (const char *)t->data + 2 * i, 2);
+            dst[i] = h3_f16_to_f32(v);
+        }
         break;
-    }
-    case H3_ST_F64: {
-        const double *s = t->data;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+    case H3_ST_F64:
+        for (size_t i = 0; i < n; i++) {
+            double v;
+            memcpy(&v, (const char *)t->data + 8 * i, 8);
+            dst[i] = (float)v;
+        }
         break;
-    }
     default:
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': dtype %s is not a float type", t->file_path,
                        t->name, h3_st_dtype_name(t->dtype));

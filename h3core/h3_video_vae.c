@@ -34,7 +34,6 @@ typedef struct vae_block {
 
 struct h3_video_vae {
     h3_backend *b;
-    char *dir;
     /* decoder shape */
     int z_channels, out_channels;
     int ratio, ratio_t; /* patch size = spatial / temporal compression */
@@ -336,21 +335,19 @@ static h3_status_code load_block(h3_video_vae *v, const h3_checkpoint *ck, int i
 
 /* The native config does not state the register count or the FFN width:
  * take them from the tensors (ViT3DDecoder defaults 4 and 4x). */
-static h3_status_code native_sizes_from_tensors(h3_video_vae *v, const h3_checkpoint *ck, h3_status *status) {
+static void native_sizes_from_tensors(h3_video_vae *v, const h3_checkpoint *ck) {
     const h3_st_tensor *t = h3_checkpoint_find(ck, "decoder.register_tokens");
     if (t && t->ndim == 3 && t->shape[0] == 1 && t->shape[2] == v->dim && t->shape[1] <= 1024)
         v->n_registers = (int)t->shape[1];
     t = v->n_layers > 0 ? h3_checkpoint_find(ck, "decoder.transformer_blocks.0.ff.w1.weight") : NULL;
     if (t && t->ndim == 2 && t->shape[0] % 2 == 0 && t->shape[1] == v->dim) v->ffn_dim = (int)(t->shape[0] / 2);
-    (void)status;
-    return H3_OK;
 }
 
 static h3_status_code load_weights(h3_video_vae *v, const h3_checkpoint *ck, h3_status *status) {
     h3_status_code rc;
     int64_t C = v->z_channels, D = v->dim;
     int native = !v->value_first;
-    if (native && (rc = native_sizes_from_tensors(v, ck, status)) != H3_OK) return rc;
+    if (native) native_sizes_from_tensors(v, ck);
 
     int64_t pq_shape[5] = {C, C, 1, 1, 1};
     if ((rc = load_tensor(v, ck, "post_quant_conv.weight", 5, pq_shape, H3_WEIGHT_F16, &v->pq_w, status)) != H3_OK)
@@ -393,7 +390,6 @@ void h3_video_vae_free(h3_video_vae *v) {
         for (size_t j = 0; j < sizeof all / sizeof *all; j++) h3_weight_free(b, all[j]);
     }
     free(v->blocks);
-    free(v->dir);
     free(v);
 }
 
@@ -434,7 +430,6 @@ h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **
     h3_video_vae *v = calloc(1, sizeof *v);
     if (!v) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
     v->b = b;
-    v->dir = strdup(dir);
     v->tile = 256;
     v->min_overlap = 64;
     v->act = h3_backend_compute_dtype(b) == H3_F32 ? H3_F32 : H3_F16;

@@ -210,8 +210,8 @@ __device__ __forceinline__ void mma_load_tile(T *dst, const T *g, int64_t ld, in
 template <typename T, int DH, bool CAUSAL>
 __global__ void __launch_bounds__(128) k_attn_mma(T *o, const T *q, const T *k, const T *v, int64_t Sq, int64_t Skv,
                                                   int H, int Hkv, float scale_log2) {
-    extern __shared__ __align__(128) uint8_t smem_raw[];
-    T *sq = (T *)smem_raw, *sk = sq + kMmaRows * DH, *sv = sk + 2 * kMmaKeys * DH;
+    extern __shared__ __align__(128) uint8_t smem_mma[];
+    T *sq = (T *)smem_mma, *sk = sq + kMmaRows * DH, *sv = sk + 2 * kMmaKeys * DH;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kh = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * kMmaRows;
@@ -353,6 +353,7 @@ const int kWgTile = 128;                     /* query rows, keys and head_dim of
 const int kWgTileBytes = 128 * 128 * 2;      /* one Q, K or Vᵀ tile */
 const int kWgSmem = 5 * kWgTileBytes + 1024; /* Q + 2 stages of K and Vᵀ + alignment slack */
 
+#ifdef H3_HAVE_WGMMA
 /* Byte offset of 16-byte chunk `ch` (0..15) of row `row` in a 128×128
  * bf16 tile kept as two 64-column boxes of 128 rows × 128 bytes, each in
  * the 128-byte swizzle (chunk ^ row%8 inside every 1024-byte atom), which
@@ -376,7 +377,6 @@ __device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
     return wg_desc(tile + (uint32_t)((kk >> 2) * (128 * 128) + (kk & 3) * 32));
 }
 
-#ifdef H3_HAVE_WGMMA
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -427,7 +427,6 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t d
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
-#endif
 
 __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_bfloat16 *kg, int64_t ldk,
                                            const __nv_bfloat16 *vg, int64_t Skv, int64_t Skv_pad, int64_t k0,
@@ -444,12 +443,14 @@ __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_
     }
 }
 
+#endif /* H3_HAVE_WGMMA */
+
 __global__ void __launch_bounds__(256, 1)
     k_attn_wgmma(__nv_bfloat16 *o, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *vt,
                  int64_t Sq, int64_t Skv, int64_t Skv_pad, int H, int Hkv, float scale_log2) {
 #ifdef H3_HAVE_WGMMA
-    extern __shared__ __align__(1024) uint8_t smem_raw[];
-    uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    extern __shared__ __align__(1024) uint8_t smem_wg[];
+    uint32_t sbase = (smem_u32(smem_wg) + 1023u) & ~1023u;
     uint32_t sQ = sbase, sK = sbase + kWgTileBytes, sV = sbase + 3 * kWgTileBytes;
     int tid = threadIdx.x, wg = tid >> 7, w4 = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kh = h / (H / Hkv);

@@ -223,8 +223,8 @@ static void conv_transpose1d_case(h3_backend *b, int B, int Cin, int Lin, int Co
     h3_op_conv_transpose1d(b, &y, &x, &w, &bias, stride, pad);
     float *got = download(b, &y);
     double e = h3_test_rel_l2(got, want, ny);
-    CHECK(h3_backend_check(b, NULL) == H3_OK && e < 1e-6, "conv_transpose1d B%d Cin%d L%d Cout%d K%d s%d p%d: rel L2 %.3g",
-          B, Cin, Lin, Cout, K, stride, pad, e);
+    CHECK(h3_backend_check(b, NULL) == H3_OK && e < 1e-6,
+          "conv_transpose1d B%d Cin%d L%d Cout%d K%d s%d p%d: rel L2 %.3g", B, Cin, Lin, Cout, K, stride, pad, e);
     free(xv), free(wv), free(bv), free(want), free(got);
     h3_arena_reset(b, mark);
 }
@@ -442,7 +442,8 @@ static void altered_load(h3_backend *b, const char *target, const int64_t *new_s
     char *st_dst = g_build_filename(tmp, "diffusion_pytorch_model.safetensors", NULL);
     gchar *text = NULL;
     gsize len = 0;
-    int ok = tmp && g_file_get_contents(cfg_src, &text, &len, NULL) && g_file_set_contents(cfg_dst, text, (gssize)len, NULL) &&
+    int ok = tmp && g_file_get_contents(cfg_src, &text, &len, NULL) &&
+             g_file_set_contents(cfg_dst, text, (gssize)len, NULL) &&
              write_altered(st_src, st_dst, target, new_shape, new_ndim);
     CHECK(ok, "could not build the altered model in %s", tmp ? tmp : "(none)");
     if (ok) {

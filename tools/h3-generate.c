@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
         h3_engine_close(engine);
         return die("%s", "out of memory for the output clip");
     }
-    h3_callbacks cb = {on_progress, on_video, on_audio, &c};
+    h3_callbacks cb = {.progress = on_progress, .video_frames = on_video, .audio_samples = on_audio, .opaque = &c};
     int rc = 0;
     if (h3_engine_generate(engine, &req, &cb, &st) != H3_OK) {
         fprintf(stderr, "h3-generate: %s\n", st.message);

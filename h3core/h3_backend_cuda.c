@@ -1,0 +1,614 @@
+/* h3_backend_cuda.c - the CUDA backend: bf16 compute, cuBLASLt GEMMs and
+ * our own kernels (kernels/h3_*.cu), all on one stream.
+ *
+ * Memory: weights and arena chunks are plain cudaMalloc allocations; a
+ * backend-owned scratch buffer (dtype conversions of GEMM operands, the
+ * transposed V of the Hopper attention) grows on first use and is kept, so
+ * a steady-state denoising step allocates nothing.
+ *
+ * Errors: every launch is checked with cudaGetLastError and the first
+ * failure becomes the backend's sticky error, with the CUDA error string.
+ * Kernels that meet an index outside its table (a selector, a gather index)
+ * set a bit in a device word instead of faulting; the word is read back at
+ * the next synchronize or download. Nothing here aborts.
+ *
+ * Precision (h3-transformer.md §3.8): activations are bf16, GEMMs take
+ * bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F); weights loaded
+ * as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no TF32), weights
+ * loaded as H3_WEIGHT_F16 become f16 (the video VAE's autocast recipe).
+ * Elementwise kernels compute in fp32 and round once per output. */
+#include "h3_backend_cuda.h"
+
+#include "h3_backend_impl.h"
+#include "h3_kernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define WORKSPACE_BYTES ((size_t)64 << 20)
+#define PLAN_CACHE 64
+
+/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
+ * tens of microseconds, the DiT issues the same few shapes 50 times a step. */
+typedef struct gemm_plan {
+    int valid;
+    int64_t M, N, K;
+    cudaDataType_t ab, d;
+    int bias, align;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, bl, c;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+typedef struct cuda_impl {
+    int device, sm;
+    char name[256];
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    void *scratch;
+    size_t scratch_size;
+    int *flag; /* device word of H3K_ERR_* bits */
+    h3_cuda_attention_path attention;
+    gemm_plan plans[PLAN_CACHE];
+    int next_plan;
+} cuda_impl;
+
+static cuda_impl *impl_of(h3_backend *b) { return b->impl; }
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Records a failed CUDA call (err != 0) as the sticky error; returns !err. */
+static int ok(h3_backend *b, int err, const char *what) {
+    if (err == 0) return 1;
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)", what, cudaGetErrorString((cudaError_t)err),
+                    cudaGetErrorName((cudaError_t)err));
+    return 0;
+}
+
+static int lt_ok(h3_backend *b, cublasStatus_t st, const char *what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return 1;
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuBLASLt %s: status %d", what, (int)st);
+    return 0;
+}
+
+/* Reads and clears the kernels' error word (synchronizes the stream). */
+static int check_flag(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    int flag = 0;
+    if (!ok(b, cudaMemcpyAsync(&flag, c->flag, sizeof flag, cudaMemcpyDeviceToHost, c->stream), "read error word"))
+        return 1;
+    if (!ok(b, cudaStreamSynchronize(c->stream), "synchronize")) return 1;
+    if (flag == 0) return 0;
+    cudaMemsetAsync(c->flag, 0, sizeof(int), c->stream);
+    if (flag & H3K_ERR_SELECTOR)
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda modulate/gated_residual: a selector lies outside its table");
+    else if (flag & H3K_ERR_GATHER)
+        h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda gather_rows: an index lies outside the source rows");
+    else
+        h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda scatter_rows: an index lies outside the destination rows");
+    return 1;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void cuda_destroy(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gemm_plan *p = &c->plans[i];
+        if (!p->valid) continue;
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->bl);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cudaFree(c->workspace);
+    cudaFree(c->scratch);
+    cudaFree(c->flag);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+    free(b);
+}
+
+static h3_dtype cuda_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) {
+    (void)b;
+    (void)file_dtype;
+    if (type == H3_WEIGHT_F32) return H3_F32;
+    if (type == H3_WEIGHT_F16) return H3_F16;
+    return H3_BF16;
+}
+
+static void *cuda_alloc(h3_backend *b, size_t bytes) {
+    void *p = NULL;
+    (void)b;
+    if (cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory is reported by the caller, not by the next launch */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(h3_backend *b, void *p) {
+    (void)b;
+    cudaFree(p);
+}
+
+/* Synchronous: callers free or reuse host buffers right after. */
+static int cuda_upload(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
+    return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
+}
+
+static int cuda_download(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download")) return 1;
+    if (!ok(b, cudaStreamSynchronize(c->stream), "download")) return 1;
+    return check_flag(b);
+}
+
+static int cuda_synchronize(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaStreamSynchronize(c->stream), "synchronize")) return 1;
+    return check_flag(b) || h3_backend_failed(b);
+}
+
+/* Scratch of at least `bytes`, kept for later calls. Growing waits for the
+ * stream (cudaFree does), which happens only while warming up. */
+static void *scratch(h3_backend *b, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (bytes <= c->scratch_size) return c->scratch;
+    size_t want = bytes + bytes / 8;
+    cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_size = 0;
+    if (cudaMalloc(&c->scratch, want) != cudaSuccess) {
+        cudaGetLastError();
+        c->scratch = NULL;
+        h3_backend_fail(b, H3_ERR_NO_MEMORY, "cuda: cannot allocate %zu bytes of scratch", want);
+        return NULL;
+    }
+    c->scratch_size = want;
+    return c->scratch;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* ---- GEMM ------------------------------------------------------------------------ */
+
+static cudaDataType_t cuda_type(h3_dtype dt) {
+    return dt == H3_BF16 ? CUDA_R_16BF : dt == H3_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* Largest power of two (<= 256) dividing every operand address. */
+static int common_alignment(const void *a, const void *b, const void *d) {
+    uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | 256;
+    return (int)(v & (~v + 1));
+}
+
+static gemm_plan *find_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t ab, cudaDataType_t d,
+                            int bias, int align) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gemm_plan *p = &c->plans[i];
+        if (p->valid && p->M == M && p->N == N && p->K == K && p->ab == ab && p->d == d && p->bias == bias &&
+            p->align == align)
+            return p;
+    }
+    gemm_plan *p = &c->plans[c->next_plan];
+    c->next_plan = (c->next_plan + 1) % PLAN_CACHE;
+    if (p->valid) {
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->bl);
+        cublasLtMatrixLayoutDestroy(p->c);
+        p->valid = 0;
+    }
+    /* Row-major y[M,N] = x[M,K]·w[N,K]ᵀ is column-major yᵀ = w·xᵀ: A = w
+     * seen as K×N (op T), B = x seen as K×M, D = yᵀ as N×M. */
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (!lt_ok(b, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc")) return NULL;
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d);
+    int okay = lt_ok(b, cublasLtMatrixLayoutCreate(&p->a, ab, (uint64_t)K, (uint64_t)N, K), "layout") &&
+               lt_ok(b, cublasLtMatrixLayoutCreate(&p->bl, ab, (uint64_t)K, (uint64_t)M, K), "layout") &&
+               lt_ok(b, cublasLtMatrixLayoutCreate(&p->c, d, (uint64_t)N, (uint64_t)M, N), "layout");
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (okay && lt_ok(b, cublasLtMatmulPreferenceCreate(&pref), "preference")) {
+        size_t ws = WORKSPACE_BYTES;
+        uint32_t al = (uint32_t)align;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->bl, p->c, p->c, pref, 1, &res, &found);
+        if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+            h3_backend_fail(b, H3_ERR_DEVICE, "cuBLASLt: no algorithm for %lldx%lldx%lld (types %d/%d, bias %d, align %d)",
+                            (long long)M, (long long)N, (long long)K, (int)ab, (int)d, bias, align);
+            okay = 0;
+        }
+        cublasLtMatmulPreferenceDestroy(pref);
+    } else {
+        okay = 0;
+    }
+    if (!okay) {
+        cublasLtMatmulDescDestroy(p->op);
+        if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+        if (p->bl) cublasLtMatrixLayoutDestroy(p->bl);
+        if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+        memset(p, 0, sizeof *p);
+        return NULL;
+    }
+    p->algo = res.algo;
+    p->M = M;
+    p->N = N;
+    p->K = K;
+    p->ab = ab;
+    p->d = d;
+    p->bias = bias;
+    p->align = align;
+    p->valid = 1;
+    return p;
+}
+
+/* D[M,N] = X[M,K]·W[N,K]ᵀ (+ bias[N] of D's type). */
+static void gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
+                 int64_t M, int64_t N, int64_t K, const void *bias) {
+    cuda_impl *c = impl_of(b);
+    gemm_plan *p = find_plan(b, M, N, K, ab, dtype, bias != NULL, common_alignment(W, X, D));
+    if (!p) return;
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    float alpha = 1.0f, beta = 0.0f;
+    lt_ok(b, cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->bl, &beta, D, p->c, D, p->c, &p->algo,
+                            c->workspace, WORKSPACE_BYTES, c->stream),
+          "matmul");
+}
+
+/* cuBLASLt writes bf16/f16 products as that type or as f32; f32 products
+ * only as f32. */
+static int gemm_can_write(h3_dtype ab, h3_dtype out) { return out == ab || out == H3_F32; }
+
+static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
+    cuda_impl *c = impl_of(b);
+    int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
+    h3_dtype ab = w->dtype;
+    if (ab == H3_I32) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda linear: i32 weight");
+        return;
+    }
+    if (M == 0 || N == 0) return;
+    h3_dtype out = gemm_can_write(ab, y->dtype) ? y->dtype : H3_F32;
+    size_t xbytes = x->dtype == ab ? 0 : align_up((size_t)(M * K) * h3_dtype_size(ab));
+    size_t obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
+    char *tmp = NULL;
+    if (xbytes + obytes) {
+        tmp = scratch(b, xbytes + obytes);
+        if (!tmp) return;
+    }
+    const void *X = x->data;
+    if (xbytes) {
+        if (!ok(b, h3k_convert(tmp, ab, x->data, x->dtype, M * K, c->stream), "linear: convert x")) return;
+        X = tmp;
+    }
+    void *D = obytes ? (void *)(tmp + xbytes) : y->data;
+    int fused_bias = bias && bias->dtype == out;
+    if (K == 0) {
+        if (!ok(b, h3k_fill(D, out, M * N, 0.0f, c->stream), "linear: fill")) return;
+        fused_bias = 0;
+    } else {
+        gemm(b, D, cuda_type(out), w->data, X, cuda_type(ab), M, N, K, fused_bias ? bias->data : NULL);
+    }
+    if (bias && !fused_bias &&
+        !ok(b, h3k_row_vector(1, D, out, D, out, bias->data, bias->dtype, M, N, c->stream), "linear: bias"))
+        return;
+    if (obytes) ok(b, h3k_convert(y->data, y->dtype, D, H3_F32, M * N, c->stream), "linear: convert y");
+}
+
+/* ---- elementwise and row ops ----------------------------------------------------- */
+
+#define DT(t) ((t) ? (int)(t)->dtype : H3K_NONE)
+#define PTR(t) ((t) ? (t)->data : NULL)
+
+static void cuda_rms_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width,
+                          float eps) {
+    ok(b, h3k_rms_norm(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), h3_tensor_numel(x) / width, width, eps,
+                       impl_of(b)->stream),
+       "rms_norm");
+}
+
+static void cuda_layer_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                            const h3_tensor *bias, float eps) {
+    ok(b, h3k_layer_norm(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), PTR(bias), DT(bias),
+                         h3_tensor_rows(x), h3_tensor_cols(x), eps, impl_of(b)->stream),
+       "layer_norm");
+}
+
+static void cuda_binary(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x0, const h3_tensor *x1) {
+    ok(b, h3k_binary(op, y->data, y->dtype, x0->data, x0->dtype, x1->data, x1->dtype, h3_tensor_numel(y),
+                     impl_of(b)->stream),
+       op ? "mul" : "add");
+}
+
+static void cuda_row_vector(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x, const h3_tensor *v) {
+    /* h3k op 0 is mul, 1 add: the same numbering as the vtable's */
+    ok(b, h3k_row_vector(op, y->data, y->dtype, x->data, x->dtype, v->data, v->dtype, h3_tensor_rows(x),
+                         h3_tensor_cols(x), impl_of(b)->stream),
+       "row_vector");
+}
+
+static void cuda_scale(h3_backend *b, h3_tensor *y, const h3_tensor *x, float alpha) {
+    ok(b, h3k_scale(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), alpha, impl_of(b)->stream), "scale");
+}
+
+static void cuda_unary(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x) {
+    ok(b, h3k_unary(op, y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), impl_of(b)->stream), "unary");
+}
+
+static void cuda_swiglu(h3_backend *b, h3_tensor *y, const h3_tensor *u, int value_first) {
+    ok(b, h3k_swiglu(y->data, y->dtype, u->data, u->dtype, h3_tensor_rows(y), h3_tensor_cols(y), value_first,
+                     impl_of(b)->stream),
+       "swiglu");
+}
+
+static void cuda_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *shift,
+                          const h3_tensor *scale, const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_modulate(y->data, y->dtype, x->data, x->dtype, shift->data, shift->dtype, scale->data, scale->dtype,
+                       sel->data, h3_tensor_rows(x), h3_tensor_cols(x), h3_tensor_rows(shift), c->flag, c->stream),
+       "modulate");
+}
+
+static void cuda_gated_residual(h3_backend *b, h3_tensor *x, const h3_tensor *gate, const h3_tensor *y,
+                                const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_gated_residual(x->data, x->dtype, gate->data, gate->dtype, y->data, y->dtype, sel->data,
+                             h3_tensor_rows(x), h3_tensor_cols(x), h3_tensor_rows(gate), c->flag, c->stream),
+       "gated_residual");
+}
+
+static void cuda_rms_norm_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                                   const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_rms_norm_modulate(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), eps, shift->data, shift->dtype,
+                                scale->data, scale->dtype, sel->data, h3_tensor_rows(x), h3_tensor_cols(x),
+                                h3_tensor_rows(shift), c->flag, c->stream),
+       "rms_norm_modulate");
+}
+
+static void cuda_rope(h3_backend *b, h3_tensor *x, const h3_tensor *cos, const h3_tensor *sin, int n_heads,
+                      int head_dim, int rot_dim) {
+    ok(b, h3k_head_norm_rope(x->data, x->dtype, 0, NULL, H3K_NONE, 0.0f, cos->data, sin->data, h3_tensor_rows(x),
+                             n_heads, head_dim, rot_dim, impl_of(b)->stream),
+       "rope");
+}
+
+static void cuda_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                              const h3_tensor *sin, int n_heads, int head_dim, int rot_dim) {
+    ok(b, h3k_head_norm_rope(x->data, x->dtype, 1, PTR(w), DT(w), eps, cos->data, sin->data, h3_tensor_rows(x),
+                             n_heads, head_dim, rot_dim, impl_of(b)->stream),
+       "qk_norm_rope");
+}
+
+static void attention_args(h3_backend *b, h3k_attention_args *a, h3_tensor *o, const h3_tensor *q,
+                           const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                           int causal, float scale) {
+    cuda_impl *c = impl_of(b);
+    memset(a, 0, sizeof *a);
+    a->o = o->data;
+    a->q = q->data;
+    a->k = k->data;
+    a->v = v->data;
+    a->dt = q->dtype;
+    a->Sq = h3_tensor_rows(q);
+    a->Skv = h3_tensor_rows(k);
+    a->n_heads = n_heads;
+    a->n_kv_heads = n_kv_heads;
+    a->head_dim = head_dim;
+    a->causal = causal;
+    a->scale = scale;
+    a->path = (int)c->attention;
+    a->sm = c->sm;
+}
+
+static void cuda_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                           int n_heads, int n_kv_heads, int head_dim, int causal, float scale) {
+    cuda_impl *c = impl_of(b);
+    if (q->dtype != k->dtype || q->dtype != v->dtype || q->dtype != o->dtype || q->dtype == H3_I32) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda attention: q/k/v/o are %s/%s/%s/%s, want one float dtype",
+                        h3_dtype_name(q->dtype), h3_dtype_name(k->dtype), h3_dtype_name(v->dtype),
+                        h3_dtype_name(o->dtype));
+        return;
+    }
+    if (head_dim > 256) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda attention: head_dim %d (at most 256)", head_dim);
+        return;
+    }
+    h3k_attention_args a;
+    attention_args(b, &a, o, q, k, v, n_heads, n_kv_heads, head_dim, causal, scale);
+    size_t need = h3k_attention_scratch(&a);
+    if (need) {
+        a.scratch = scratch(b, need);
+        a.scratch_size = c->scratch_size;
+        if (!a.scratch) return;
+    }
+    ok(b, h3k_attention(&a, c->stream), h3k_attention_path_name(h3k_attention_path(&a)));
+}
+
+static void cuda_gather_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx) {
+    cuda_impl *c = impl_of(b);
+    if (dst->dtype != src->dtype) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "gather_rows: dtype mismatch");
+        return;
+    }
+    ok(b, h3k_gather_rows(dst->data, src->data, idx->data, h3_tensor_numel(idx), h3_tensor_rows(src),
+                          h3_tensor_cols(src) * (int64_t)h3_dtype_size(src->dtype), c->flag, c->stream),
+       "gather_rows");
+}
+
+static void cuda_scatter_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx) {
+    cuda_impl *c = impl_of(b);
+    if (dst->dtype != src->dtype) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "scatter_rows: dtype mismatch");
+        return;
+    }
+    ok(b, h3k_scatter_rows(dst->data, src->data, idx->data, h3_tensor_numel(idx), h3_tensor_rows(dst),
+                           h3_tensor_cols(src) * (int64_t)h3_dtype_size(src->dtype), c->flag, c->stream),
+       "scatter_rows");
+}
+
+static void cuda_copy(h3_backend *b, h3_tensor *dst, const h3_tensor *src) {
+    ok(b, h3k_convert(dst->data, dst->dtype, src->data, src->dtype, h3_tensor_numel(src), impl_of(b)->stream),
+       "copy");
+}
+
+static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
+    ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
+}
+
+/* H3_CUDA_VAE_OPS_BEGIN */
+/* H3_CUDA_VAE_OPS_END */
+
+static const h3_backend_ops cuda_ops = {
+    .name = "cuda",
+    .compute_dtype = H3_BF16,
+    .destroy = cuda_destroy,
+    .weight_dtype = cuda_weight_dtype,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .synchronize = cuda_synchronize,
+    .linear = cuda_linear,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm = cuda_layer_norm,
+    .binary = cuda_binary,
+    .row_vector = cuda_row_vector,
+    .scale = cuda_scale,
+    .unary = cuda_unary,
+    .swiglu = cuda_swiglu,
+    .modulate = cuda_modulate,
+    .gated_residual = cuda_gated_residual,
+    .rope = cuda_rope,
+    .attention = cuda_attention,
+    .gather_rows = cuda_gather_rows,
+    .scatter_rows = cuda_scatter_rows,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .rms_norm_modulate = cuda_rms_norm_modulate,
+    .qk_norm_rope = cuda_qk_norm_rope,
+    /* H3_CUDA_OPS_TABLE_VAE */
+};
+
+/* ---- lifetime and extras ------------------------------------------------------------ */
+
+int h3_cuda_device_count(char *why, size_t why_size) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (why) snprintf(why, why_size, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, why_size, "no CUDA device");
+    return n;
+}
+
+static h3_cuda_attention_path attention_from_env(void) {
+    const char *e = getenv("H3_CUDA_ATTENTION");
+    if (!e || !*e) return H3_CUDA_ATTENTION_AUTO;
+    if (!strcasecmp(e, "wgmma")) return H3_CUDA_ATTENTION_WGMMA;
+    if (!strcasecmp(e, "mma")) return H3_CUDA_ATTENTION_MMA;
+    if (!strcasecmp(e, "generic")) return H3_CUDA_ATTENTION_GENERIC;
+    return H3_CUDA_ATTENTION_AUTO;
+}
+
+h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status) {
+    *out = NULL;
+    char why[256];
+    int n = h3_cuda_device_count(why, sizeof why);
+    if (n == 0) return h3_fail(status, H3_ERR_DEVICE, "cuda backend: %s", why);
+    if (device < 0 || device >= n)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda backend: device %d of %d", device, n);
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess)
+        return h3_fail(status, H3_ERR_DEVICE, "cuda backend: device %d: %s", device, cudaGetErrorString(e));
+    int sm = prop.major * 10 + prop.minor;
+    /* Kernels are precompiled for sm_80 (runs on 8.x) and sm_90a (9.0 only). */
+    if (prop.major != 8 && sm != 90)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "cuda backend: %s is sm_%d; h3core's kernels are built for sm_80..sm_89 and sm_90a", prop.name,
+                       sm);
+    h3_backend *b = calloc(1, sizeof *b);
+    cuda_impl *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    }
+    c->device = device;
+    c->sm = sm;
+    snprintf(c->name, sizeof c->name, "%s", prop.name);
+    c->attention = attention_from_env();
+    h3_backend_init(b, &cuda_ops, c);
+    b->chunk_min_size = (size_t)256 << 20;
+    const char *what = "stream";
+    e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        what = "workspace";
+        e = cudaMalloc(&c->workspace, WORKSPACE_BYTES);
+    }
+    if (e == cudaSuccess) {
+        what = "error word";
+        e = cudaMalloc((void **)&c->flag, sizeof(int));
+    }
+    if (e == cudaSuccess) e = cudaMemset(c->flag, 0, sizeof(int));
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (e == cudaSuccess) st = cublasLtCreate(&c->lt);
+    if (e != cudaSuccess || st != CUBLAS_STATUS_SUCCESS) {
+        h3_backend_destroy(b);
+        if (e != cudaSuccess)
+            return h3_fail(status, H3_ERR_DEVICE, "cuda backend: %s: %s", what, cudaGetErrorString(e));
+        return h3_fail(status, H3_ERR_DEVICE, "cuda backend: cublasLtCreate failed (status %d)", (int)st);
+    }
+    *out = b;
+    return H3_OK;
+}
+
+void *h3_backend_cuda_stream(h3_backend *b) { return impl_of(b)->stream; }
+const char *h3_backend_cuda_device_name(h3_backend *b) { return impl_of(b)->name; }
+int h3_backend_cuda_sm(h3_backend *b) { return impl_of(b)->sm; }
+
+void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, float lo, float hi) {
+    if (h3_backend_failed(b) || !t || !t->data) return;
+    ok(b, h3k_fill_uniform(t->data, t->dtype, h3_tensor_numel(t), seed, lo, hi, impl_of(b)->stream),
+       "fill_uniform");
+}
+
+h3_cuda_attention_path h3_backend_cuda_set_attention_path(h3_backend *b, h3_cuda_attention_path path) {
+    cuda_impl *c = impl_of(b);
+    h3_cuda_attention_path old = c->attention;
+    c->attention = path;
+    return old;
+}
+
+const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, const h3_tensor *q,
+                                             const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads,
+                                             int head_dim, int causal) {
+    h3k_attention_args a;
+    attention_args(b, &a, (h3_tensor *)o, q, k, v, n_heads, n_kv_heads, head_dim, causal, 1.0f);
+    return h3k_attention_path_name(h3k_attention_path(&a));
+}

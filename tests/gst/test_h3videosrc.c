@@ -1,0 +1,1161 @@
+/* test_h3videosrc.c - gst-check suite for the h3videosrc element.
+ *
+ * Every test runs the real element on the embedded tiny model on the CPU,
+ * at a small size (64x32, 22 frames, 2 steps) so a clip takes seconds.
+ * Long generations (steps=1000) stand in for "mid-generation": the tests
+ * wait for the first denoising step message before acting.
+ *
+ * The environment comes from meson: GST_PLUGIN_PATH_1_0 points at the build
+ * of the plugin, GST_REGISTRY at a registry file in the build directory,
+ * GST_TRACERS=leaks for the start/stop leak count. */
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstconsistencychecker.h>
+#include <gst/check/gstharness.h>
+#include <string.h>
+
+#define PROMPT "a robot dancing"
+#define W 64
+#define H 32
+#define FRAMES 22               /* 22 is already 17n+5 */
+#define STEPS 2
+#define LONG_STEPS 1000         /* far more than any test waits for */
+#define TINY_RATE 1600          /* tiny-h3 audio_vae/config.json sampling_rate */
+
+static void
+set_small (GstElement * e, guint64 seed)
+{
+  g_object_set (e, "prompt", PROMPT, "seed", seed, "width", W, "height", H,
+      "num-frames", FRAMES, "steps", STEPS, NULL);
+}
+
+static GstClockTime
+frame_time (guint64 n)
+{
+  return gst_util_uint64_scale (n, GST_SECOND, 24);
+}
+
+/* ---- harness helpers ------------------------------------------------------ */
+
+typedef struct
+{
+  GPtrArray *events;
+  GPtrArray *buffers;
+  gchar *checksum;              /* SHA-256 of every buffer's bytes */
+} Output;
+
+typedef struct
+{
+  GstHarness *hv, *ha;
+  GstStreamConsistency *cv, *ca;
+  GstBus *bus;
+} Clip;
+
+static void
+clip_new (Clip * c, guint64 seed)
+{
+  GstPad *pad;
+
+  memset (c, 0, sizeof *c);
+  c->hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
+  c->ha = gst_harness_new_with_element (c->hv->element, NULL, "audio");
+  set_small (c->hv->element, seed);
+  pad = gst_element_get_static_pad (c->hv->element, "video");
+  c->cv = gst_consistency_checker_new (pad);
+  gst_object_unref (pad);
+  pad = gst_element_get_static_pad (c->hv->element, "audio");
+  c->ca = gst_consistency_checker_new (pad);
+  gst_object_unref (pad);
+  /* A harnessed element has no bus: give it one to see its messages. */
+  c->bus = gst_bus_new ();
+  gst_element_set_bus (c->hv->element, c->bus);
+}
+
+static void
+clip_free (Clip * c)
+{
+  gst_consistency_checker_free (c->cv);
+  gst_consistency_checker_free (c->ca);
+  gst_harness_teardown (c->ha);
+  gst_harness_teardown (c->hv);
+  gst_bus_set_flushing (c->bus, TRUE);
+  gst_object_unref (c->bus);
+}
+
+/* Pulls every event up to EOS, then the buffers queued before it. */
+static void
+output_collect (GstHarness * h, Output * o)
+{
+  GChecksum *sum = g_checksum_new (G_CHECKSUM_SHA256);
+  GstBuffer *buf;
+
+  o->events = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_mini_object_unref);
+  o->buffers = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_mini_object_unref);
+  for (;;) {
+    GstEvent *ev = gst_harness_pull_event (h);
+    fail_unless (ev != NULL, "no EOS within the harness timeout");
+    g_ptr_array_add (o->events, ev);
+    if (GST_EVENT_TYPE (ev) == GST_EVENT_EOS)
+      break;
+  }
+  while ((buf = gst_harness_try_pull (h))) {
+    GstMapInfo map;
+    fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_checksum_update (sum, map.data, map.size);
+    gst_buffer_unmap (buf, &map);
+    g_ptr_array_add (o->buffers, buf);
+  }
+  o->checksum = g_strdup (g_checksum_get_string (sum));
+  g_checksum_free (sum);
+}
+
+static void
+output_clear (Output * o)
+{
+  g_ptr_array_unref (o->events);
+  g_ptr_array_unref (o->buffers);
+  g_free (o->checksum);
+}
+
+static GstEvent *
+output_event (Output * o, GstEventType type)
+{
+  for (guint i = 0; i < o->events->len; i++) {
+    GstEvent *ev = g_ptr_array_index (o->events, i);
+    if (GST_EVENT_TYPE (ev) == type)
+      return ev;
+  }
+  return NULL;
+}
+
+/* Generates the small clip on both pads of a fresh element. */
+static void
+generate (guint64 seed, Output * video, Output * audio)
+{
+  Clip c;
+
+  clip_new (&c, seed);
+  gst_harness_play (c.hv);
+  output_collect (c.hv, video);
+  output_collect (c.ha, audio);
+  clip_free (&c);
+}
+
+/* ---- bus helpers ---------------------------------------------------------- */
+
+/* Waits for an element message with the given structure name. */
+static gboolean
+wait_element_message (GstBus * bus, const gchar * name, GstClockTime timeout)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout / 1000;
+
+  for (;;) {
+    gint64 left = deadline - g_get_monotonic_time ();
+    GstMessage *m;
+    gboolean found;
+
+    if (left <= 0)
+      return FALSE;
+    m = gst_bus_timed_pop_filtered (bus, left * 1000,
+        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
+    if (!m)
+      return FALSE;
+    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
+      GError *err;
+      gchar *dbg;
+      gst_message_parse_error (m, &err, &dbg);
+      fail ("unexpected error: %s (%s)", err->message, dbg);
+    }
+    found = gst_message_has_name (m, name);
+    gst_message_unref (m);
+    if (found)
+      return TRUE;
+  }
+}
+
+/* Waits for an error and checks its domain and code. */
+static void
+expect_error (GstBus * bus, GQuark domain, gint code, const gchar * what)
+{
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+      GST_MESSAGE_ERROR);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+
+  fail_unless (m != NULL, "%s: no error message", what);
+  gst_message_parse_error (m, &err, &dbg);
+  GST_INFO ("%s: %s (%s)", what, err->message, dbg);
+  fail_unless (err->domain == domain && err->code == code,
+      "%s: got %s %d '%s', expected %s %d", what,
+      g_quark_to_string (err->domain), err->code, err->message,
+      g_quark_to_string (domain), code);
+  fail_unless (strlen (err->message) > 20, "%s: uninformative message '%s'",
+      what, err->message);
+  g_error_free (err);
+  g_free (dbg);
+  gst_message_unref (m);
+}
+
+static guint
+count_messages (GstBus * bus, GstMessageType type)
+{
+  guint n = 0;
+  GstMessage *m;
+
+  while ((m = gst_bus_pop_filtered (bus, type))) {
+    n++;
+    gst_message_unref (m);
+  }
+  return n;
+}
+
+/* ---- tests: streams ------------------------------------------------------- */
+
+GST_START_TEST (test_event_order_and_streams)
+{
+  Output v, a, v2, a2;
+  const GstEventType order[] = { GST_EVENT_STREAM_START, GST_EVENT_CAPS,
+    GST_EVENT_SEGMENT, GST_EVENT_STREAM_COLLECTION, GST_EVENT_TAG,
+    GST_EVENT_EOS
+  };
+  Output *outs[] = { &v, &a };
+  const gchar *vid, *aid, *vid2, *aid2;
+  guint vgroup, agroup;
+  GstStream *vstream, *astream;
+  GstStreamCollection *coll;
+  const GstSegment *seg;
+  GstCaps *caps;
+  GstEvent *ev;
+
+  generate (42, &v, &a);
+
+  for (guint o = 0; o < 2; o++) {
+    fail_unless_equals_int (outs[o]->events->len, G_N_ELEMENTS (order));
+    for (guint i = 0; i < G_N_ELEMENTS (order); i++) {
+      ev = g_ptr_array_index (outs[o]->events, i);
+      fail_unless (GST_EVENT_TYPE (ev) == order[i], "event %u is %s, not %s",
+          i, GST_EVENT_TYPE_NAME (ev), gst_event_type_get_name (order[i]));
+    }
+  }
+
+  /* Distinct stream ids, one group, the GstStream of the right type. */
+  gst_event_parse_stream_start (output_event (&v, GST_EVENT_STREAM_START),
+      &vid);
+  gst_event_parse_stream_start (output_event (&a, GST_EVENT_STREAM_START),
+      &aid);
+  fail_unless (g_str_has_suffix (vid, "/video"), "video stream id %s", vid);
+  fail_unless (g_str_has_suffix (aid, "/audio"), "audio stream id %s", aid);
+  fail_if (g_strcmp0 (vid, aid) == 0);
+  fail_unless (gst_event_parse_group_id (output_event (&v,
+              GST_EVENT_STREAM_START), &vgroup));
+  fail_unless (gst_event_parse_group_id (output_event (&a,
+              GST_EVENT_STREAM_START), &agroup));
+  fail_unless_equals_int (vgroup, agroup);
+  gst_event_parse_stream (output_event (&v, GST_EVENT_STREAM_START),
+      &vstream);
+  gst_event_parse_stream (output_event (&a, GST_EVENT_STREAM_START),
+      &astream);
+  fail_unless (gst_stream_get_stream_type (vstream) == GST_STREAM_TYPE_VIDEO);
+  fail_unless (gst_stream_get_stream_type (astream) == GST_STREAM_TYPE_AUDIO);
+  fail_unless_equals_string (gst_stream_get_stream_id (vstream), vid);
+
+  /* One collection holding both streams, on both pads. */
+  gst_event_parse_stream_collection (output_event (&v,
+          GST_EVENT_STREAM_COLLECTION), &coll);
+  fail_unless_equals_int (gst_stream_collection_get_size (coll), 2);
+  fail_unless (gst_stream_collection_get_stream (coll, 0) == vstream);
+  fail_unless (gst_stream_collection_get_stream (coll, 1) == astream);
+  gst_object_unref (coll);
+  gst_event_parse_stream_collection (output_event (&a,
+          GST_EVENT_STREAM_COLLECTION), &coll);
+  fail_unless_equals_int (gst_stream_collection_get_size (coll), 2);
+  gst_object_unref (coll);
+  gst_object_unref (vstream);
+  gst_object_unref (astream);
+
+  /* Caps. */
+  gst_event_parse_caps (output_event (&v, GST_EVENT_CAPS), &caps);
+  fail_unless (gst_caps_is_equal (caps,
+          gst_caps_from_string ("video/x-raw, format=RGB, width=64, "
+              "height=32, framerate=24/1, pixel-aspect-ratio=1/1")),
+      "video caps %" GST_PTR_FORMAT, caps);
+  gst_event_parse_caps (output_event (&a, GST_EVENT_CAPS), &caps);
+  fail_unless (gst_caps_is_equal (caps,
+          gst_caps_from_string ("audio/x-raw, format=F32LE, rate=1600, "
+              "channels=2, layout=interleaved, channel-mask=(bitmask)0x3")),
+      "audio caps %" GST_PTR_FORMAT, caps);
+
+  /* TIME segments from 0 with the clip's duration, one seqnum. */
+  gst_event_parse_segment (output_event (&v, GST_EVENT_SEGMENT), &seg);
+  fail_unless (seg->format == GST_FORMAT_TIME);
+  fail_unless_equals_uint64 (seg->start, 0);
+  fail_unless_equals_uint64 (seg->duration, frame_time (FRAMES));
+  gst_event_parse_segment (output_event (&a, GST_EVENT_SEGMENT), &seg);
+  fail_unless_equals_uint64 (seg->duration, frame_time (FRAMES));
+  fail_unless_equals_int (gst_event_get_seqnum (output_event (&v,
+              GST_EVENT_SEGMENT)), gst_event_get_seqnum (output_event (&a,
+              GST_EVENT_SEGMENT)));
+
+  /* Deterministic ids: the same request gives the same ids again. */
+  generate (42, &v2, &a2);
+  gst_event_parse_stream_start (output_event (&v2, GST_EVENT_STREAM_START),
+      &vid2);
+  gst_event_parse_stream_start (output_event (&a2, GST_EVENT_STREAM_START),
+      &aid2);
+  fail_unless_equals_string (vid, vid2);
+  fail_unless_equals_string (aid, aid2);
+
+  output_clear (&v);
+  output_clear (&a);
+  output_clear (&v2);
+  output_clear (&a2);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_timestamps_and_offsets)
+{
+  Output v, a;
+  guint64 samples = 0, expected_samples;
+  GstClockTime vend, aend;
+
+  generate (42, &v, &a);
+
+  /* Video: one buffer per aligned frame, PTS from the frame counter. */
+  fail_unless_equals_int (v.buffers->len, FRAMES);
+  for (guint i = 0; i < v.buffers->len; i++) {
+    GstBuffer *b = g_ptr_array_index (v.buffers, i);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (b), frame_time (i));
+    fail_unless_equals_uint64 (GST_BUFFER_DURATION (b),
+        frame_time (i + 1) - frame_time (i));
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET (b), i);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET_END (b), i + 1);
+    fail_unless_equals_int (gst_buffer_get_size (b), W * H * 3);
+    fail_unless_equals_int (GST_BUFFER_FLAG_IS_SET (b,
+            GST_BUFFER_FLAG_DISCONT), i == 0);
+  }
+
+  /* Audio: one slice per video frame, contiguous in samples and time. */
+  fail_unless_equals_int (a.buffers->len, FRAMES);
+  for (guint i = 0; i < a.buffers->len; i++) {
+    GstBuffer *b = g_ptr_array_index (a.buffers, i);
+    guint64 n = GST_BUFFER_OFFSET_END (b) - GST_BUFFER_OFFSET (b);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET (b), samples);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET (b),
+        gst_util_uint64_scale_round (i, TINY_RATE, 24));
+    fail_unless_equals_int (gst_buffer_get_size (b), n * 2 * sizeof (gfloat));
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (b),
+        gst_util_uint64_scale_round (samples, GST_SECOND, TINY_RATE));
+    if (i > 0) {
+      GstBuffer *p = g_ptr_array_index (a.buffers, i - 1);
+      fail_unless_equals_uint64 (GST_BUFFER_PTS (p) + GST_BUFFER_DURATION (p),
+          GST_BUFFER_PTS (b));
+    }
+    fail_unless_equals_int (GST_BUFFER_FLAG_IS_SET (b,
+            GST_BUFFER_FLAG_DISCONT), i == 0);
+    samples += n;
+  }
+
+  /* Both streams end together: audio is trimmed (or padded) to the video
+   * length, the last slice ending exactly with the last frame. */
+  expected_samples = gst_util_uint64_scale_round (FRAMES, TINY_RATE, 24);
+  fail_unless_equals_uint64 (samples, expected_samples);
+  {
+    GstBuffer *lv = g_ptr_array_index (v.buffers, FRAMES - 1);
+    GstBuffer *la = g_ptr_array_index (a.buffers, FRAMES - 1);
+    vend = GST_BUFFER_PTS (lv) + GST_BUFFER_DURATION (lv);
+    aend = GST_BUFFER_PTS (la) + GST_BUFFER_DURATION (la);
+  }
+  fail_unless_equals_uint64 (vend, frame_time (FRAMES));
+  fail_unless_equals_uint64 (aend, vend);
+
+  /* The audio is real signal, finite and in [-1, 1]. */
+  {
+    gdouble energy = 0;
+    for (guint i = 0; i < a.buffers->len; i++) {
+      GstBuffer *b = g_ptr_array_index (a.buffers, i);
+      GstMapInfo map;
+      const gfloat *s;
+      gst_buffer_map (b, &map, GST_MAP_READ);
+      s = (const gfloat *) map.data;
+      for (gsize k = 0; k < map.size / sizeof (gfloat); k++) {
+        fail_unless (isfinite (s[k]) && s[k] >= -1.0f && s[k] <= 1.0f,
+            "sample %g", s[k]);
+        energy += s[k] * s[k];
+      }
+      gst_buffer_unmap (b, &map);
+    }
+    fail_unless (energy > 0, "silent audio");
+  }
+  output_clear (&v);
+  output_clear (&a);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_seed_determinism)
+{
+  Output v1, a1, v2, a2, v3, a3;
+
+  generate (42, &v1, &a1);
+  generate (42, &v2, &a2);
+  generate (7, &v3, &a3);
+  fail_unless_equals_string (v1.checksum, v2.checksum);
+  fail_unless_equals_string (a1.checksum, a2.checksum);
+  fail_if (g_strcmp0 (v1.checksum, v3.checksum) == 0,
+      "seed 7 gave the same video as seed 42");
+  fail_if (g_strcmp0 (a1.checksum, a3.checksum) == 0,
+      "seed 7 gave the same audio as seed 42");
+  output_clear (&v1);
+  output_clear (&a1);
+  output_clear (&v2);
+  output_clear (&a2);
+  output_clear (&v3);
+  output_clear (&a3);
+}
+
+GST_END_TEST;
+
+/* One element, several runs: the engine is loaded once and reused, and a
+ * rerun gives the same clip. */
+GST_START_TEST (test_rerun_reuses_engine)
+{
+  Clip c;
+  Output v1, a1, v2, a2;
+  GstMessage *m;
+  guint loads = 0;
+
+  clip_new (&c, 42);
+  gst_harness_play (c.hv);
+  output_collect (c.hv, &v1);
+  output_collect (c.ha, &a1);
+  fail_unless_equals_int (gst_element_set_state (c.hv->element,
+          GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  fail_unless_equals_int (gst_element_set_state (c.hv->element,
+          GST_STATE_PLAYING), GST_STATE_CHANGE_SUCCESS);
+  output_collect (c.hv, &v2);
+  output_collect (c.ha, &a2);
+  fail_unless_equals_string (v1.checksum, v2.checksum);
+  fail_unless_equals_string (a1.checksum, a2.checksum);
+
+  while ((m = gst_bus_pop_filtered (c.bus, GST_MESSAGE_PROGRESS))) {
+    GstProgressType type;
+    gchar *code, *text;
+    gst_message_parse_progress (m, &type, &code, &text);
+    if (g_strcmp0 (code, "load") == 0 && type == GST_PROGRESS_TYPE_START)
+      loads++;
+    g_free (code);
+    g_free (text);
+    gst_message_unref (m);
+  }
+  fail_unless_equals_int (loads, 1);
+  output_clear (&v1);
+  output_clear (&a1);
+  output_clear (&v2);
+  output_clear (&a2);
+  clip_free (&c);
+}
+
+GST_END_TEST;
+
+/* ---- tests: messages -------------------------------------------------------- */
+
+typedef struct
+{
+  GMutex lock;
+  GPtrArray *log;               /* strings, in posting order */
+} Log;
+
+static void
+log_add (Log * l, gchar * entry)
+{
+  g_mutex_lock (&l->lock);
+  g_ptr_array_add (l->log, entry);
+  g_mutex_unlock (&l->lock);
+}
+
+static GstBusSyncReply
+log_message (GstBus * bus, GstMessage * m, gpointer data)
+{
+  Log *l = data;
+
+  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_PROGRESS) {
+    GstProgressType type;
+    gchar *code, *text;
+    gint percent = -1;
+    const gchar *types[] = { "START", "CONTINUE", "COMPLETE", "CANCELED",
+      "ERROR"
+    };
+    gst_message_parse_progress (m, &type, &code, &text);
+    gst_structure_get_int (gst_message_get_structure (m), "percent",
+        &percent);
+    log_add (l, g_strdup_printf ("progress %s %s %d", code, types[type],
+            percent));
+    g_free (code);
+    g_free (text);
+  } else if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ELEMENT) {
+    const GstStructure *s = gst_message_get_structure (m);
+    log_add (l, g_strdup_printf ("element %s", gst_structure_get_name (s)));
+  } else if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_STREAM_COLLECTION) {
+    log_add (l, g_strdup ("collection"));
+  }
+  return GST_BUS_PASS;
+}
+
+static GstPadProbeReturn
+log_first_buffer (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  log_add (data, g_strdup_printf ("buffer %s", GST_PAD_NAME (pad)));
+  return GST_PAD_PROBE_REMOVE;
+}
+
+static gint
+log_find (Log * l, const gchar * entry)
+{
+  for (guint i = 0; i < l->log->len; i++)
+    if (g_str_has_prefix (g_ptr_array_index (l->log, i), entry))
+      return (gint) i;
+  return -1;
+}
+
+static guint
+log_count (Log * l, const gchar * prefix)
+{
+  guint n = 0;
+  for (guint i = 0; i < l->log->len; i++)
+    n += g_str_has_prefix (g_ptr_array_index (l->log, i), prefix);
+  return n;
+}
+
+GST_START_TEST (test_progress_and_element_messages)
+{
+  Clip c;
+  Output v, a;
+  Log l;
+  GstPad *pad;
+  GstMessage *m;
+  gint first_buffer, complete, last_percent = -1;
+  gboolean got_done = FALSE;
+  GstStructure *stats = NULL;
+
+  g_mutex_init (&l.lock);
+  l.log = g_ptr_array_new_with_free_func (g_free);
+  clip_new (&c, 42);
+  gst_bus_set_sync_handler (c.bus, log_message, &l, NULL);
+  pad = gst_element_get_static_pad (c.hv->element, "video");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, log_first_buffer, &l,
+      NULL);
+  gst_object_unref (pad);
+  pad = gst_element_get_static_pad (c.hv->element, "audio");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, log_first_buffer, &l,
+      NULL);
+  gst_object_unref (pad);
+
+  gst_harness_play (c.hv);
+  output_collect (c.hv, &v);
+  output_collect (c.ha, &a);
+  /* The done message is posted after the last frame is handed over. */
+  for (gint i = 0; i < 200 && log_find (&l, "element h3videosrc/done") < 0;
+      i++)
+    g_usleep (10000);
+
+  for (guint i = 0; i < l.log->len; i++)
+    GST_INFO ("%s", (gchar *) g_ptr_array_index (l.log, i));
+  fail_unless (log_find (&l, "collection") >= 0);
+  fail_unless (log_find (&l, "progress load START") >= 0);
+  fail_unless (log_find (&l, "progress load COMPLETE") >
+      log_find (&l, "progress load START"));
+  fail_unless (log_find (&l, "progress generate START") >
+      log_find (&l, "progress load COMPLETE"));
+  fail_unless_equals_int (log_count (&l, "progress generate CONTINUE"),
+      1 + STEPS + 1);           /* prompt, steps, audio decode */
+  fail_unless_equals_int (log_count (&l, "progress generate COMPLETE"), 1);
+  fail_unless_equals_int (log_count (&l, "progress generate CANCELED"), 0);
+  fail_unless_equals_int (log_count (&l, "progress generate ERROR"), 0);
+  /* COMPLETE precedes the first buffer on either pad (gst-launch only
+   * plays once progress is done, and sinks only preroll with data). */
+  complete = log_find (&l, "progress generate COMPLETE");
+  first_buffer = log_find (&l, "buffer");
+  fail_unless (first_buffer > complete, "first buffer at %d, COMPLETE at %d",
+      first_buffer, complete);
+  /* Percent increases through the CONTINUE messages. */
+  for (guint i = 0; i < l.log->len; i++) {
+    const gchar *e = g_ptr_array_index (l.log, i);
+    gint p;
+    if (!g_str_has_prefix (e, "progress generate CONTINUE"))
+      continue;
+    p = atoi (strrchr (e, ' ') + 1);
+    fail_unless (p >= last_percent && p <= 100, "percent %d after %d", p,
+        last_percent);
+    last_percent = p;
+  }
+  fail_unless (last_percent > 50);
+  /* One step message per denoising step, plus one per decode window. */
+  fail_unless (log_count (&l, "element h3videosrc/step") >= STEPS + 2);
+
+  while ((m = gst_bus_pop_filtered (c.bus, GST_MESSAGE_ELEMENT))) {
+    const GstStructure *s = gst_message_get_structure (m);
+    if (gst_structure_has_name (s, "h3videosrc/step")) {
+      const gchar *phase = gst_structure_get_string (s, "phase");
+      gint step, total;
+      gdouble elapsed;
+      fail_unless (phase != NULL);
+      fail_unless (gst_structure_get_int (s, "step", &step));
+      fail_unless (gst_structure_get_int (s, "total", &total));
+      fail_unless (gst_structure_get_double (s, "elapsed", &elapsed));
+      fail_unless (step >= 1 && step <= total);
+      if (g_strcmp0 (phase, "denoise") == 0)
+        fail_unless_equals_int (total, STEPS);
+    } else if (gst_structure_has_name (s, "h3videosrc/done")) {
+      gdouble total;
+      gint steps, frames;
+      got_done = TRUE;
+      fail_unless_equals_string (gst_structure_get_string (s, "result"), "ok");
+      fail_unless (gst_structure_get_double (s, "total", &total));
+      fail_unless (gst_structure_get_int (s, "steps", &steps));
+      fail_unless (gst_structure_get_int (s, "frames", &frames));
+      fail_unless_equals_int (steps, STEPS);
+      fail_unless_equals_int (frames, FRAMES);
+      fail_unless (total > 0);
+    }
+    gst_message_unref (m);
+  }
+  fail_unless (got_done);
+
+  /* The stats property holds the same timings. */
+  g_object_get (c.hv->element, "stats", &stats, NULL);
+  fail_unless (stats != NULL);
+  fail_unless (gst_structure_has_name (stats, "h3videosrc/stats"));
+  {
+    gint steps;
+    gdouble total, denoise;
+    fail_unless (gst_structure_get_int (stats, "steps", &steps));
+    fail_unless_equals_int (steps, STEPS);
+    fail_unless (gst_structure_get_double (stats, "total", &total));
+    fail_unless (gst_structure_get_double (stats, "denoise", &denoise));
+    fail_unless (total >= denoise && denoise > 0);
+    fail_unless (gst_structure_get_string (stats, "compute") != NULL);
+  }
+  gst_structure_free (stats);
+
+  output_clear (&v);
+  output_clear (&a);
+  gst_bus_set_sync_handler (c.bus, NULL, NULL, NULL);
+  clip_free (&c);
+  g_ptr_array_unref (l.log);
+  g_mutex_clear (&l.lock);
+}
+
+GST_END_TEST;
+
+/* ---- tests: stopping -------------------------------------------------------- */
+
+typedef struct
+{
+  gint buffers;
+  gboolean eos;
+} PadCount;
+
+static GstPadProbeReturn
+count_data (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  PadCount *pc = data;
+
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER)
+    g_atomic_int_inc (&pc->buffers);
+  else if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_EOS)
+    g_atomic_int_set (&pc->eos, TRUE);
+  return GST_PAD_PROBE_OK;
+}
+
+typedef struct
+{
+  GstElement *pipeline, *src;
+  GstBus *bus;
+  PadCount video, audio;
+  GstStreamConsistency *cv, *ca;
+} Pipe;
+
+static void
+pipe_new (Pipe * p, const gchar * desc)
+{
+  GError *err = NULL;
+  GstPad *pad;
+
+  memset (p, 0, sizeof *p);
+  p->pipeline = gst_parse_launch (desc, &err);
+  fail_unless (p->pipeline != NULL, "%s: %s", desc, err ? err->message : "");
+  p->src = gst_bin_get_by_name (GST_BIN (p->pipeline), "s");
+  p->bus = gst_element_get_bus (p->pipeline);
+  pad = gst_element_get_static_pad (p->src, "video");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER |
+      GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, count_data, &p->video, NULL);
+  p->cv = gst_consistency_checker_new (pad);
+  gst_object_unref (pad);
+  pad = gst_element_get_static_pad (p->src, "audio");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER |
+      GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, count_data, &p->audio, NULL);
+  p->ca = gst_consistency_checker_new (pad);
+  gst_object_unref (pad);
+}
+
+static void
+pipe_free (Pipe * p)
+{
+  fail_unless_equals_int (gst_element_set_state (p->pipeline,
+          GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  gst_consistency_checker_free (p->cv);
+  gst_consistency_checker_free (p->ca);
+  gst_object_unref (p->src);
+  gst_bus_set_flushing (p->bus, TRUE);
+  gst_object_unref (p->bus);
+  gst_object_unref (p->pipeline);
+}
+
+/* Runs a pipeline to EOS or error; returns the error message or NULL. */
+static GstMessage *
+pipe_run (Pipe * p)
+{
+  GstMessage *m;
+
+  gst_element_set_state (p->pipeline, GST_STATE_PLAYING);
+  m = gst_bus_timed_pop_filtered (p->bus, 120 * GST_SECOND,
+      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (m != NULL, "neither EOS nor an error within 120 s");
+  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS) {
+    gst_message_unref (m);
+    return NULL;
+  }
+  return m;
+}
+
+#define LONG_PIPE \
+  "h3videosrc name=s prompt=\"" PROMPT "\" width=64 height=32 num-frames=22 " \
+  "steps=1000 s.video ! queue ! fakesink s.audio ! queue ! fakesink"
+
+GST_START_TEST (test_eos_mid_generation)
+{
+  Pipe p;
+  GstMessage *m;
+  gint64 t0;
+  gboolean canceled = FALSE;
+
+  pipe_new (&p, LONG_PIPE);
+  fail_unless (gst_element_set_state (p.pipeline, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  fail_unless (wait_element_message (p.bus, "h3videosrc/step",
+          60 * GST_SECOND), "no denoising step within 60 s");
+
+  t0 = g_get_monotonic_time ();
+  fail_unless (gst_element_send_event (p.pipeline, gst_event_new_eos ()));
+  m = gst_bus_timed_pop_filtered (p.bus, 5 * GST_SECOND,
+      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (m != NULL, "no EOS within 5 s of the EOS event");
+  fail_unless (GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS);
+  gst_message_unref (m);
+  GST_INFO ("EOS after %.3f s", (g_get_monotonic_time () - t0) / 1e6);
+  fail_unless (g_atomic_int_get (&p.video.eos));
+  fail_unless (g_atomic_int_get (&p.audio.eos));
+  /* Stopped during denoising: no media was decoded. */
+  fail_unless_equals_int (g_atomic_int_get (&p.video.buffers), 0);
+  fail_unless_equals_int (g_atomic_int_get (&p.audio.buffers), 0);
+
+  while ((m = gst_bus_pop_filtered (p.bus, GST_MESSAGE_PROGRESS))) {
+    GstProgressType type;
+    gchar *code, *text;
+    gst_message_parse_progress (m, &type, &code, &text);
+    canceled |= type == GST_PROGRESS_TYPE_CANCELED &&
+        g_strcmp0 (code, "generate") == 0;
+    g_free (code);
+    g_free (text);
+    gst_message_unref (m);
+  }
+  fail_unless (canceled, "no generate CANCELED progress message");
+  pipe_free (&p);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_null_within_one_second)
+{
+  Pipe p;
+  gint64 t0, dt;
+  GstStateChangeReturn ret;
+
+  pipe_new (&p, LONG_PIPE);
+  fail_unless (gst_element_set_state (p.pipeline, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  fail_unless (wait_element_message (p.bus, "h3videosrc/step",
+          60 * GST_SECOND), "no denoising step within 60 s");
+  t0 = g_get_monotonic_time ();
+  ret = gst_element_set_state (p.pipeline, GST_STATE_NULL);
+  dt = g_get_monotonic_time () - t0;
+  fail_unless_equals_int (ret, GST_STATE_CHANGE_SUCCESS);
+  GST_INFO ("NULL reached in %.3f s", dt / 1e6);
+  fail_unless (dt < G_USEC_PER_SEC, "NULL took %.3f s", dt / 1e6);
+  pipe_free (&p);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_only_video_linked)
+{
+  Pipe p;
+  GstMessage *err;
+
+  pipe_new (&p, "h3videosrc name=s prompt=\"" PROMPT "\" width=64 height=32 "
+      "num-frames=22 steps=2 s.video ! queue ! fakesink");
+  err = pipe_run (&p);
+  fail_unless (err == NULL, "error with only video linked");
+  fail_unless_equals_int (p.video.buffers, FRAMES);
+  fail_unless (p.video.eos && p.audio.eos);
+  pipe_free (&p);
+}
+
+GST_END_TEST;
+
+/* Linking nothing is an error, as for any source (not-linked). */
+GST_START_TEST (test_nothing_linked_is_stream_error)
+{
+  GstElement *pipeline = gst_pipeline_new (NULL);
+  GstElement *src = gst_element_factory_make ("h3videosrc", NULL);
+  GstBus *bus = gst_element_get_bus (pipeline);
+
+  set_small (src, 42);
+  gst_bin_add (GST_BIN (pipeline), src);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  expect_error (bus, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,
+      "nothing linked");
+  fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+}
+
+GST_END_TEST;
+
+/* ---- tests: properties, queries, errors ----------------------------------- */
+
+GST_START_TEST (test_caps_negotiation_failure)
+{
+  Clip c;
+  Output v, a;
+
+  clip_new (&c, 42);
+  gst_harness_set_sink_caps_str (c.hv, "video/x-raw, format=I420");
+  gst_harness_play (c.hv);
+  expect_error (c.bus, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+      "video pad refused");
+  /* Both streams still end with EOS. */
+  output_collect (c.hv, &v);
+  output_collect (c.ha, &a);
+  fail_unless_equals_int (v.buffers->len, 0);
+  output_clear (&v);
+  output_clear (&a);
+  clip_free (&c);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_properties)
+{
+  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
+  gint w, aligned;
+  gchar *loc, *prompt;
+  guint64 seed;
+  GstStructure *caps = NULL, *stats = (GstStructure *) 0x1;
+
+  g_object_get (e, "width", &w, "seed", &seed, "aligned-frames", &aligned,
+      "model-location", &loc, "prompt", &prompt, "stats", &stats, NULL);
+  fail_unless_equals_int (w, 1280);
+  fail_unless_equals_uint64 (seed, 42);
+  fail_unless_equals_int (aligned, 124);  /* default 120 -> 17*7+5 */
+  fail_unless (loc != NULL && g_file_test (loc, G_FILE_TEST_IS_DIR),
+      "default model dir %s", loc);
+  fail_unless (prompt == NULL);
+  fail_unless (stats == NULL);
+  g_free (loc);
+
+  for (gint req = 1; req <= 362; req++) {
+    g_object_set (e, "num-frames", req, NULL);
+    g_object_get (e, "aligned-frames", &aligned, NULL);
+    fail_unless (aligned >= req && aligned >= 22 && (aligned - 5) % 17 == 0
+        && aligned - req < 17 + (req < 22 ? 22 : 0), "%d -> %d", req,
+        aligned);
+  }
+
+  g_object_get (e, "capabilities", &caps, NULL);
+  fail_unless (caps != NULL);
+  fail_unless (gst_structure_has_name (caps, "h3videosrc/capabilities"));
+  fail_unless (gst_structure_get_string (caps, "description") != NULL);
+  gst_structure_free (caps);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_property_locked_while_playing)
+{
+  Clip c;
+  Output v, a;
+  gint w;
+  gchar *prompt;
+
+  clip_new (&c, 42);
+  gst_harness_play (c.hv);
+  g_object_set (c.hv->element, "width", 128, "prompt", "something else",
+      NULL);
+  g_object_get (c.hv->element, "width", &w, "prompt", &prompt, NULL);
+  fail_unless_equals_int (w, W);
+  fail_unless_equals_string (prompt, PROMPT);
+  g_free (prompt);
+  output_collect (c.hv, &v);
+  output_collect (c.ha, &a);
+  fail_unless_equals_int (v.buffers->len, FRAMES);
+  output_clear (&v);
+  output_clear (&a);
+  /* Back in READY the change is accepted. */
+  gst_element_set_state (c.hv->element, GST_STATE_READY);
+  g_object_set (c.hv->element, "width", 128, NULL);
+  g_object_get (c.hv->element, "width", &w, NULL);
+  fail_unless_equals_int (w, 128);
+  clip_free (&c);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_queries)
+{
+  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
+  GstPad *vpad = gst_element_get_static_pad (e, "video");
+  GstPad *apad = gst_element_get_static_pad (e, "audio");
+  GstQuery *q;
+  gint64 dur;
+  gboolean live, seekable;
+  GstClockTime min, max;
+  GstFormat fmt;
+  GstCaps *caps;
+
+  set_small (e, 42);
+  fail_unless (gst_element_query_duration (e, GST_FORMAT_TIME, &dur));
+  fail_unless_equals_uint64 (dur, frame_time (FRAMES));
+  fail_unless (gst_pad_query_duration (apad, GST_FORMAT_TIME, &dur));
+  fail_unless_equals_uint64 (dur, frame_time (FRAMES));
+  fail_unless (gst_pad_query_duration (vpad, GST_FORMAT_DEFAULT, &dur));
+  fail_unless_equals_int (dur, FRAMES);
+
+  q = gst_query_new_latency ();
+  fail_unless (gst_pad_query (vpad, q));
+  gst_query_parse_latency (q, &live, &min, &max);
+  fail_if (live);
+  fail_unless_equals_uint64 (min, 0);
+  gst_query_unref (q);
+
+  q = gst_query_new_seeking (GST_FORMAT_TIME);
+  fail_unless (gst_pad_query (vpad, q));
+  gst_query_parse_seeking (q, &fmt, &seekable, NULL, &dur);
+  fail_if (seekable);
+  fail_unless_equals_uint64 (dur, frame_time (FRAMES));
+  gst_query_unref (q);
+
+  /* Caps follow the properties before a run. */
+  caps = gst_pad_query_caps (vpad, NULL);
+  fail_unless (gst_caps_is_fixed (caps), "%" GST_PTR_FORMAT, caps);
+  fail_unless (gst_caps_is_equal (caps,
+          gst_caps_from_string ("video/x-raw, format=RGB, width=64, "
+              "height=32, framerate=24/1, pixel-aspect-ratio=1/1")));
+  gst_caps_unref (caps);
+
+  /* Not seekable: a seek is refused. */
+  fail_if (gst_element_send_event (e, gst_event_new_seek (1.0,
+              GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
+              GST_SECOND / 2, GST_SEEK_TYPE_NONE, -1)));
+  /* EOS outside a run is refused too. */
+  fail_if (gst_element_send_event (e, gst_event_new_eos ()));
+
+  gst_object_unref (vpad);
+  gst_object_unref (apad);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
+/* Starts a lone element with a bad setting; the state change fails and the
+ * error has the expected domain. */
+static void
+check_setting_error (const gchar * prop, const gchar * value, GQuark domain,
+    gint code)
+{
+  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
+  GstBus *bus = gst_bus_new ();
+  gchar *what = g_strdup_printf ("%s=%s", prop, value);
+
+  set_small (e, 42);
+  gst_util_set_object_arg (G_OBJECT (e), prop, value);
+  gst_element_set_bus (e, bus);
+  fail_unless_equals_int (gst_element_set_state (e, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  expect_error (bus, domain, code, what);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_bus_set_flushing (bus, TRUE);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+  g_free (what);
+}
+
+GST_START_TEST (test_error_domains)
+{
+  GstElement *e;
+  GstBus *bus;
+  gchar *notamodel;
+
+  check_setting_error ("width", "100", GST_LIBRARY_ERROR,
+      GST_LIBRARY_ERROR_SETTINGS);
+  check_setting_error ("height", "4096", GST_LIBRARY_ERROR,
+      GST_LIBRARY_ERROR_SETTINGS);       /* 64x4096: aspect beyond 1:4 */
+  check_setting_error ("prompt", "   ", GST_LIBRARY_ERROR,
+      GST_LIBRARY_ERROR_SETTINGS);
+  check_setting_error ("devices", "gpu0", GST_LIBRARY_ERROR,
+      GST_LIBRARY_ERROR_SETTINGS);
+  check_setting_error ("model-location", "/nonexistent/MiniMax-H3",
+      GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+  check_setting_error ("adapter-location", "/nonexistent/adapter.safetensors",
+      GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+
+  /* A directory that is not a model: found by the engine, in the worker,
+   * after the state change succeeded. */
+  notamodel = g_dir_make_tmp ("h3videosrc-XXXXXX", NULL);
+  e = gst_element_factory_make ("h3videosrc", NULL);
+  bus = gst_bus_new ();
+  set_small (e, 42);
+  g_object_set (e, "model-location", notamodel, NULL);
+  gst_element_set_bus (e, bus);
+  fail_unless (gst_element_set_state (e, GST_STATE_PAUSED) !=
+      GST_STATE_CHANGE_FAILURE);
+  expect_error (bus, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND,
+      "model-location is not a model");
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_bus_set_flushing (bus, TRUE);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+  g_rmdir (notamodel);
+  g_free (notamodel);
+}
+
+GST_END_TEST;
+
+/* ---- tests: start/stop cycles ------------------------------------------------ */
+
+static GstTracer *
+leaks_tracer (void)
+{
+  GList *tracers = gst_tracing_get_active_tracers ();
+  GstTracer *found = NULL;
+
+  for (GList * l = tracers; l; l = l->next)
+    if (!found && g_strcmp0 (G_OBJECT_TYPE_NAME (l->data),
+            "GstLeaksTracer") == 0)
+      found = gst_object_ref (l->data);
+  g_list_free_full (tracers, gst_object_unref);
+  return found;
+}
+
+static guint
+live_objects (GstTracer * tracer)
+{
+  GstStructure *info = NULL;
+  const GValue *list;
+  guint n;
+
+  g_signal_emit_by_name (tracer, "get-live-objects", &info);
+  list = gst_structure_get_value (info, "live-objects-list");
+  n = gst_value_list_get_size (list);
+  for (guint i = 0; i < n; i++) {
+    const GstStructure *o =
+        gst_value_get_structure (gst_value_list_get_value (list, i));
+    GST_LOG ("live: %" GST_PTR_FORMAT, o);
+  }
+  gst_structure_free (info);
+  return n;
+}
+
+static void
+one_cycle (Pipe * p, gint i)
+{
+  GstStateChangeReturn ret;
+  gint64 t0;
+
+  fail_unless (gst_element_set_state (p->pipeline, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  /* Stop at different points: right away, or during denoising. */
+  if (i % 2)
+    fail_unless (wait_element_message (p->bus, "h3videosrc/step",
+            60 * GST_SECOND), "cycle %d: no step", i);
+  t0 = g_get_monotonic_time ();
+  ret = gst_element_set_state (p->pipeline, GST_STATE_NULL);
+  fail_unless_equals_int (ret, GST_STATE_CHANGE_SUCCESS);
+  fail_unless (g_get_monotonic_time () - t0 < G_USEC_PER_SEC,
+      "cycle %d: NULL took %.3f s", i, (g_get_monotonic_time () - t0) / 1e6);
+  fail_unless_equals_int (count_messages (p->bus, GST_MESSAGE_ERROR), 0);
+  count_messages (p->bus, GST_MESSAGE_ANY);
+}
+
+GST_START_TEST (test_start_stop_cycles)
+{
+  GstTracer *tracer = leaks_tracer ();
+  Pipe p;
+  guint before = 0, after;
+
+  /* Warm up once so that what GStreamer creates lazily and keeps (clocks,
+   * caps caches, task pools) is in the baseline. */
+  pipe_new (&p, LONG_PIPE);
+  one_cycle (&p, 1);
+  pipe_free (&p);
+  if (tracer)
+    before = live_objects (tracer);
+
+  pipe_new (&p, LONG_PIPE);
+  for (gint i = 0; i < 50; i++)
+    one_cycle (&p, i);
+  pipe_free (&p);
+
+  if (tracer) {
+    after = live_objects (tracer);
+    GST_INFO ("live objects: %u before, %u after 50 cycles", before, after);
+    fail_unless_equals_int (after, before);
+    gst_object_unref (tracer);
+  } else {
+    GST_WARNING ("GST_TRACERS=leaks is not set: object count not checked");
+  }
+}
+
+GST_END_TEST;
+
+static Suite *
+h3videosrc_suite (void)
+{
+  Suite *s = suite_create ("h3videosrc");
+  TCase *tc = tcase_create ("general");
+
+  tcase_set_timeout (tc, 300);
+  suite_add_tcase (s, tc);
+  tcase_add_test (tc, test_event_order_and_streams);
+  tcase_add_test (tc, test_timestamps_and_offsets);
+  tcase_add_test (tc, test_seed_determinism);
+  tcase_add_test (tc, test_rerun_reuses_engine);
+  tcase_add_test (tc, test_progress_and_element_messages);
+  tcase_add_test (tc, test_eos_mid_generation);
+  tcase_add_test (tc, test_null_within_one_second);
+  tcase_add_test (tc, test_only_video_linked);
+  tcase_add_test (tc, test_nothing_linked_is_stream_error);
+  tcase_add_test (tc, test_caps_negotiation_failure);
+  tcase_add_test (tc, test_properties);
+  tcase_add_test (tc, test_property_locked_while_playing);
+  tcase_add_test (tc, test_queries);
+  tcase_add_test (tc, test_error_domains);
+  tcase_add_test (tc, test_start_stop_cycles);
+  return s;
+}
+
+GST_CHECK_MAIN (h3videosrc);

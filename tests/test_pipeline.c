@@ -1,0 +1,297 @@
+/* test_pipeline.c - the whole engine on the tiny model against the official
+ * end-to-end golden, request validation, determinism, cancellation. */
+#include <glib.h>
+#include <stdint.h>
+
+#include "h3.h"
+#include "h3_safetensors.h"
+#include "h3_test.h"
+
+typedef struct capture {
+    h3_plan plan;
+    uint8_t *video;
+    float *audio; /* interleaved */
+    float *latents, *audio_latents;
+    size_t n_latents, n_audio_latents;
+    int frames, calls_out_of_order;
+    int64_t samples;
+    int cancel_after_frames; /* >0: return non-zero from the video callback */
+    int progress_denoise, progress_done;
+} capture;
+
+static void on_progress(void *opaque, h3_phase phase, int done, int total) {
+    capture *c = opaque;
+    if (phase == H3_PHASE_DENOISE && done > 0) c->progress_denoise++;
+    if (phase == H3_PHASE_DONE) c->progress_done++;
+}
+
+static int on_video(void *opaque, int first, int count, const uint8_t *rgb) {
+    capture *c = opaque;
+    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
+    if (first != c->frames || first + count > c->plan.num_frames) {
+        c->calls_out_of_order++;
+        return 1;
+    }
+    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
+    c->frames += count;
+    return c->cancel_after_frames && c->frames >= c->cancel_after_frames;
+}
+
+static int on_audio(void *opaque, int64_t first, int64_t count, const float *inter) {
+    capture *c = opaque;
+    if (first != c->samples || first + count > c->plan.audio_samples) {
+        c->calls_out_of_order++;
+        return 1;
+    }
+    memcpy(c->audio + 2 * first, inter, (size_t)(2 * count) * sizeof(float));
+    c->samples += count;
+    return 0;
+}
+
+static void on_latents(void *opaque, const float *video, int C, int T, int H, int W, const float *audio, int Ca,
+                       int Na) {
+    capture *c = opaque;
+    c->n_latents = (size_t)C * T * H * W;
+    c->n_audio_latents = (size_t)2 * Ca * Na;
+    c->latents = g_memdup2(video, c->n_latents * sizeof(float));
+    c->audio_latents = g_memdup2(audio, c->n_audio_latents * sizeof(float));
+}
+
+static void capture_free(capture *c) {
+    g_free(c->video);
+    g_free(c->audio);
+    g_free(c->latents);
+    g_free(c->audio_latents);
+    memset(c, 0, sizeof *c);
+}
+
+static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
+    h3_status_code rc = h3_engine_validate(e, r, &c->plan, st);
+    if (rc != H3_OK) return rc;
+    c->video = g_malloc0((size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3);
+    c->audio = g_malloc0((size_t)(2 * c->plan.audio_samples) * sizeof(float));
+    h3_callbacks cb = {on_progress, on_video, on_audio, on_latents, c};
+    return h3_engine_generate(e, r, &cb, st);
+}
+
+static h3_request golden_request(void) {
+    h3_request r = h3_request_default();
+    r.prompt = "a robot dancing";
+    r.seed = 42;
+    r.width = 64;
+    r.height = 32;
+    r.num_frames = 124;
+    r.steps = 2; /* num_inference_steps 3 = 2 passes */
+    return r;
+}
+
+static float *golden_f32(h3_st_file *f, const char *name, size_t *n) {
+    float *v = NULL;
+    const h3_st_tensor *t;
+    h3_status st = {0};
+    if (h3_st_read_f32(f, name, &v, &t, &st) != H3_OK) {
+        CHECK(0, "golden %s: %s", name, st.message);
+        return NULL;
+    }
+    *n = (size_t)t->numel;
+    return v;
+}
+
+static void test_golden_t2va(h3_engine *e) {
+    h3_request r = golden_request();
+    capture c = {0};
+    h3_status st = {0};
+    CHECK(run(e, &r, &c, &st) == H3_OK, "generate: %s", st.message);
+    CHECK(c.plan.num_frames == 124 && c.plan.latent_frames == 37 && c.plan.audio_latents == 207, "plan %d/%d/%d",
+          c.plan.num_frames, c.plan.latent_frames, c.plan.audio_latents);
+    CHECK(c.frames == 124 && c.samples == c.plan.audio_samples && !c.calls_out_of_order, "delivered %d frames %lld samples",
+          c.frames, (long long)c.samples);
+    CHECK(c.progress_denoise == 2 && c.progress_done == 1, "progress %d/%d", c.progress_denoise, c.progress_done);
+
+    h3_st_file *g;
+    if (h3_st_open(h3_test_data("goldens/tiny-h3/e2e_t2va_3steps.safetensors"), &g, &st) != H3_OK) {
+        CHECK(0, "golden: %s", st.message);
+        capture_free(&c);
+        return;
+    }
+    size_t n;
+    float *lat = golden_f32(g, "latents", &n);
+    if (lat && c.latents) {
+        CHECK(n == c.n_latents, "latent count %zu vs %zu", c.n_latents, n);
+        double r2 = h3_test_rel_l2(c.latents, lat, n);
+        printf("e2e t2va: video latents rel L2 %.3g\n", r2);
+        CHECK(r2 <= 1e-3, "video latents rel L2 %g", r2);
+    }
+    free(lat);
+    float *alat = golden_f32(g, "audio_latents", &n);
+    if (alat && c.audio_latents) {
+        double r2 = h3_test_rel_l2(c.audio_latents, alat, n);
+        printf("e2e t2va: audio latents rel L2 %.3g\n", r2);
+        CHECK(n == c.n_audio_latents && r2 <= 1e-3, "audio latents rel L2 %g", r2);
+    }
+    free(alat);
+    float *audio = golden_f32(g, "audio", &n); /* [1, 2, samples] */
+    if (audio) {
+        CHECK(n == (size_t)(2 * c.samples), "audio sample count %zu vs %lld", n, (long long)(2 * c.samples));
+        float *planar = g_malloc(n * sizeof(float));
+        for (int64_t i = 0; i < c.samples && (size_t)(2 * c.samples) == n; i++) {
+            planar[i] = c.audio[2 * i];
+            planar[c.samples + i] = c.audio[2 * i + 1];
+        }
+        double r2 = h3_test_rel_l2(planar, audio, n);
+        printf("e2e t2va: audio rel L2 %.3g\n", r2);
+        CHECK(r2 <= 1e-3, "audio rel L2 %g", r2);
+        g_free(planar);
+    }
+    free(audio);
+    const h3_st_tensor *u8 = h3_st_find(g, "videos_uint8"); /* [1, F, H, W, 3] */
+    CHECK(u8 && u8->numel == (int64_t)c.plan.num_frames * c.plan.width * c.plan.height * 3, "videos_uint8 size");
+    if (u8 && u8->numel == (int64_t)c.plan.num_frames * c.plan.width * c.plan.height * 3) {
+        const uint8_t *gv = u8->data;
+        int maxd = 0;
+        size_t ndiff = 0;
+        for (int64_t i = 0; i < u8->numel; i++) {
+            int d = abs((int)gv[i] - (int)c.video[i]);
+            if (d > maxd) maxd = d;
+            ndiff += d != 0;
+        }
+        printf("e2e t2va: uint8 frames differ in %zu of %lld values, max |diff| %d\n", ndiff, (long long)u8->numel, maxd);
+        CHECK(maxd <= 1, "uint8 max diff %d", maxd);
+    }
+    h3_st_close(g);
+    capture_free(&c);
+}
+
+static void test_validation(h3_engine *e) {
+    h3_plan p;
+    h3_status st = {0};
+    h3_request r = golden_request();
+    struct { const char *what; h3_request req; h3_status_code want; const char *text; } cases[8];
+    int n = 0;
+    cases[n] = (typeof(cases[0])){"empty prompt", r, H3_ERR_INVALID_ARGUMENT, "prompt"}; cases[n++].req.prompt = "";
+    cases[n] = (typeof(cases[0])){"bad utf-8", r, H3_ERR_INVALID_ARGUMENT, "UTF-8"}; cases[n++].req.prompt = "a\xff";
+    cases[n] = (typeof(cases[0])){"width 70", r, H3_ERR_INVALID_ARGUMENT, "multiples of 32"}; cases[n++].req.width = 70;
+    cases[n] = (typeof(cases[0])){"aspect 5:1", r, H3_ERR_INVALID_ARGUMENT, "aspect"}; cases[n].req.width = 320;
+    cases[n++].req.height = 32;
+    cases[n] = (typeof(cases[0])){"frames 0", r, H3_ERR_INVALID_ARGUMENT, "num-frames"}; cases[n++].req.num_frames = 0;
+    cases[n] = (typeof(cases[0])){"frames 400", r, H3_ERR_INVALID_ARGUMENT, "num-frames"}; cases[n++].req.num_frames = 400;
+    cases[n] = (typeof(cases[0])){"steps -1", r, H3_ERR_INVALID_ARGUMENT, "steps"}; cases[n++].req.steps = -1;
+    cases[n] = (typeof(cases[0])){"null prompt", r, H3_ERR_INVALID_ARGUMENT, "prompt"}; cases[n++].req.prompt = NULL;
+    for (int i = 0; i < n; i++) {
+        h3_status_code rc = h3_engine_validate(e, &cases[i].req, &p, &st);
+        CHECK(rc == cases[i].want && strstr(st.message, cases[i].text), "%s: rc %d message '%s'", cases[i].what, rc,
+              st.message);
+    }
+    CHECK(h3_engine_validate(e, &r, &p, &st) == H3_OK && p.text_tokens == 8 && p.sequence_length == 496,
+          "golden plan: tokens %d S %lld", p.text_tokens, (long long)p.sequence_length);
+    int frames[][2] = {{1, 22}, {22, 22}, {23, 39}, {120, 124}, {124, 124}, {240, 243}, {360, 362}};
+    for (size_t i = 0; i < G_N_ELEMENTS(frames); i++)
+        CHECK(h3_align_frames(frames[i][0]) == frames[i][1], "align %d -> %d, want %d", frames[i][0],
+              h3_align_frames(frames[i][0]), frames[i][1]);
+}
+
+/* FNV-1a over the frames and the samples. */
+static uint64_t checksum(const capture *c) {
+    uint64_t h = 1469598103934665603ull;
+    size_t nv = (size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3;
+    for (size_t i = 0; i < nv; i++) h = (h ^ c->video[i]) * 1099511628211ull;
+    const uint8_t *a = (const uint8_t *)c->audio;
+    for (size_t i = 0; i < (size_t)(2 * c->plan.audio_samples) * sizeof(float); i++) h = (h ^ a[i]) * 1099511628211ull;
+    return h;
+}
+
+static void test_determinism(h3_engine *e) {
+    h3_request r = golden_request();
+    r.steps = 1;
+    r.num_frames = 22;
+    capture a = {0}, b = {0}, c = {0};
+    h3_status st = {0};
+    CHECK(run(e, &r, &a, &st) == H3_OK, "run a: %s", st.message);
+    CHECK(run(e, &r, &b, &st) == H3_OK, "run b: %s", st.message);
+    r.seed = 43;
+    CHECK(run(e, &r, &c, &st) == H3_OK, "run c: %s", st.message);
+    CHECK(checksum(&a) == checksum(&b), "same seed gives different output");
+    CHECK(checksum(&a) != checksum(&c), "different seed gives the same output");
+    capture_free(&a);
+    capture_free(&b);
+    capture_free(&c);
+}
+
+typedef struct cancel_job {
+    h3_engine *e;
+    h3_status_code rc;
+    h3_status st;
+    capture c;
+} cancel_job;
+
+static gpointer generate_thread(gpointer data) {
+    cancel_job *j = data;
+    h3_request r = golden_request();
+    r.width = 256;
+    r.height = 128;
+    r.num_frames = 243;
+    r.steps = 200;
+    j->rc = run(j->e, &r, &j->c, &j->st);
+    return NULL;
+}
+
+static void test_cancel(h3_engine *e) {
+    cancel_job j = {e};
+    GThread *t = g_thread_new("gen", generate_thread, &j);
+    g_usleep(300 * 1000);
+    gint64 t0 = g_get_monotonic_time();
+    h3_engine_cancel(e);
+    g_thread_join(t);
+    double dt = (double)(g_get_monotonic_time() - t0) / 1e6;
+    printf("cancel returned after %.3f s\n", dt);
+    CHECK(j.rc == H3_ERR_CANCELLED, "cancel: rc %d (%s)", j.rc, j.st.message);
+    CHECK(dt < 1.0, "cancel took %.3f s", dt);
+    capture_free(&j.c);
+
+    /* A consumer returning non-zero stops the decode. */
+    h3_request r = golden_request();
+    r.steps = 1;
+    capture c = {0};
+    c.cancel_after_frames = 17;
+    h3_status st = {0};
+    CHECK(run(e, &r, &c, &st) == H3_ERR_CANCELLED, "consumer cancel: %s", st.message);
+    CHECK(c.frames < c.plan.num_frames, "frames after consumer cancel %d", c.frames);
+    capture_free(&c);
+
+    /* The engine serves the next request after a cancel. */
+    c = (capture){0};
+    CHECK(run(e, &r, &c, &st) == H3_OK && c.frames == 124, "after cancel: %s", st.message);
+    capture_free(&c);
+}
+
+static void test_open_errors(void) {
+    h3_engine_options o = h3_engine_options_default();
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    o.model_dir = "/nonexistent/model";
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_NOT_FOUND && strstr(st.message, "/nonexistent/model"), "missing: %s",
+          st.message);
+    o.model_dir = h3_test_data("goldens");
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_NOT_FOUND && strstr(st.message, "not a MiniMax-H3 model"),
+          "not a model: %s", st.message);
+    CHECK(e == NULL, "engine returned on error");
+}
+
+int main(void) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "open: %s", st.message);
+        return h3_test_finish("test_pipeline");
+    }
+    test_golden_t2va(e);
+    test_validation(e);
+    test_determinism(e);
+    test_cancel(e);
+    h3_engine_close(e);
+    test_open_errors();
+    return h3_test_finish("test_pipeline");
+}

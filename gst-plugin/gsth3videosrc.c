@@ -166,6 +166,7 @@ typedef struct
   gboolean started;             /* sticky events pushed */
   gboolean discont;
   gboolean eos;
+  GstFlowReturn last_flow;      /* of the last push */
 } GstH3Output;
 
 struct _GstH3VideoSrc
@@ -759,8 +760,14 @@ worker_join (GstH3VideoSrc * self)
 {
   if (!self->worker)
     return;
-  GST_DEBUG_OBJECT (self, "joining the generation thread");
-  g_thread_join (self->worker);
+  if (self->worker == g_thread_self ()) {
+    /* The worker dropped the last reference (see the worker's end): it is
+     * returning, so let it go instead of joining it from itself. */
+    g_thread_unref (self->worker);
+  } else {
+    GST_DEBUG_OBJECT (self, "joining the generation thread");
+    g_thread_join (self->worker);
+  }
   self->worker = NULL;
 }
 
@@ -1552,6 +1559,10 @@ done:
   self->worker_done = TRUE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+  /* The worker holds a reference so that the element (and the engine it is
+   * using) outlives the generation even when the application drops the
+   * pipeline meanwhile; this may dispose the element, from this thread. */
+  gst_object_unref (self);
   return NULL;
 }
 
@@ -1704,8 +1715,13 @@ output_push_eos (GstH3VideoSrc * self, GstH3Output * out, guint32 seqnum)
   gst_event_set_seqnum (ev, seqnum);
   gst_pad_push_event (out->pad, ev);
   out->eos = TRUE;
+  /* Pushing EOS makes the pad's last flow EOS, but an unlinked pad stays
+   * NOT_LINKED for the combiner: if the other pad turns out unlinked too,
+   * that is an error, not an end of stream. */
   GST_OBJECT_LOCK (self);
-  gst_flow_combiner_update_pad_flow (self->combiner, out->pad, GST_FLOW_EOS);
+  gst_flow_combiner_update_pad_flow (self->combiner, out->pad,
+      out->last_flow == GST_FLOW_NOT_LINKED ? GST_FLOW_NOT_LINKED :
+      GST_FLOW_EOS);
   GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (out->pad, "EOS after %d buffers", out->next);
 }
@@ -1820,6 +1836,7 @@ gst_h3_video_src_loop (gpointer user_data)
 
   GST_LOG_OBJECT (out->pad, "pushing %" GST_PTR_FORMAT, buf);
   ret = gst_pad_push (out->pad, buf);
+  out->last_flow = ret;
   GST_OBJECT_LOCK (self);
   combined = gst_flow_combiner_update_pad_flow (self->combiner, out->pad, ret);
   GST_OBJECT_UNLOCK (self);
@@ -2043,6 +2060,7 @@ output_reset (GstH3Output * out)
   out->started = FALSE;
   out->discont = TRUE;
   out->eos = FALSE;
+  out->last_flow = GST_FLOW_OK;
 }
 
 /* READY->PAUSED, before the pads are activated: snapshot and check the
@@ -2124,7 +2142,7 @@ run_start (GstH3VideoSrc * self)
   gst_pad_start_task (self->audio.pad, gst_h3_video_src_loop, &self->audio,
       NULL);
   self->worker = g_thread_new ("h3videosrc-gen", gst_h3_video_src_worker,
-      self);
+      gst_object_ref (self));
 }
 
 /* PAUSED->READY, before the pads are deactivated: cancel and wake

@@ -43,13 +43,29 @@ typedef enum h3_attention_mode {
     H3_ATTENTION_VSA        /* "vsa": VSA-H3 block-sparse attention (+ FastH3 VSA adapter) */
 } h3_attention_mode;
 
+/* FastH3 sigma ladders (with an adapter; spec fasth3-vsa.md §2.2): five
+ * sigma points, four forwards, shifts 12 (video) / 3 (audio). */
+typedef enum h3_fasth3_ladder {
+    H3_LADDER_RELEASE = 0, /* the adapter's dmd_denoising_steps (fastvideo_inference.json), else B */
+    H3_LADDER_A,           /* base [1, 0.75, 0.5, 0.25, 0]: FastVideo set_timesteps(5), sglang */
+    H3_LADDER_B            /* base [0.999, 0.749, 0.5, 0.25, 0]: the released dmd_denoising_steps */
+} h3_fasth3_ladder;
+
 typedef enum h3_log_level { H3_LOG_ERROR = 0, H3_LOG_WARNING, H3_LOG_INFO, H3_LOG_DEBUG } h3_log_level;
 
 typedef struct h3_engine_options {
     const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
-    const char *adapter_path; /* FastH3 fastvideo-lora-v2 safetensors, or NULL */
+    const char *adapter_path; /* FastH3 fastvideo-lora-v2 safetensors (or its variant directory), or NULL;
+                                 fused into the base weights once, at open */
     h3_compute compute;
-    const char *devices;      /* "auto" or a list of CUDA ordinals "0,1,2,3" (TP degree = count) */
+    /* "auto": one backend chosen by `compute`. A list of CUDA ordinals
+     * "0,1,2,3": tensor parallelism, one rank per GPU (NCCL), degree = count.
+     * "cpu:N": tensor parallelism over N CPU ranks (for tests). The degree
+     * must divide the model's heads (1, 2, 4, 7 or 8 for the release);
+     * anything else fails h3_engine_open. With TP the callbacks run on rank
+     * 0's thread; stats.compute names the ranks and stats.fallback (and the
+     * log) every departure from the full split, with its reason. */
+    const char *devices;
     int cpu_threads;          /* 0 = all cores */
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
@@ -61,9 +77,11 @@ typedef struct h3_request {
     uint64_t seed;            /* torch.Generator().manual_seed(seed), diffusers draw order */
     int width, height;        /* pixels, multiples of 32, aspect in [1/4, 4] */
     int num_frames;           /* requested; aligned up to 17n+5 */
-    int steps;                /* denoising passes (transformer forwards); 0 = model default */
-    h3_attention_mode attention;
-    float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode (default 0.9) */
+    int steps;                /* denoising passes (transformer forwards); 0 = model default
+                                 (49; with a FastH3 adapter the 4 of its ladder, the only value allowed) */
+    h3_attention_mode attention; /* VSA needs a FastH3 VSA adapter, dense a dense one (or none) */
+    float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode, [0, 1) (default 0.9) */
+    h3_fasth3_ladder ladder;  /* FastH3 only (default: the release's) */
 } h3_request;
 
 /* What a validated request will produce. */
@@ -94,7 +112,8 @@ typedef enum h3_phase {
 const char *h3_phase_name(h3_phase phase);
 
 typedef struct h3_callbacks {
-    /* Called from the generating thread. */
+    /* Called from the generating thread (with tensor parallelism: rank 0's
+     * thread; never two at once). */
     void (*progress)(void *opaque, h3_phase phase, int completed, int total);
     /* Frames [first, first+count), each height*width*3 bytes of RGB, packed.
      * Frames arrive in order, each exactly once. Return non-zero to cancel. */

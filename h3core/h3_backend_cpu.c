@@ -39,6 +39,9 @@ static float *scratch(h3_backend *b, size_t n) {
     return c->scratch;
 }
 
+/* Shared with h3_backend_cpu_vsa.c (h3_backend_impl.h). */
+float *h3_cpu_scratch(h3_backend *b, size_t n) { return scratch(b, n); }
+
 static void cpu_destroy(h3_backend *b) {
     cpu_impl *c = impl_of(b);
     free(c->scratch);
@@ -697,6 +700,7 @@ static const h3_backend_ops cpu_ops = {
     .gated_residual = cpu_gated_residual,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .vsa_attention = h3_cpu_vsa_attention, /* h3_backend_cpu_vsa.c */
     .gather_rows = cpu_gather_rows,
     .scatter_rows = cpu_scatter_rows,
     .copy = cpu_copy,

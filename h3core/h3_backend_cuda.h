@@ -29,7 +29,7 @@ int h3_backend_cuda_sm(h3_backend *b);
 void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, float lo, float hi);
 
 /* Attention kernels. AUTO (the default, or H3_CUDA_ATTENTION=auto|wgmma|mma|generic
- * in the environment) picks wgmma on Hopper for bf16 head_dim 128 non-causal
+ * in the environment; also wgmma-simple) picks wgmma on Hopper for bf16 head_dim 128 non-causal
  * calls, mma.sync for other bf16/f16 calls with head_dim 64 or 128, and the
  * generic kernel otherwise. A forced path that does not fit a call falls
  * back to the next one down. */
@@ -37,7 +37,8 @@ typedef enum h3_cuda_attention_path {
     H3_CUDA_ATTENTION_AUTO = 0,
     H3_CUDA_ATTENTION_GENERIC = 1,
     H3_CUDA_ATTENTION_MMA = 2,
-    H3_CUDA_ATTENTION_WGMMA = 3
+    H3_CUDA_ATTENTION_WGMMA = 3,        /* warp-specialised, ping-pong (the default on Hopper) */
+    H3_CUDA_ATTENTION_WGMMA_SIMPLE = 4  /* one barrier per tile: the first version, kept as a cross-check */
 } h3_cuda_attention_path;
 
 /* Sets the path for later calls; returns the previous setting. */

@@ -40,6 +40,9 @@ typedef struct h3_backend_ops {
                  int rot_dim);
     void (*attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                       int n_heads, int n_kv_heads, int head_dim, int causal, float scale);
+    /* H3_IMPL_VSA: NULL when the backend has no VSA-H3 kernel. */
+    void (*vsa_attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                          const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
     void (*gather_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
     void (*scatter_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
     void (*copy)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
@@ -101,5 +104,12 @@ void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
 int h3_backend_failed(const h3_backend *b);
 /* Common initialisation of the struct (arena, error). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
+
+/* H3_CPU_VSA_BEGIN: the CPU backend's VSA-H3 op lives in
+ * h3_backend_cpu_vsa.c; it borrows the CPU backend's kept scratch buffer. */
+float *h3_cpu_scratch(h3_backend *b, size_t n_floats);
+void h3_cpu_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                          const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
+/* H3_CPU_VSA_END */
 
 #endif

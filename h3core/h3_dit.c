@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h3_adapter.h" /* FastH3 */
 #include "h3_config.h"
 
 /* AdaLN table rows per timestep: one per modality tag (0 video, 1 text, 2 audio). */
@@ -45,13 +46,25 @@ typedef struct dit_block {
     h3_tensor fc1;            /* [2·F, D], [value; gate] */
     h3_tensor fc2;            /* [D, F] */
     h3_tensor adaln_w, adaln_b; /* [18·D, Te], [18·D]; main blocks only */
+    h3_tensor gate;           /* FastH3 VSA: to_gate_compress [inner, D] (main blocks, VSA adapter) */
+    int gate_active;          /* FastH3 VSA: the gate has a non-zero weight */
 } dit_block;
 
 struct h3_dit {
     h3_backend *b;
     h3_dit_config cfg;
+    h3_tp tp;            /* tensor parallelism (h3_tp.h): this rank's heads and FFN slice */
+    int heads;           /* attention heads of this rank */
+    int64_t ffn;         /* FFN width of this rank */
     h3_dit_checkpoint_layout ckpt_layout;
     h3_checkpoint *ckpt; /* only while loading */
+
+    /* FastH3 (h3_adapter.h, h3_vsa.h) */
+    h3_adapter *adapter;  /* only while loading */
+    int vsa_enabled;      /* h3_dit_set_vsa */
+    h3_vsa_params vsa;
+    h3_vsa_plan *vsa_plan;   /* per request */
+    h3_vsa_tiles vsa_tiles;  /* per request, the plan's tables on the backend */
 
     h3_tensor proj_in_w, proj_in_b, audio_in_w, audio_in_b;
     h3_tensor context_w, context_b;
@@ -199,6 +212,7 @@ typedef struct weight_request {
     int ndim;
     int64_t shape[2]; /* of each named tensor */
     h3_weight_type type;
+    h3_tp_role role;  /* how tensor parallelism splits it (h3_tp.h) */
     h3_tensor *dst;   /* NULL when only listing names */
 } weight_request;
 
@@ -217,12 +231,19 @@ static void submit(plan *p, weight_request *r) {
     if (p->rc == H3_OK) p->rc = p->fn(r, p->user, p->status);
 }
 
-/* One tensor named `name` (already in the plan's layout). d1 == 0: 1-D. */
-static void want(plan *p, h3_tensor *dst, h3_weight_type type, source_kind kind, int64_t d0, int64_t d1,
-                 const char *name) {
-    weight_request r = {.kind = kind, .n_names = 1, .ndim = d1 ? 2 : 1, .shape = {d0, d1}, .type = type, .dst = dst};
+/* One tensor named `name` (already in the plan's layout), split by role
+ * across tensor-parallel ranks. d1 == 0: 1-D. */
+static void want_split(plan *p, h3_tensor *dst, h3_weight_type type, source_kind kind, h3_tp_role role, int64_t d0,
+                       int64_t d1, const char *name) {
+    weight_request r = {.kind = kind, .n_names = 1, .ndim = d1 ? 2 : 1, .shape = {d0, d1}, .type = type,
+                        .role = role, .dst = dst};
     snprintf(r.names[0], sizeof r.names[0], "%s", name);
     submit(p, &r);
+}
+
+static void want(plan *p, h3_tensor *dst, h3_weight_type type, source_kind kind, int64_t d0, int64_t d1,
+                 const char *name) {
+    want_split(p, dst, type, kind, H3_TP_REPLICATED, d0, d1, name);
 }
 
 /* `diffusers` or `native`, by the plan's layout. */
@@ -243,10 +264,11 @@ static void want_block(plan *p, dit_block *blk, const char *prefix, int with_ada
     want(p, DST(blk, norm1), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, D, 0, NAME("norm1.weight"));
     want(p, DST(blk, norm2), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, D, 0, NAME("norm2.weight"));
     if (native) {
-        want(p, DST(blk, qkv), H3_WEIGHT_DEFAULT, SOURCE_QKV, 3 * inner, D, NAME("attn.qkv_proj.weight"));
+        want_split(p, DST(blk, qkv), H3_WEIGHT_DEFAULT, SOURCE_QKV, H3_TP_QKV, 3 * inner, D,
+                   NAME("attn.qkv_proj.weight"));
     } else {
         weight_request r = {.kind = SOURCE_QKV, .n_names = 3, .ndim = 2, .shape = {inner, D},
-                            .type = H3_WEIGHT_DEFAULT, .dst = DST(blk, qkv)};
+                            .type = H3_WEIGHT_DEFAULT, .role = H3_TP_QKV, .dst = DST(blk, qkv)};
         snprintf(r.names[0], sizeof r.names[0], "%sattn.to_q.weight", prefix);
         snprintf(r.names[1], sizeof r.names[1], "%sattn.to_k.weight", prefix);
         snprintf(r.names[2], sizeof r.names[2], "%sattn.to_v.weight", prefix);
@@ -256,16 +278,18 @@ static void want_block(plan *p, dit_block *blk, const char *prefix, int with_ada
          NAME(native ? "attn.q_norm.weight" : "attn.norm_q.weight"));
     want(p, DST(blk, norm_k), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, c->head_dim, 0,
          NAME(native ? "attn.k_norm.weight" : "attn.norm_k.weight"));
-    want(p, DST(blk, out), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, D, inner,
-         NAME(native ? "attn.out_proj.weight" : "attn.to_out.0.weight"));
-    want(p, DST(blk, fc1), H3_WEIGHT_DEFAULT, native ? SOURCE_FC1 : SOURCE_PLAIN, 2 * F, D,
-         NAME(native ? "mlp.fc1.weight" : "ff.net.0.proj.weight"));
-    want(p, DST(blk, fc2), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, D, F, NAME(native ? "mlp.fc2.weight" : "ff.net.2.weight"));
+    want_split(p, DST(blk, out), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, H3_TP_OUT, D, inner,
+               NAME(native ? "attn.out_proj.weight" : "attn.to_out.0.weight"));
+    want_split(p, DST(blk, fc1), H3_WEIGHT_DEFAULT, native ? SOURCE_FC1 : SOURCE_PLAIN, H3_TP_FFN_IN, 2 * F, D,
+               NAME(native ? "mlp.fc1.weight" : "ff.net.0.proj.weight"));
+    want_split(p, DST(blk, fc2), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, H3_TP_FFN_OUT, D, F,
+               NAME(native ? "mlp.fc2.weight" : "ff.net.2.weight"));
     if (with_adaln) {
         int64_t A = (int64_t)ADALN_PARAMS * MODALITIES * D;
-        want(p, DST(blk, adaln_w), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, A, c->time_embed_dim,
-             NAME("adaln_proj.linear.weight"));
-        want(p, DST(blk, adaln_b), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, A, 0, NAME("adaln_proj.linear.bias"));
+        want_split(p, DST(blk, adaln_w), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, H3_TP_GATHER, A, c->time_embed_dim,
+                   NAME("adaln_proj.linear.weight"));
+        want_split(p, DST(blk, adaln_b), H3_WEIGHT_DEFAULT, SOURCE_PLAIN, H3_TP_GATHER, A, 0,
+                   NAME("adaln_proj.linear.bias"));
     }
 #undef NAME
 }
@@ -393,7 +417,7 @@ static h3_status_code load_rearranged(h3_dit *dit, const weight_request *r, cons
     fused.numel = rows * cols;
     fused.data = buf;
     fused.nbytes = (size_t)rows * row_bytes;
-    h3_status_code rc = h3_weight_load(dit->b, &fused, r->type, r->dst, status);
+    h3_status_code rc = h3_tp_weight_load(dit->b, &dit->tp, &fused, r->role, r->type, r->dst, status);
     free(buf);
     return rc;
 }
@@ -401,12 +425,19 @@ static h3_status_code load_rearranged(h3_dit *dit, const weight_request *r, cons
 static h3_status_code load_request(const weight_request *r, void *user, h3_status *status) {
     h3_dit *dit = user;
     const h3_st_tensor *src[3];
-    for (int i = 0; i < r->n_names; i++) {
-        h3_status_code rc = h3_checkpoint_get(dit->ckpt, r->names[i], r->ndim, r->shape, &src[i], status);
-        if (rc != H3_OK) return rc;
+    h3_st_tensor fused[3]; /* FastH3: an adapter's fused copies, before any rearranging or sharding */
+    void *fused_data[3] = {NULL, NULL, NULL};
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < r->n_names && rc == H3_OK; i++) {
+        rc = h3_checkpoint_get(dit->ckpt, r->names[i], r->ndim, r->shape, &src[i], status);
+        if (rc == H3_OK && dit->adapter) rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
+        if (fused_data[i]) src[i] = &fused[i];
     }
-    if (r->kind == SOURCE_PLAIN) return h3_weight_load(dit->b, src[0], r->type, r->dst, status);
-    return load_rearranged(dit, r, src, status);
+    if (rc == H3_OK)
+        rc = r->kind == SOURCE_PLAIN ? h3_tp_weight_load(dit->b, &dit->tp, src[0], r->role, r->type, r->dst, status)
+                                     : load_rearranged(dit, r, src, status);
+    for (int i = 0; i < r->n_names; i++) free(fused_data[i]);
+    return rc;
 }
 
 static h3_status_code free_request(const weight_request *r, void *user, h3_status *status) {
@@ -420,25 +451,130 @@ void h3_dit_free(h3_dit *dit) {
     h3_dit_end(dit);
     if (dit->refiner && dit->blocks) walk_plan(&dit->cfg, dit->ckpt_layout, dit, free_request, dit, NULL);
     h3_checkpoint_close(dit->ckpt);
+    for (int i = 0; dit->blocks && i < dit->cfg.num_layers; i++) h3_weight_free(dit->b, &dit->blocks[i].gate); /* FastH3 */
     free(dit->refiner);
     free(dit->blocks);
     free(dit);
 }
 
 h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return h3_dit_load_tp(b, dir, &single, out, status);
+}
+
+/* This rank's share of the heads and the FFN (the plan: h3_tp.h). */
+static h3_status_code split_for_tp(h3_dit *dit, const char *dir, h3_status *status) {
+    const h3_dit_config *c = &dit->cfg;
+    int n = dit->tp.size;
+    if (n < 1 || !h3_tp_dit_divides(c, n))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "%s: %d attention heads, FFN width %d and AdaLN width %lld do not split over %d "
+                       "tensor-parallel ranks",
+                       dir, c->num_heads, c->ffn_dim, (long long)ADALN_PARAMS * MODALITIES * c->hidden_size, n);
+    dit->heads = c->num_heads / n;
+    dit->ffn = c->ffn_dim / n;
+    return H3_OK;
+}
+
+/* ---- FastH3: adapter gates and VSA-H3 (h3_adapter.h, h3_vsa.h) ---------------- */
+
+/* "Skip the branch only when the weights are exactly zero": ±0 bit patterns. */
+static int all_zero(const h3_st_tensor *t) {
+    size_t es = h3_st_dtype_size(t->dtype);
+    const unsigned char *p = t->data;
+    for (int64_t i = 0; i < t->numel; i++, p += es)
+        for (size_t k = 0; k < es; k++)
+            if (p[k] & (k + 1 == es ? 0x7f : 0xff)) return 0; /* little-endian: the sign bit is in the last byte */
+    return 1;
+}
+
+/* A VSA adapter's to_gate_compress weights, split by heads like q. */
+static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
+    for (int i = 0; i < dit->cfg.num_layers; i++) {
+        h3_st_tensor gate;
+        void *data = NULL;
+        h3_status_code rc = h3_adapter_gate(dit->adapter, i, &gate, &data, status);
+        if (rc == H3_OK && data) {
+            dit->blocks[i].gate_active = !all_zero(&gate);
+            rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->blocks[i].gate,
+                                   status);
+        }
+        free(data);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
+static void end_vsa(h3_dit *dit) {
+    h3_weight_free(dit->b, &dit->vsa_tiles.tile_sizes);
+    h3_weight_free(dit->b, &dit->vsa_tiles.tile_order);
+    h3_weight_free(dit->b, &dit->vsa_tiles.untile_index);
+    h3_vsa_plan_free(dit->vsa_plan);
+    dit->vsa_plan = NULL;
+}
+
+/* The request's tiling plan, its tables uploaded once. */
+static h3_status_code begin_vsa(h3_dit *dit, const h3_dit_layout *l, h3_status *status) {
+    h3_status_code rc = h3_vsa_plan_from_layout(l, &dit->vsa, &dit->vsa_plan, status);
+    if (rc != H3_OK) return rc;
+    const h3_vsa_plan *p = dit->vsa_plan;
+    h3_vsa_tiles *t = &dit->vsa_tiles;
+    t->num_tiles = p->num_tiles;
+    t->num_prefix_tiles = p->num_prefix_tiles;
+    t->topk = p->topk;
+    t->tile_elems = p->tile_elems;
+    rc = h3_weight_from_i32(dit->b, p->tile_sizes, p->num_tiles, &t->tile_sizes, status);
+    if (rc == H3_OK) rc = h3_weight_from_i32(dit->b, p->tile_order, p->seq_len, &t->tile_order, status);
+    if (rc == H3_OK) rc = h3_weight_from_i32(dit->b, p->untile_index, p->seq_len, &t->untile_index, status);
+    return rc;
+}
+
+h3_status_code h3_dit_set_vsa(h3_dit *dit, const h3_vsa_params *params, h3_status *status) {
+    if (!params) {
+        dit->vsa_enabled = 0;
+        return H3_OK;
+    }
+    h3_status_code rc = h3_vsa_params_check(params, status);
+    if (rc != H3_OK) return rc;
+    if (!h3_backend_has_vsa_attention(dit->b))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "VSA-H3: the %s backend has no VSA kernel yet",
+                       h3_backend_name(dit->b));
+    dit->vsa = *params;
+    dit->vsa_enabled = 1;
+    return H3_OK;
+}
+
+int h3_dit_num_vsa_gates(const h3_dit *dit) {
+    int n = 0;
+    for (int i = 0; i < dit->cfg.num_layers; i++) n += dit->blocks[i].gate_active;
+    return n;
+}
+
+const h3_vsa_plan *h3_dit_vsa_plan(const h3_dit *dit) { return dit->vsa_plan; }
+
+/* The adapter (NULL: none) is bound to the checkpoint's header before any
+ * weight is read; load_request fuses as the tensors stream in. */
+static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter, h3_dit **out,
+                               h3_status *status) {
     *out = NULL;
     h3_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
     dit->b = b;
+    dit->adapter = adapter;
+    dit->tp = *tp;
     h3_status_code rc = h3_dit_config_load(dir, &dit->cfg, status);
+    if (rc == H3_OK) rc = split_for_tp(dit, dir, status);
     if (rc == H3_OK) rc = h3_checkpoint_open(dir, &dit->ckpt, status);
     if (rc == H3_OK) rc = h3_dit_detect_layout(dit->ckpt, &dit->ckpt_layout, status);
+    if (rc == H3_OK && adapter) rc = h3_adapter_bind(adapter, dit->ckpt, dit->ckpt_layout, &dit->cfg, status);
     if (rc == H3_OK) {
         dit->refiner = calloc((size_t)dit->cfg.num_refiner_layers + 1, sizeof *dit->refiner);
         dit->blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->blocks);
         if (!dit->refiner || !dit->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
     }
     if (rc == H3_OK) rc = walk_plan(&dit->cfg, dit->ckpt_layout, dit, load_request, dit, status);
+    if (rc == H3_OK && adapter) rc = load_gates(dit, status);
+    dit->adapter = NULL;
     /* The weights are on the backend now; the mapping is not needed. */
     h3_checkpoint_close(dit->ckpt);
     dit->ckpt = NULL;
@@ -448,6 +584,16 @@ h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_stat
     }
     *out = dit;
     return H3_OK;
+}
+
+h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status) {
+    return load_dit(b, dir, tp, NULL, out, status);
+}
+
+h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
+                                        h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return load_dit(b, dir, tp ? tp : &single, adapter, out, status);
 }
 
 const h3_dit_config *h3_dit_get_config(const h3_dit *dit) { return &dit->cfg; }
@@ -463,12 +609,13 @@ typedef struct block_scratch {
     h3_tensor y;        /* [S, D] branch output */
     h3_tensor u;        /* [S, 2F] fc1 output */
     h3_tensor g;        /* [S, F] swiglu output */
+    h3_tensor gate;     /* FastH3 VSA: [S, inner] to_gate_compress output (main blocks) */
 } block_scratch;
 
 static block_scratch new_scratch(h3_dit *dit, int64_t S) {
     const h3_dit_config *c = &dit->cfg;
     h3_dtype dt = h3_backend_compute_dtype(dit->b);
-    int64_t D = c->hidden_size, inner = (int64_t)c->num_heads * c->head_dim, F = c->ffn_dim;
+    int64_t D = c->hidden_size, inner = (int64_t)dit->heads * c->head_dim, F = dit->ffn; /* this rank's */
     block_scratch s;
     s.h = h3_new_2d(dit->b, dt, S, D);
     s.q = h3_new_2d(dit->b, dt, S, inner);
@@ -486,7 +633,7 @@ static block_scratch new_scratch(h3_dit *dit, int64_t S) {
 static void attention(h3_dit *dit, const dit_block *blk, block_scratch *s, const h3_tensor *cos, const h3_tensor *sin) {
     h3_backend *b = dit->b;
     const h3_dit_config *c = &dit->cfg;
-    int64_t inner = (int64_t)c->num_heads * c->head_dim;
+    int64_t inner = (int64_t)dit->heads * c->head_dim; /* this rank's heads */
     h3_tensor wq = h3_tensor_rows_view(&blk->qkv, 0, inner);
     h3_tensor wk = h3_tensor_rows_view(&blk->qkv, inner, inner);
     h3_tensor wv = h3_tensor_rows_view(&blk->qkv, 2 * inner, inner);
@@ -497,19 +644,25 @@ static void attention(h3_dit *dit, const dit_block *blk, block_scratch *s, const
     h3_op_rms_norm(b, &s->k, &s->k, &blk->norm_k, c->head_dim, c->qk_norm_eps);
     if (cos) {
         int rot = 6 * c->rope_freq_dim;
-        h3_op_rope(b, &s->q, cos, sin, c->num_heads, c->head_dim, rot);
-        h3_op_rope(b, &s->k, cos, sin, c->num_heads, c->head_dim, rot);
+        h3_op_rope(b, &s->q, cos, sin, dit->heads, c->head_dim, rot);
+        h3_op_rope(b, &s->k, cos, sin, dit->heads, c->head_dim, rot);
     }
-    h3_op_attention(b, &s->o, &s->q, &s->k, &s->v, c->num_heads, c->num_heads, c->head_dim, 0,
-                    (float)(1.0 / sqrt((double)c->head_dim)));
-    h3_op_linear(b, &s->y, &s->o, &blk->out, NULL);
+    if (cos && dit->vsa_plan) { /* FastH3: VSA-H3 on the main blocks (h3_vsa.h) */
+        if (blk->gate_active) h3_op_linear(b, &s->gate, &s->h, &blk->gate, NULL);
+        h3_op_vsa_attention(b, &s->o, &s->q, &s->k, &s->v, blk->gate_active ? &s->gate : NULL, &dit->vsa_tiles,
+                            dit->heads, c->head_dim);
+    } else {
+        h3_op_attention(b, &s->o, &s->q, &s->k, &s->v, dit->heads, dit->heads, c->head_dim, 0,
+                        (float)(1.0 / sqrt((double)c->head_dim)));
+    }
+    h3_tp_linear_row_parallel(&dit->tp, b, &s->y, &s->o, &blk->out, NULL); /* sums the heads of all ranks */
 }
 
 /* SwiGLU feed-forward of s->h into s->y: fc2(value ⊙ silu(gate)). */
 static void feed_forward(h3_dit *dit, const dit_block *blk, block_scratch *s) {
     h3_op_linear(dit->b, &s->u, &s->h, &blk->fc1, NULL);
     h3_op_swiglu(dit->b, &s->g, &s->u, 1);
-    h3_op_linear(dit->b, &s->y, &s->g, &blk->fc2, NULL);
+    h3_tp_linear_row_parallel(&dit->tp, dit->b, &s->y, &s->g, &blk->fc2, NULL); /* sums the FFN slices */
 }
 
 /* ---- begin: text refiner, RoPE tables, indices ------------------------------------- */
@@ -592,6 +745,7 @@ void h3_dit_end(h3_dit *dit) {
     free(dit->host_select);
     dit->host_select = NULL;
     dit->layout = NULL;
+    end_vsa(dit); /* FastH3 */
 }
 
 static h3_status_code upload_index(h3_dit *dit, const int32_t *host, int64_t n, h3_tensor *out, h3_status *status) {
@@ -623,6 +777,7 @@ h3_status_code h3_dit_begin(h3_dit *dit, const h3_dit_layout *l, const h3_tensor
     if (rc == H3_OK) rc = upload_index(dit, l->text_indices, l->num_text, &dit->text_index, status);
     if (rc == H3_OK) rc = build_rope(dit, l, status);
     if (rc == H3_OK && l->num_text > 0) rc = refine_text(dit, text, status);
+    if (rc == H3_OK && dit->vsa_enabled) rc = begin_vsa(dit, l, status); /* FastH3 */
     if (rc != H3_OK) {
         h3_dit_end(dit);
         return rc;
@@ -705,7 +860,8 @@ static h3_status_code compute_modulation(h3_dit *dit, const float *timesteps, in
     h3_tensor raw_rows = h3_tensor_2d(&raw, (int64_t)ADALN_PARAMS * rows, D);
     for (int i = 0; i < c->num_layers; i++) {
         m->blocks[i] = h3_new_2d(b, dt, (int64_t)ADALN_PARAMS * rows, D);
-        h3_op_linear(b, &raw, &act, &dit->blocks[i].adaln_w, &dit->blocks[i].adaln_b);
+        /* each rank computes 1/N of the table and every rank gets all of it */
+        h3_tp_linear_column_gather(&dit->tp, b, &raw, &act, &dit->blocks[i].adaln_w, &dit->blocks[i].adaln_b);
         h3_op_gather_rows(b, &m->blocks[i], &raw_rows, &block_idx);
     }
     h3_tensor raw_final = h3_new_2d(b, dt, n_t, 2 * D);
@@ -838,6 +994,7 @@ static h3_status_code run_blocks(h3_dit *dit, const h3_tensor *video_rows, const
     project_in(dit, &x, audio_rows, &dit->audio_in_w, &dit->audio_in_b, &dit->audio_index);
 
     block_scratch s = new_scratch(dit, S);
+    if (dit->vsa_plan) s.gate = h3_new_2d(b, h3_backend_compute_dtype(b), S, (int64_t)dit->heads * c->head_dim); /* FastH3 */
     for (int i = 0; i < c->num_layers; i++) {
         main_block(dit, &dit->blocks[i], &x, &s, &m->blocks[i], MODALITIES * n_t, block_sel);
         h3_status_code rc = h3_backend_check(b, status);

@@ -26,6 +26,8 @@
 #include "h3_backend.h"
 #include "h3_dit_layout.h"
 #include "h3_status.h"
+#include "h3_tp.h"
+#include "h3_vsa.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,7 +78,36 @@ typedef struct h3_dit h3_dit;
 
 /* dir: a diffusers `transformer/` or a native `FL2VA/transformer/` folder. */
 h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_status *status);
+/* The same, as one rank of a tensor-parallel group (h3_tp.h): the rank
+ * loads and runs its share of the heads and of the FFN of every block and
+ * 1/N of each AdaLN projection; forwards of all ranks run together and every
+ * rank returns the whole velocities. A degree the model does not split over
+ * is an H3_ERR_INVALID_ARGUMENT. */
+h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status);
 void h3_dit_free(h3_dit *dit);
+
+/* FastH3 (h3_adapter.h, h3_vsa.h) ---------------------------------------------
+ * h3_dit_load(_tp) with an adapter fused in: the adapter is bound to the
+ * checkpoint (every key mapped and shape-checked) before any weight is
+ * read; each tensor it changes is fused once as it streams in, in float32
+ * rounded once to the checkpoint dtype, before any rearranging or sharding,
+ * so the fused values are what the backend receives; a VSA adapter's
+ * to_gate_compress weights are loaded into the main blocks (split by heads
+ * under tensor parallelism). tp NULL = one rank; adapter NULL = the base.
+ * The adapter may be freed once this returns. */
+typedef struct h3_adapter h3_adapter;
+h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
+                                        h3_dit **out, h3_status *status);
+/* Attention of the main blocks from the next h3_dit_begin on: NULL = dense
+ * (the default), else VSA-H3 with these parameters over this rank's heads.
+ * A block whose gate is missing or exactly zero skips the compressed
+ * branch. The token refiner always runs dense. Fails with
+ * H3_ERR_UNSUPPORTED if the backend has no VSA kernel. */
+h3_status_code h3_dit_set_vsa(h3_dit *dit, const h3_vsa_params *params, h3_status *status);
+/* Main blocks carrying a non-zero to_gate_compress weight. */
+int h3_dit_num_vsa_gates(const h3_dit *dit);
+/* The tiling plan of the current request (between begin and end), or NULL. */
+const h3_vsa_plan *h3_dit_vsa_plan(const h3_dit *dit);
 const h3_dit_config *h3_dit_get_config(const h3_dit *dit);
 h3_dit_checkpoint_layout h3_dit_get_checkpoint_layout(const h3_dit *dit);
 

@@ -11,6 +11,8 @@
 #include "h3.h"
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 
 #include "h3_audio_vae.h"
 #include "h3_backend.h"
+#include "h3_adapter.h"
 #include "h3_config.h"
 #include "h3_dit.h"
 #include "h3_dit_layout.h"
@@ -26,6 +29,7 @@
 #include "h3_scheduler.h"
 #include "h3_text_encoder.h"
 #include "h3_tokenizer.h"
+#include "h3_tp.h"
 #include "h3_video_vae.h"
 
 #define H3_FPS 24
@@ -35,10 +39,23 @@
 #define H3_MAX_FRAMES 362  /* 15 s at 24 fps, the longest the reference serves */
 #define H3_MAX_STEPS 1000
 
+/* One tensor-parallel rank's components (h3_tp.h), each on its own backend. */
+typedef struct engine_rank {
+    h3_backend *backend;
+    h3_text_encoder *text_encoder; /* NULL on ranks outside the text conditioner's group */
+    h3_dit *dit;
+    h3_video_vae *video_vae;
+    h3_audio_vae *audio_vae;       /* rank 0 only */
+} engine_rank;
+
 struct h3_engine {
     char *model_dir;
     char *transformer_dir, *vae_dir, *audio_vae_dir, *text_encoder_dir, *tokenizer_dir;
     char *adapter_path;
+    /* FastH3 (h3_adapter.h): the adapter is open only while the ranks load */
+    h3_adapter *adapter;
+    int has_adapter, adapter_vsa;
+    h3_adapter_contract contract;
     int native_layout;
     float video_shift, audio_shift;
     int text_layer;
@@ -46,12 +63,25 @@ struct h3_engine {
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;
 
+    /* Rank 0's components (all of them with one rank), for the code that
+     * reads the model's configuration. */
     h3_backend *backend;
     h3_tokenizer *tokenizer;
     h3_text_encoder *text_encoder;
     h3_dit *dit;
     h3_video_vae *video_vae;
     h3_audio_vae *audio_vae;
+
+    /* Tensor parallelism: n_ranks ranks; with a device list or cpu:N a team
+     * of rank threads runs them, else rank 0 runs on the calling thread. */
+    int n_ranks;
+    engine_rank *ranks;
+    h3_tp_team *team;
+    h3_tp_plan plan;
+    int devices[H3_COMM_MAX_RANKS]; /* CUDA ordinal of each rank; -1: CPU */
+    int cpu_threads;
+    h3_tp_decision decision;
+    int fault_rank, fault_step;     /* test hook: h3_engine_inject_fault */
 
     volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
     GMutex lock;          /* one generation at a time; guards stats */
@@ -224,13 +254,150 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
     return rc;
 }
 
+/* ---- FastH3: adapter, ladders, attention mode (h3_adapter.h, h3_vsa.h) ---------- */
+
+/* The identity an adapter's base_model must name: the transformer entry's
+ * pretrained_model_name_or_path in a diffusers model_index.json. The
+ * native FL2VA/ partition records none; it is published only as the
+ * release, MiniMaxAI/MiniMax-H3. */
+static char *model_id(const h3_engine *e) {
+    static const char *const index_files[] = {"model_index.json", "modular_model_index.json"};
+    for (size_t i = 0; !e->native_layout && i < G_N_ELEMENTS(index_files); i++) {
+        char *path = g_build_filename(e->model_dir, index_files[i], NULL);
+        JsonParser *p = json_parser_new();
+        char *id = NULL;
+        if (json_parser_load_from_file(p, path, NULL)) {
+            JsonNode *root = json_parser_get_root(p);
+            JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+            JsonNode *t = o ? json_object_get_member(o, "transformer") : NULL;
+            JsonArray *a = t && JSON_NODE_HOLDS_ARRAY(t) ? json_node_get_array(t) : NULL;
+            JsonNode *spec = a && json_array_get_length(a) > 2 ? json_array_get_element(a, 2) : NULL;
+            JsonObject *so = spec && JSON_NODE_HOLDS_OBJECT(spec) ? json_node_get_object(spec) : NULL;
+            JsonNode *name = so ? json_object_get_member(so, "pretrained_model_name_or_path") : NULL;
+            if (name && JSON_NODE_HOLDS_VALUE(name) && json_node_get_value_type(name) == G_TYPE_STRING)
+                id = g_strdup(json_node_get_string(name));
+        }
+        g_object_unref(p);
+        g_free(path);
+        if (id) return id;
+    }
+    return g_strdup("MiniMaxAI/MiniMax-H3");
+}
+
+/* Every key against the transformer's header before anything costly loads
+ * (the ranks' loaders find the adapter bound and reuse the binding). */
+static h3_status_code bind_adapter(h3_engine *e, h3_status *status) {
+    h3_dit_config cfg;
+    h3_checkpoint *ckpt = NULL;
+    h3_dit_checkpoint_layout layout;
+    h3_status_code rc = h3_dit_config_load(e->transformer_dir, &cfg, status);
+    if (rc == H3_OK) rc = h3_checkpoint_open(e->transformer_dir, &ckpt, status);
+    if (rc == H3_OK) rc = h3_dit_detect_layout(ckpt, &layout, status);
+    if (rc == H3_OK) rc = h3_adapter_bind(e->adapter, ckpt, layout, &cfg, status);
+    h3_checkpoint_close(ckpt);
+    return rc;
+}
+
+static h3_status_code open_adapter(h3_engine *e, const char *path, h3_status *status) {
+    h3_status_code rc = h3_adapter_open(path, &e->adapter, status);
+    if (rc != H3_OK) return rc;
+    e->has_adapter = 1;
+    e->adapter_path = g_strdup(h3_adapter_path(e->adapter));
+    e->adapter_vsa = h3_adapter_has_vsa_gates(e->adapter);
+    e->contract = *h3_adapter_get_contract(e->adapter);
+    char *id = model_id(e);
+    rc = h3_adapter_check_base_model(e->adapter, id, e->model_dir, status);
+    g_free(id);
+    if (rc == H3_OK) rc = bind_adapter(e, status);
+    if (rc == H3_OK)
+        engine_log(e, H3_LOG_INFO, "FastH3 adapter %s (%s, rank %d, %s)", e->adapter_path,
+                   h3_adapter_finetuned_model(e->adapter), h3_adapter_rank(e->adapter),
+                   e->adapter_vsa ? "VSA gates: backend=vsa" : "dense: backend=fa");
+    return rc;
+}
+
+/* Forwards of a FastH3 ladder: the release's dmd_denoising_steps or 4. */
+static int fasth3_forwards(const h3_engine *e, h3_fasth3_ladder ladder) {
+    if (ladder == H3_LADDER_RELEASE && e->contract.num_dmd_steps > 0) return e->contract.num_dmd_steps;
+    return H3_FASTH3_LADDER_POINTS - 1;
+}
+
+/* The attention mode must match the adapter (spec §1.4: VSA gates only make
+ * sense under VSA-H3, and dense attention is no substitute for a VSA
+ * student); a FastH3 student runs exactly its ladder's forwards. Sets the
+ * default number of forwards. */
+static h3_status_code validate_fasth3(const h3_engine *e, const h3_request *r, int *forwards, h3_status *status) {
+    if (r->attention != H3_ATTENTION_DENSE && r->attention != H3_ATTENTION_VSA)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "unknown attention mode %d", (int)r->attention);
+    if (r->ladder != H3_LADDER_RELEASE && r->ladder != H3_LADDER_A && r->ladder != H3_LADDER_B)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "unknown FastH3 ladder %d", (int)r->ladder);
+    if (!e->has_adapter) {
+        if (r->attention == H3_ATTENTION_VSA)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "backend=vsa runs VSA-H3 with the gates of a FastH3 VSA "
+                           "adapter: set adapter-location to a vsa-datafree adapter, or use backend=fa");
+        if (r->ladder != H3_LADDER_RELEASE)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "a FastH3 ladder needs a FastH3 adapter (adapter-location)");
+        return H3_OK;
+    }
+    if (r->attention == H3_ATTENTION_DENSE && e->adapter_vsa)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "backend=fa: adapter '%s' is a FastH3 VSA adapter (its "
+                       "to_gate_compress gates were trained under VSA-H3; dense attention is not a substitute): use "
+                       "backend=vsa", e->adapter_path);
+    if (r->attention == H3_ATTENTION_VSA && !e->adapter_vsa)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "backend=vsa: adapter '%s' is a dense FastH3 adapter (no "
+                       "to_gate_compress gates): use backend=fa, or a vsa-datafree adapter", e->adapter_path);
+    if (r->attention == H3_ATTENTION_VSA) {
+        if (!(r->vsa_sparsity >= 0.0f && r->vsa_sparsity < 1.0f))
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa-sparsity %g: must be in [0, 1)", (double)r->vsa_sparsity);
+        if (!h3_backend_has_vsa_attention(e->backend))
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "backend=vsa: the %s backend has no VSA-H3 kernel yet",
+                           h3_backend_name(e->backend));
+    }
+    *forwards = fasth3_forwards(e, r->ladder);
+    if (r->steps != 0 && r->steps != *forwards)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: the FastH3 student is distilled for exactly %d "
+                       "forwards over its sigma ladder; use steps 0 or %d", r->steps, *forwards, *forwards);
+    return H3_OK;
+}
+
+/* The sigma grids of a request: the base model's linspace grid of steps + 1
+ * points, or a FastH3 ladder (ladder A is that grid at 5 points). Shifts
+ * from the adapter's contract when it states them. */
+static h3_status_code make_grids(const h3_engine *e, const h3_request *r, int steps, h3_sigma_grid *video,
+                                 h3_sigma_grid *audio, h3_status *status) {
+    h3_status_code rc;
+    if (!e->has_adapter || r->ladder == H3_LADDER_A) {
+        rc = h3_sigma_grid_make(steps + 1, e->video_shift, video, status);
+        if (rc == H3_OK) rc = h3_sigma_grid_make(steps + 1, e->audio_shift, audio, status);
+        return rc;
+    }
+    float vs = e->contract.video_shift > 0 ? (float)e->contract.video_shift : e->video_shift;
+    float as = e->contract.audio_shift > 0 ? (float)e->contract.audio_shift : e->audio_shift;
+    if (r->ladder == H3_LADDER_RELEASE && e->contract.num_dmd_steps > 0) {
+        rc = h3_sigma_grid_from_dmd_steps(e->contract.dmd_steps, e->contract.num_dmd_steps, vs, video, status);
+        if (rc == H3_OK) rc = h3_sigma_grid_from_dmd_steps(e->contract.dmd_steps, e->contract.num_dmd_steps, as, audio, status);
+        return rc;
+    }
+    rc = h3_sigma_grid_from_base(h3_fasth3_ladder_b, H3_FASTH3_LADDER_POINTS, vs, video, status);
+    if (rc == H3_OK) rc = h3_sigma_grid_from_base(h3_fasth3_ladder_b, H3_FASTH3_LADDER_POINTS, as, audio, status);
+    return rc;
+}
+
+/* Main-block attention of this request: VSA-H3 (64-token tiles) or dense. */
+static h3_status_code set_attention(h3_dit *dit, const h3_request *r, h3_status *status) {
+    if (r->attention != H3_ATTENTION_VSA) return h3_dit_set_vsa(dit, NULL, status);
+    h3_vsa_params p = h3_vsa_params_default();
+    p.sparsity = r->vsa_sparsity;
+    return h3_dit_set_vsa(dit, &p, status);
+}
+
 /* ---- open / close ------------------------------------------------------------ */
 
+/* The one backend of an engine without a device list (devices "auto"). */
 static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
     if (o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_AUTO) {
 #ifdef H3_HAVE_CUDA
         int device = 0;
-        if (o->devices && strcmp(o->devices, "auto") != 0 && *o->devices) device = atoi(o->devices);
         h3_status cs = {0};
         if (h3_backend_cuda_create(device, &e->backend, &cs) == H3_OK) {
             snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d", device);
@@ -255,27 +422,205 @@ static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h
     return h3_backend_cpu_create(o->cpu_threads, &e->backend, status);
 }
 
+/* devices: "auto" (or empty): one backend chosen by `compute`; "cpu:N": N
+ * CPU ranks (tensor parallelism on the CPU, for tests); "0,1,2,3": one
+ * rank per listed GPU, NCCL between them. devices[0] == -2 marks "auto". */
+static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    const char *d = o->devices;
+    e->cpu_threads = o->cpu_threads;
+    e->n_ranks = 1;
+    e->devices[0] = -2;
+    if (!d || !*d || strcmp(d, "auto") == 0) return H3_OK;
+    const char *bad = "devices '%s': expected \"auto\", a list of CUDA ordinals such as \"0,1,2,3\", or \"cpu:N\"";
+    char *end;
+    if (strncmp(d, "cpu:", 4) == 0) {
+        long n = strtol(d + 4, &end, 10);
+        if (end == d + 4 || *end || n < 1 || n > H3_COMM_MAX_RANKS)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s': cpu:N needs N in 1..%d", d, H3_COMM_MAX_RANKS);
+        if (o->compute == H3_COMPUTE_CUDA)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s' runs on the CPU but compute=cuda", d);
+        e->n_ranks = (int)n;
+        for (int r = 0; r < e->n_ranks; r++) e->devices[r] = -1;
+        return H3_OK;
+    }
+    int n = 0;
+    for (const char *p = d; *p;) {
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 1023 || (*end && *end != ',') || n == H3_COMM_MAX_RANKS)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, bad, d);
+        e->devices[n++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, bad, d);
+    }
+    if (o->compute == H3_COMPUTE_CPU)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s' names GPUs but compute=cpu (use cpu:N)", d);
+#ifndef H3_HAVE_CUDA
+    return h3_fail(status, H3_ERR_UNSUPPORTED, "devices '%s': this build of h3core has no CUDA backend", d);
+#endif
+    e->n_ranks = n;
+    return H3_OK;
+}
+
+/* Loads a rank's components: its text conditioner share (when the plan puts
+ * one on it), its transformer shard, the video VAE (tiles split by rank), and
+ * on rank 0 the audio VAE. */
+static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
+    engine_rank *r = &e->ranks[tp->rank];
+    h3_tp text_tp = h3_tp_text(&e->plan, tp);
+    h3_status_code rc = H3_OK;
+    if (text_tp.size > 0)
+        rc = h3_text_encoder_load_tp(r->backend, e->text_encoder_dir, e->text_layer, &text_tp, &r->text_encoder,
+                                     status);
+    if (rc == H3_OK) rc = h3_dit_load_with_adapter(r->backend, e->transformer_dir, tp, e->adapter, &r->dit, status);
+    if (rc == H3_OK) rc = h3_video_vae_load(r->backend, e->vae_dir, &r->video_vae, status);
+    if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
+    if (rc == H3_OK && tp->rank == 0) rc = h3_audio_vae_load(r->backend, e->audio_vae_dir, &r->audio_vae, status);
+    return rc;
+}
+
+static h3_status_code close_rank(const h3_tp *tp, void *user, h3_status *status) {
+    h3_engine *e = user;
+    engine_rank *r = &e->ranks[tp->rank];
+    h3_audio_vae_free(r->audio_vae);
+    h3_video_vae_free(r->video_vae);
+    h3_dit_free(r->dit);
+    h3_text_encoder_free(r->text_encoder);
+    h3_backend_destroy(r->backend);
+    memset(r, 0, sizeof *r);
+    return H3_OK;
+}
+
+static void alias_rank0(h3_engine *e) {
+    e->backend = e->ranks[0].backend;
+    e->text_encoder = e->ranks[0].text_encoder;
+    e->dit = e->ranks[0].dit;
+    e->video_vae = e->ranks[0].video_vae;
+    e->audio_vae = e->ranks[0].audio_vae;
+}
+
+/* Sum of the safetensors files of a component directory (and of a native
+ * VAE's source/ beside it): what the plan counts for weights it replicates. */
+static uint64_t weight_file_bytes(const char *dir, int depth) {
+    uint64_t total = 0;
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (!d) return 0;
+    for (const char *name; (name = g_dir_read_name(d));) {
+        char *p = g_build_filename(dir, name, NULL);
+        GStatBuf sb;
+        if (g_str_has_suffix(name, ".safetensors") && g_stat(p, &sb) == 0) total += (uint64_t)sb.st_size;
+        else if (depth > 0 && g_file_test(p, G_FILE_TEST_IS_DIR)) total += weight_file_bytes(p, depth - 1);
+        g_free(p);
+    }
+    g_dir_close(d);
+    return total;
+}
+
+static h3_status_code open_single(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    e->ranks = calloc(1, sizeof *e->ranks);
+    if (!e->ranks) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    e->n_ranks = 1;
+    h3_tp single = H3_TP_SINGLE;
+    h3_status_code rc = create_backend(e, o, status);
+    e->ranks[0].backend = e->backend;
+    e->backend = NULL;
+    /* One rank has no plan to agree on, but load_rank reads it. */
+    e->plan.size = 1;
+    e->plan.text_size = 1;
+    if (rc == H3_OK) rc = load_rank(&single, e, status);
+    alias_rank0(e);
+    return rc;
+}
+
+/* On each rank's thread: its backend, the probe of its device, the
+ * agreement with the other ranks, then its share of the weights. */
+static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status) {
+    h3_engine *e = user;
+    engine_rank *r = &e->ranks[tp->rank];
+    int device = e->devices[tp->rank];
+    h3_status bs;
+    h3_status_clear(&bs);
+    h3_status_code rc;
+    if (device < 0) {
+        int threads = e->cpu_threads > 0 ? (e->cpu_threads + e->n_ranks - 1) / e->n_ranks : 0;
+        rc = h3_backend_cpu_create(threads, &r->backend, &bs);
+    } else {
+#ifdef H3_HAVE_CUDA
+        rc = h3_backend_cuda_create(device, &r->backend, &bs);
+#else
+        rc = h3_fail(&bs, H3_ERR_UNSUPPORTED, "no CUDA backend in this build");
+#endif
+    }
+    h3_tp_probe probe;
+    h3_tp_probe_rank(rc == H3_OK ? r->backend : NULL, tp->rank, device, e->devices, e->n_ranks,
+                     e->plan.rank_bytes[tp->rank], rc == H3_OK ? NULL : bs.message, &probe);
+    h3_tp_decision d;
+    rc = h3_tp_handshake(tp, r->backend, &probe, &d, status);
+    if (rc != H3_OK) return rc;
+    if (tp->rank == 0) e->decision = d;
+    return load_rank(tp, e, status);
+}
+
+/* A device list or cpu:N: the plan (the degree must divide the model), a
+ * communicator and a team of rank threads that start and load the ranks. */
+static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
+    int n = e->n_ranks, cpu = e->devices[0] < 0;
+    h3_dit_config dc;
+    h3_text_encoder_config tc;
+    h3_status_code rc = h3_dit_config_load(e->transformer_dir, &dc, status);
+    if (rc == H3_OK) rc = h3_text_encoder_config_load(e->text_encoder_dir, &tc, status);
+    if (rc == H3_OK)
+        rc = h3_tp_plan_make(n, &dc, &tc, e->text_layer, cpu ? 4 : 2, weight_file_bytes(e->vae_dir, 2),
+                             weight_file_bytes(e->audio_vae_dir, 1), &e->plan, status);
+    if (rc != H3_OK) return rc;
+    e->ranks = calloc((size_t)n, sizeof *e->ranks);
+    if (!e->ranks) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    h3_comm_group *group = NULL;
+    /* One GPU without NCCL still runs the rank machinery: a one-rank group
+     * moves nothing, so the CPU communicator serves it. */
+    int nccl = !cpu && (h3_comm_have_nccl() || n > 1);
+    rc = nccl ? h3_comm_group_create_nccl(n, e->devices, &group, status) : h3_comm_group_create_cpu(n, &group, status);
+    if (rc == H3_OK) rc = h3_tp_team_create(group, &e->team, status);
+    if (rc == H3_OK) rc = h3_tp_team_run(e->team, start_rank, e, status);
+    alias_rank0(e);
+    if (rc != H3_OK) return rc;
+    size_t at = 0;
+    if (cpu) {
+        at = (size_t)snprintf(e->stats.compute, sizeof e->stats.compute, "cpu");
+    } else {
+        at = (size_t)snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:");
+        for (int r = 0; r < n && at < sizeof e->stats.compute - 16; r++)
+            at += (size_t)snprintf(e->stats.compute + at, sizeof e->stats.compute - at, "%s%d", r ? "," : "",
+                                   e->devices[r]);
+    }
+    snprintf(e->stats.compute + at, sizeof e->stats.compute - at, " (tp%d, %s)", n,
+             h3_comm_group_name(h3_tp_team_group(e->team)));
+    /* Planned departures (the plan) and agreed ones (the probes), in full in the log. */
+    g_strlcpy(e->stats.fallback, e->plan.note, sizeof e->stats.fallback);
+    if (e->plan.note[0] && e->decision.fallback[0]) g_strlcat(e->stats.fallback, "; ", sizeof e->stats.fallback);
+    g_strlcat(e->stats.fallback, e->decision.fallback, sizeof e->stats.fallback);
+    if (e->plan.note[0]) engine_log(e, H3_LOG_WARNING, "tensor parallelism: %s", e->plan.note);
+    if (e->decision.fallback[0]) engine_log(e, H3_LOG_WARNING, "tensor parallelism: %s", e->decision.fallback);
+    return H3_OK;
+}
+
 h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
     *out = NULL;
     h3_engine *e = calloc(1, sizeof *e);
     if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
     g_mutex_init(&e->lock);
+    e->fault_rank = -1;
     e->log = o->log;
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
     double t0 = now_seconds();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
     h3_status_code rc = resolve_layout(e, dir, status);
-    if (rc == H3_OK && o->adapter_path && *o->adapter_path) {
-        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "adapter '%s': FastH3 adapters are not supported by this build yet",
-                     o->adapter_path);
-    }
-    if (rc == H3_OK) rc = create_backend(e, o, status);
+    if (rc == H3_OK && o->adapter_path && *o->adapter_path) rc = open_adapter(e, o->adapter_path, status);
+    if (rc == H3_OK) rc = parse_devices(e, o, status);
     if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
-    if (rc == H3_OK) rc = h3_text_encoder_load(e->backend, e->text_encoder_dir, e->text_layer, &e->text_encoder, status);
-    if (rc == H3_OK) rc = h3_dit_load(e->backend, e->transformer_dir, &e->dit, status);
-    if (rc == H3_OK) rc = h3_video_vae_load(e->backend, e->vae_dir, &e->video_vae, status);
-    if (rc == H3_OK) rc = h3_audio_vae_load(e->backend, e->audio_vae_dir, &e->audio_vae, status);
+    if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
+    h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
+    e->adapter = NULL;
     if (rc == H3_OK && h3_text_encoder_hidden_size(e->text_encoder) != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
                      h3_text_encoder_hidden_size(e->text_encoder), h3_dit_get_config(e->dit)->text_dim);
@@ -292,12 +637,17 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
 
 void h3_engine_close(h3_engine *e) {
     if (!e) return;
-    h3_audio_vae_free(e->audio_vae);
-    h3_video_vae_free(e->video_vae);
-    h3_dit_free(e->dit);
-    h3_text_encoder_free(e->text_encoder);
+    h3_status st;
+    if (e->team) {
+        /* Each rank frees its components on its own thread (its device). */
+        h3_tp_team_run(e->team, close_rank, e, &st);
+        h3_tp_team_destroy(e->team);
+    } else if (e->ranks) {
+        h3_tp single = H3_TP_SINGLE;
+        close_rank(&single, e, &st);
+    }
+    free(e->ranks);
     h3_tokenizer_free(e->tokenizer);
-    h3_backend_destroy(e->backend);
     g_free(e->model_dir);
     g_free(e->transformer_dir);
     g_free(e->vae_dir);
@@ -305,6 +655,7 @@ void h3_engine_close(h3_engine *e) {
     g_free(e->text_encoder_dir);
     g_free(e->tokenizer_dir);
     g_free(e->adapter_path);
+    h3_adapter_free(e->adapter);
     g_mutex_clear(&e->lock);
     free(e);
 }
@@ -341,11 +692,9 @@ static h3_status_code validate_settings(const h3_engine *e, const h3_request *r,
     if (r->steps < 0 || r->steps > H3_MAX_STEPS)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: must be 0 (model default) .. %d", r->steps,
                        H3_MAX_STEPS);
-    if (r->attention == H3_ATTENTION_VSA)
-        return h3_fail(status, H3_ERR_UNSUPPORTED, "backend=vsa: VSA-H3 sparse attention is not available in this "
-                                                   "build yet; use backend=fa");
-    if (r->attention != H3_ATTENTION_DENSE)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "unknown attention mode %d", (int)r->attention);
+    int forwards = H3_DEFAULT_STEPS;
+    h3_status_code rc = validate_fasth3(e, r, &forwards, status); /* attention mode, adapter, ladder, steps */
+    if (rc != H3_OK) return rc;
     memset(p, 0, sizeof *p);
     p->width = r->width;
     p->height = r->height;
@@ -358,7 +707,7 @@ static h3_status_code validate_settings(const h3_engine *e, const h3_request *r,
     p->audio_channels = 2;
     p->sample_rate = h3_audio_vae_sample_rate(e->audio_vae);
     p->audio_samples = (int64_t)p->audio_latents * h3_audio_vae_hop(e->audio_vae);
-    p->steps = r->steps ? r->steps : H3_DEFAULT_STEPS;
+    p->steps = r->steps ? r->steps : forwards;
     return H3_OK;
 }
 
@@ -379,9 +728,15 @@ h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p,
 
 /* ---- generation ---------------------------------------------------------------- */
 
+/* One rank's generation. Every rank runs the whole request on its own
+ * components (tokens, noise and Euler steps are deterministic host work, so
+ * every rank holds the same latents); rank 0 alone has the callbacks and
+ * decodes the audio. */
 typedef struct generation {
     h3_engine *e;
-    const h3_callbacks *cb;
+    engine_rank *r;
+    h3_tp tp;                 /* this rank in the group (H3_TP_SINGLE with one rank) */
+    const h3_callbacks *cb;   /* NULL on ranks other than 0 */
     h3_plan plan;
     int32_t *ids;
     size_t n_ids;
@@ -391,6 +746,8 @@ typedef struct generation {
     int32_t *row_timestep_index;
     h3_sigma_grid video_grid, audio_grid;
     size_t arena_mark;
+    const h3_request *request;
+    double times[5];          /* start, text, denoise, audio, video done */
 } generation;
 
 static void progress(generation *g, h3_phase phase, int done, int total) {
@@ -404,14 +761,21 @@ static h3_status_code check_cancel(generation *g, h3_status *status) {
 
 static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
+    h3_backend *b = g->r->backend;
     progress(g, H3_PHASE_TEXT, 0, 1);
     h3_status_code rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
     if (rc != H3_OK) return rc;
     if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
-    *text_states = h3_new_2d(e->backend, h3_backend_compute_dtype(e->backend), (int64_t)g->n_ids,
+    *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids,
                              h3_text_encoder_hidden_size(e->text_encoder));
-    rc = h3_backend_check(e->backend, status);
-    if (rc == H3_OK) rc = h3_text_encoder_forward(e->text_encoder, g->ids, (int)g->n_ids, text_states, status);
+    rc = h3_backend_check(b, status);
+    if (rc == H3_OK && g->r->text_encoder)
+        rc = h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
+    if (rc == H3_OK && e->plan.text_size < g->tp.size) {
+        /* The conditioner ran on rank 0 alone (its heads do not split). */
+        h3_tp_broadcast(&g->tp, b, text_states, 0);
+        rc = h3_backend_check(b, status);
+    }
     if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
     return rc;
 }
@@ -444,12 +808,12 @@ static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status
 
 static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
-    h3_backend *b = e->backend;
-    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    h3_backend *b = g->r->backend;
+    h3_dit *dit = g->r->dit;
+    const h3_dit_config *c = h3_dit_get_config(dit);
     const h3_plan *p = &g->plan;
     int steps = p->steps;
-    h3_status_code rc = h3_sigma_grid_make(steps + 1, e->video_shift, &g->video_grid, status);
-    if (rc == H3_OK) rc = h3_sigma_grid_make(steps + 1, e->audio_shift, &g->audio_grid, status);
+    h3_status_code rc = make_grids(e, g->request, steps, &g->video_grid, &g->audio_grid, status); /* FastH3 ladders */
     if (rc == H3_OK && (g->video_grid.n != steps + 1 || g->audio_grid.n != steps + 1))
         rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: the sigma grid collapsed to %d points", steps,
                      g->video_grid.n);
@@ -473,7 +837,8 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     rc = h3_dit_layout_build(&lp, &g->layout, status);
     free(tags);
     if (rc != H3_OK) return rc;
-    rc = h3_dit_begin(e->dit, g->layout, text_states, status);
+    rc = set_attention(dit, g->request, status); /* FastH3: VSA-H3 or dense */
+    if (rc == H3_OK) rc = h3_dit_begin(dit, g->layout, text_states, status);
     if (rc != H3_OK) return rc;
     g->dit_begun = 1;
 
@@ -489,6 +854,8 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     double t0 = now_seconds();
     for (int i = 0; i < steps; i++) {
         if ((rc = check_cancel(g, status)) != H3_OK) return rc;
+        if (g->tp.rank == e->fault_rank && i == e->fault_step)
+            h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
         float ts[H3_DIT_MAX_TIMESTEPS];
         int n_ts = 0;
         rc = h3_dit_layout_timesteps(g->layout, g->video_grid.timesteps[i], g->audio_grid.timesteps[i], ts, &n_ts,
@@ -496,7 +863,7 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xv, g->video_rows, status);
         if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xa, g->audio_rows, status);
         if (rc == H3_OK)
-            rc = h3_dit_forward(e->dit, &xv, &xa, ts, n_ts, g->row_timestep_index, &vv, &va, status);
+            rc = h3_dit_forward(dit, &xv, &xa, ts, n_ts, g->row_timestep_index, &vv, &va, status);
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &vv, g->video_velocity, status);
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &va, g->audio_velocity, status);
         if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
@@ -505,12 +872,14 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         progress(g, H3_PHASE_DENOISE, i + 1, steps);
     }
     double dt = now_seconds() - t0;
-    g_mutex_lock(&e->lock);
-    e->stats.denoise = dt;
-    e->stats.steps = steps;
-    e->stats.per_step = steps ? dt / steps : 0;
-    g_mutex_unlock(&e->lock);
-    h3_dit_end(e->dit);
+    if (g->tp.rank == 0) {
+        g_mutex_lock(&e->lock);
+        e->stats.denoise = dt;
+        e->stats.steps = steps;
+        e->stats.per_step = steps ? dt / steps : 0;
+        g_mutex_unlock(&e->lock);
+    }
+    h3_dit_end(dit);
     g->dit_begun = 0;
     return H3_OK;
 }
@@ -528,7 +897,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
     if (rc == H3_OK) {
         progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
         h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
-        rc = h3_audio_vae_decode(e->audio_vae, lat, Na, planar, &e->cancel, status);
+        rc = h3_audio_vae_decode(g->r->audio_vae, lat, Na, planar, &e->cancel, status);
     }
     if (rc == H3_OK) {
         for (int64_t i = 0; i < n; i++) {
@@ -576,11 +945,12 @@ static h3_status_code decode_video(generation *g, h3_status *status) {
         return rc;
     }
     video_emit v = {g, 0, h3_video_vae_num_windows(p->latent_frames)};
+    h3_video_vae *vae = g->r->video_vae;
     progress(g, H3_PHASE_DECODE_VIDEO, 0, v.windows_total);
-    h3_video_vae_set_progress(e->video_vae, video_window_progress, &v);
-    rc = h3_video_vae_decode(e->video_vae, z, p->latent_frames, p->latent_height, p->latent_width, emit_frames, &v,
-                             &e->cancel, status);
-    h3_video_vae_set_progress(e->video_vae, NULL, NULL);
+    h3_video_vae_set_progress(vae, video_window_progress, &v);
+    rc = h3_video_vae_decode(vae, z, p->latent_frames, p->latent_height, p->latent_width, emit_frames, &v, &e->cancel,
+                             status);
+    h3_video_vae_set_progress(vae, NULL, NULL);
     free(z);
     return rc;
 }
@@ -608,7 +978,7 @@ static h3_status_code report_latents(generation *g, h3_status *status) {
 }
 
 static void generation_clear(generation *g) {
-    if (g->dit_begun) h3_dit_end(g->e->dit);
+    if (g->dit_begun) h3_dit_end(g->r->dit);
     h3_dit_layout_free(g->layout);
     h3_sigma_grid_free(&g->video_grid);
     h3_sigma_grid_free(&g->audio_grid);
@@ -618,44 +988,99 @@ static void generation_clear(generation *g) {
     free(g->video_velocity);
     free(g->audio_velocity);
     free(g->row_timestep_index);
-    h3_arena_reset(g->e->backend, g->arena_mark);
-}
-
-h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_callbacks *cb, h3_status *status) {
-    generation g;
-    memset(&g, 0, sizeof g);
-    g.e = e;
-    g.cb = cb;
-    g_atomic_int_set(&e->cancel, 0);
-    h3_status_code rc = h3_engine_validate(e, r, &g.plan, status);
-    if (rc != H3_OK) return rc;
-    g.arena_mark = h3_arena_mark(e->backend);
-    double t0 = now_seconds(), t1, t2, t3;
-    h3_tensor text_states;
-    rc = encode_text(&g, r, &text_states, status);
-    t1 = now_seconds();
-    if (rc == H3_OK) rc = check_cancel(&g, status);
-    if (rc == H3_OK) rc = draw_noise(&g, r->seed, status);
-    if (rc == H3_OK) rc = denoise(&g, &text_states, status);
-    t2 = now_seconds();
-    if (rc == H3_OK) rc = report_latents(&g, status);
-    if (rc == H3_OK) rc = check_cancel(&g, status);
-    if (rc == H3_OK) rc = decode_audio(&g, status);
-    t3 = now_seconds();
-    if (rc == H3_OK) rc = check_cancel(&g, status);
-    if (rc == H3_OK) rc = decode_video(&g, status);
-    double t4 = now_seconds();
-    generation_clear(&g);
+    h3_arena_reset(g->r->backend, g->arena_mark);
     /* A failed op leaves a sticky error in the backend; clear it so the
      * engine can serve the next request. */
     h3_status sticky;
-    if (h3_backend_check(e->backend, &sticky) != H3_OK) h3_backend_clear_error(e->backend);
-    g_mutex_lock(&e->lock);
-    e->stats.text = t1 - t0;
-    e->stats.decode_audio = t3 - t2;
-    e->stats.decode_video = t4 - t3;
-    e->stats.total = t4 - t0;
-    g_mutex_unlock(&e->lock);
-    if (rc == H3_OK) progress(&g, H3_PHASE_DONE, 1, 1);
+    if (h3_backend_check(g->r->backend, &sticky) != H3_OK) h3_backend_clear_error(g->r->backend);
+}
+
+/* The whole request on one rank; with a team, on every rank at once. */
+static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *status) {
+    generation *g = (generation *)user + tp->rank;
+    const h3_request *r = g->request;
+    g->tp = *tp;
+    g->arena_mark = h3_arena_mark(g->r->backend);
+    g->times[0] = now_seconds();
+    h3_tensor text_states;
+    h3_status_code rc = encode_text(g, r, &text_states, status);
+    g->times[1] = now_seconds();
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK) rc = draw_noise(g, r->seed, status);
+    if (rc == H3_OK) rc = denoise(g, &text_states, status);
+    g->times[2] = now_seconds();
+    if (rc == H3_OK) rc = report_latents(g, status);
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK && tp->rank == 0) rc = decode_audio(g, status); /* the audio VAE lives on rank 0 */
+    g->times[3] = now_seconds();
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK) rc = decode_video(g, status);
+    g->times[4] = now_seconds();
+    generation_clear(g);
     return rc;
+}
+
+h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_callbacks *cb, h3_status *status) {
+    g_atomic_int_set(&e->cancel, 0);
+    h3_plan plan;
+    h3_status_code rc = h3_engine_validate(e, r, &plan, status);
+    if (rc != H3_OK) return rc;
+    generation *gens = calloc((size_t)e->n_ranks, sizeof *gens);
+    if (!gens) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < e->n_ranks; i++) {
+        gens[i].e = e;
+        gens[i].r = &e->ranks[i];
+        gens[i].cb = i == 0 ? cb : NULL;
+        gens[i].plan = plan;
+        gens[i].request = r;
+    }
+    if (e->team) {
+        rc = h3_tp_team_run(e->team, generate_rank, gens, status);
+    } else {
+        h3_tp single = H3_TP_SINGLE;
+        rc = generate_rank(&single, gens, status);
+    }
+    const double *t = gens[0].times;
+    g_mutex_lock(&e->lock);
+    e->stats.text = t[1] - t[0];
+    e->stats.decode_audio = t[3] - t[2];
+    e->stats.decode_video = t[4] - t[3];
+    e->stats.total = t[4] - t[0];
+    g_mutex_unlock(&e->lock);
+    if (rc == H3_OK) progress(&gens[0], H3_PHASE_DONE, 1, 1);
+    free(gens);
+    return rc;
+}
+
+void h3_engine_inject_fault(h3_engine *e, int rank, int step) {
+    e->fault_rank = rank;
+    e->fault_step = step;
+}
+
+/* ---- capabilities ------------------------------------------------------------------ */
+
+/* `key: value` lines (the element turns them into structure fields). No
+ * engine, no model and no CUDA context: what this build can run. */
+char *h3_capabilities_describe(void) {
+    GString *s = g_string_new(NULL);
+    g_string_append(s, "engine: h3core, MiniMax-H3 text to video + audio (T2VA)\n");
+#ifdef H3_HAVE_CUDA
+    g_string_append(s, "compute: cpu, cuda (GPUs are probed when an engine opens)\n");
+#else
+    g_string_append(s, "compute: cpu (this build has no CUDA backend)\n");
+#endif
+    g_string_append(s, "backends: fa, vsa\n");
+    g_string_append(s, "fa: available (dense attention, base model or FastH3 dense-datafree adapter)\n");
+    g_string_append(s, "vsa: available, experimental (VSA-H3 block-sparse attention, 64-token tiles, exempt "
+                       "prefix, FastH3 vsa-datafree adapter required)\n");
+    g_string_append(s, "vsa-kernels: cpu reference");
+#ifdef H3_HAVE_CUDA
+    g_string_append(s, ", cuda when the CUDA backend provides h3_op_vsa_attention (a request says so otherwise)");
+#endif
+    g_string_append(s, "\n");
+    g_string_append_printf(s, "vsa-sparsity-default: %.1f\n", (double)H3_VSA_DEFAULT_SPARSITY);
+    g_string_append(s, "adapters: " H3_ADAPTER_FORMAT " (FastH3 4-step, fused once at load)\n");
+    g_string_append(s, "fasth3-steps: 4 forwards, shifts 12/3, ladder release (dmd_denoising_steps) or "
+                       "a [1, 0.75, 0.5, 0.25, 0] or b [0.999, 0.749, 0.5, 0.25, 0]\n");
+    return g_string_free(s, FALSE);
 }

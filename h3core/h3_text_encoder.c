@@ -42,6 +42,9 @@ typedef struct layer_weights {
 struct h3_text_encoder {
     h3_backend *b;
     h3_text_encoder_config cfg;
+    h3_tp tp;              /* q/k/v/o by heads, gate/up/down by FFN columns (h3_tp.h) */
+    int heads, kv_heads;   /* this rank's */
+    int64_t ffn;
     int tap_layer;
     h3_tensor embed;
     layer_weights *layers; /* tap_layer entries */
@@ -236,6 +239,18 @@ h3_status_code h3_text_encoder_tensor_list(const h3_text_encoder_config *cfg, in
 
 /* ---- loading ------------------------------------------------------------------- */
 
+/* How each role is split across tensor-parallel ranks. */
+static h3_tp_role tp_role(int role) {
+    switch (role) {
+    case W_Q:
+    case W_K:
+    case W_V: return H3_TP_HEADS;
+    case W_O: return H3_TP_OUT;
+    case W_DOWN: return H3_TP_FFN_OUT;
+    }
+    return H3_TP_REPLICATED;
+}
+
 static h3_tensor *layer_slot(layer_weights *lw, int role) {
     switch (role) {
     case W_INPUT_NORM: return &lw->input_norm;
@@ -253,9 +268,10 @@ static h3_tensor *layer_slot(layer_weights *lw, int role) {
 
 /* Stacks gate [F, D] over up [F, D] into one [2F, D] weight so the MLP is a
  * single GEMM whose output rows are [gate | up], the layout h3_op_swiglu
- * takes. The rows are copied in the file's dtype, so nothing is rounded. */
-static h3_status_code load_gate_up(h3_backend *b, const h3_st_tensor *gate, const h3_st_tensor *up, h3_tensor *out,
-                                   h3_status *status) {
+ * takes. The rows are copied in the file's dtype, so nothing is rounded.
+ * Under TP each rank keeps the same F/N rows of both halves. */
+static h3_status_code load_gate_up(h3_backend *b, const h3_tp *tp, const h3_st_tensor *gate, const h3_st_tensor *up,
+                                   h3_tensor *out, h3_status *status) {
     if (gate->dtype != up->dtype)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' is %s but '%s' is %s; they must match", up->file_path,
                        up->name, h3_st_dtype_name(up->dtype), gate->name, h3_st_dtype_name(gate->dtype));
@@ -268,7 +284,7 @@ static h3_status_code load_gate_up(h3_backend *b, const h3_st_tensor *gate, cons
     fused.numel = gate->numel + up->numel;
     fused.nbytes = gate->nbytes + up->nbytes;
     fused.data = buf;
-    h3_status_code rc = h3_weight_load(b, &fused, H3_WEIGHT_DEFAULT, out, status);
+    h3_status_code rc = h3_tp_weight_load(b, tp, &fused, H3_TP_FFN_IN, H3_WEIGHT_DEFAULT, out, status);
     free(buf);
     return rc;
 }
@@ -284,9 +300,10 @@ static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, c
     for (int r = 0; r < W_PER_LAYER; r++) {
         h3_tensor *slot = layer_slot(lw, r);
         if (!slot) continue;
-        if ((rc = h3_weight_load(te->b, src[r], H3_WEIGHT_DEFAULT, slot, status)) != H3_OK) return rc;
+        if ((rc = h3_tp_weight_load(te->b, &te->tp, src[r], tp_role(r), H3_WEIGHT_DEFAULT, slot, status)) != H3_OK)
+            return rc;
     }
-    return load_gate_up(te->b, src[W_GATE], src[W_UP], &lw->gate_up, status);
+    return load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);
 }
 
 /* torch's fp32 inv_freq for theta 5e6 at exponents 2j/128, as torch 2.11
@@ -348,13 +365,36 @@ static h3_status_code load_weights(h3_text_encoder *te, const char *dir, h3_stat
     return rc;
 }
 
+/* The rank's share of the heads and of the FFN; all must split evenly. */
+static h3_status_code split_for_tp(h3_text_encoder *te, const char *dir, h3_status *status) {
+    const h3_text_encoder_config *c = &te->cfg;
+    int n = te->tp.size;
+    if (n < 1 || c->num_heads % n || c->num_kv_heads % n || c->intermediate_size % n)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "%s: %lld query heads, %lld key-value heads and FFN width %lld do not split over %d "
+                       "tensor-parallel ranks",
+                       dir, (long long)c->num_heads, (long long)c->num_kv_heads, (long long)c->intermediate_size, n);
+    te->heads = (int)(c->num_heads / n);
+    te->kv_heads = (int)(c->num_kv_heads / n);
+    te->ffn = c->intermediate_size / n;
+    return H3_OK;
+}
+
 h3_status_code h3_text_encoder_load(h3_backend *b, const char *dir, int tap_layer, h3_text_encoder **out,
                                     h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return h3_text_encoder_load_tp(b, dir, tap_layer, &single, out, status);
+}
+
+h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_layer, const h3_tp *tp,
+                                       h3_text_encoder **out, h3_status *status) {
     *out = NULL;
     h3_text_encoder *te = calloc(1, sizeof *te);
     if (!te) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
     te->b = b;
+    te->tp = *tp;
     h3_status_code rc = h3_text_encoder_config_load(dir, &te->cfg, status);
+    if (rc == H3_OK) rc = split_for_tp(te, dir, status);
     if (rc == H3_OK && (tap_layer < 0 || tap_layer > te->cfg.num_layers))
         rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                      "%s: tap layer %d is outside [0, %lld] (text_config.num_hidden_layers = %lld)", dir, tap_layer,
@@ -413,8 +453,8 @@ static void layer_forward(h3_text_encoder *te, const layer_weights *lw, h3_tenso
     h3_backend *b = te->b;
     const h3_text_encoder_config *c = &te->cfg;
     h3_dtype dt = h3_backend_compute_dtype(b);
-    int64_t n = h3_tensor_rows(x), D = c->hidden_size, F = c->intermediate_size;
-    int H = (int)c->num_heads, G = (int)c->num_kv_heads, dh = (int)c->head_dim;
+    int64_t n = h3_tensor_rows(x), D = c->hidden_size, F = te->ffn;
+    int H = te->heads, G = te->kv_heads, dh = (int)c->head_dim; /* this rank's share */
     float eps = (float)c->rms_norm_eps;
     size_t mark = h3_arena_mark(b);
 
@@ -432,7 +472,7 @@ static void layer_forward(h3_text_encoder *te, const layer_weights *lw, h3_tenso
     h3_op_rope(b, &q, cos_t, sin_t, H, dh, dh);
     h3_op_rope(b, &k, cos_t, sin_t, G, dh, dh);
     h3_op_attention(b, &a, &q, &k, &v, H, G, dh, 1, (float)(1.0 / sqrt((double)dh)));
-    h3_op_linear(b, &h, &a, &lw->o, NULL);
+    h3_tp_linear_row_parallel(&te->tp, b, &h, &a, &lw->o, NULL);
     h3_op_add(b, x, x, &h);
 
     h3_tensor u = h3_new_2d(b, dt, n, 2 * F);
@@ -440,7 +480,7 @@ static void layer_forward(h3_text_encoder *te, const layer_weights *lw, h3_tenso
     h3_op_rms_norm(b, &h, x, &lw->post_norm, D, eps);
     h3_op_linear(b, &u, &h, &lw->gate_up, NULL);
     h3_op_swiglu(b, &m, &u, 0); /* up ⊙ silu(gate) */
-    h3_op_linear(b, &h, &m, &lw->down, NULL);
+    h3_tp_linear_row_parallel(&te->tp, b, &h, &m, &lw->down, NULL);
     h3_op_add(b, x, x, &h);
     h3_arena_reset(b, mark);
 }

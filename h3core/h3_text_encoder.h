@@ -12,6 +12,7 @@
 
 #include "h3_backend.h"
 #include "h3_status.h"
+#include "h3_tp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,11 @@ typedef struct h3_text_encoder h3_text_encoder;
  * 0..tap_layer-1 are loaded and run. Error if tap_layer > num_hidden_layers. */
 h3_status_code h3_text_encoder_load(h3_backend *b, const char *dir, int tap_layer, h3_text_encoder **out,
                                     h3_status *status);
+/* The same, as one rank of a tensor-parallel group: this rank loads and runs
+ * its share of the query and key-value heads and of the FFN (h3_tp.h), and
+ * every rank returns the whole output. All ranks call forward together. */
+h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_layer, const h3_tp *tp,
+                                       h3_text_encoder **out, h3_status *status);
 void h3_text_encoder_free(h3_text_encoder *te);
 int h3_text_encoder_hidden_size(const h3_text_encoder *te);
 int h3_text_encoder_tap_layer(const h3_text_encoder *te);

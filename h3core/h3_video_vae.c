@@ -54,6 +54,7 @@ struct h3_video_vae {
     vae_block *blocks;
     h3_video_progress_fn progress;
     void *progress_opaque;
+    h3_tp tp; /* tiles round-robin over the ranks, rank 0 stitches (H3_TP_SINGLE: all here) */
 };
 
 static const float pixel_mean[3] = {0.485f, 0.456f, 0.406f};
@@ -430,6 +431,7 @@ h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **
     h3_video_vae *v = calloc(1, sizeof *v);
     if (!v) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
     v->b = b;
+    v->tp = H3_TP_SINGLE;
     v->tile = 256;
     v->min_overlap = 64;
     v->act = h3_backend_compute_dtype(b) == H3_F32 ? H3_F32 : H3_F16;
@@ -448,6 +450,8 @@ h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **
     *out = v;
     return H3_OK;
 }
+
+void h3_video_vae_set_tp(h3_video_vae *v, const h3_tp *tp) { v->tp = *tp; }
 
 void h3_video_vae_set_progress(h3_video_vae *v, h3_video_progress_fn fn, void *opaque) {
     v->progress = fn;
@@ -678,8 +682,18 @@ typedef struct decode_state {
     int wt, wf; /* latents and frames per window */
     tile_axis ty, tx;
     h3_tensor latent, cos, sin, canvas, tail;
-    h3_tensor *raw; /* 2 rows x tx.n raw tiles [3, wf, ty.len, tx.len] */
+    /* Raw tiles [3, wf, ty.len, tx.len]: 2 rows x tx.n of them, reused row
+     * by row; under TP every tile of the window, views into `gathered`
+     * ([rounds·N, tile elements]: round k holds tiles kN..kN+N-1). */
+    h3_tensor *raw;
+    int all_tiles;
+    h3_tensor gathered;
 } decode_state;
+
+/* The raw tile (i, j) of the current window. */
+static h3_tensor *raw_tile(decode_state *d, int i, int j) {
+    return &d->raw[(d->all_tiles ? i : i % 2) * d->tx.n + j];
+}
 
 /* Frames [f0, f0+n) of the canvas become output frames [first, first+n). */
 static h3_status_code sink_frames(decode_state *d, frame_sink *s, int f0, int n, int first, h3_status *status) {
@@ -747,7 +761,7 @@ static void stitch_tile(decode_state *d, int i, int j) {
     int64_t oh = i < d->ty.n - 1 ? TH - d->ty.ov[i] : TH, ow = j < d->tx.n - 1 ? TW - d->tx.ov[j] : TW;
     int64_t at = (int64_t)d->ty.start[i] * Wp + d->tx.start[j];
     int64_t cstride[4] = {F * Hp * Wp, Hp * Wp, Wp, 1}, rstride[4] = {F * TH * TW, TH * TW, TW, 1};
-    h3_tensor *raw = &d->raw[(i % 2) * d->tx.n + j];
+    h3_tensor *raw = raw_tile(d, i, j);
     int64_t shape[4] = {C, F, oh, ow};
     h3_view cv = make_view(4, shape, at, cstride), rv = make_view(4, shape, 0, rstride);
     h3_op_copy_view(b, &d->canvas, &cv, raw, &rv);
@@ -755,34 +769,64 @@ static void stitch_tile(decode_state *d, int i, int j) {
         int e = d->ty.ov[i - 1];
         int64_t s[4] = {C, F, e < oh ? e : oh, ow};
         h3_view dv = make_view(4, s, at, cstride), av = make_view(4, s, (TH - e) * TW, rstride);
-        h3_op_blend_view(b, &d->canvas, &dv, &d->raw[((i - 1) % 2) * d->tx.n + j], &av, &d->canvas, &dv, 2, e);
+        h3_op_blend_view(b, &d->canvas, &dv, raw_tile(d, i - 1, j), &av, &d->canvas, &dv, 2, e);
     }
     if (j > 0) {
         int e = d->tx.ov[j - 1];
         int64_t s[4] = {C, F, oh, e < ow ? e : ow};
         h3_view dv = make_view(4, s, at, cstride), av = make_view(4, s, TW - e, rstride);
-        h3_op_blend_view(b, &d->canvas, &dv, &d->raw[(i % 2) * d->tx.n + j - 1], &av, &d->canvas, &dv, 3, e);
+        h3_op_blend_view(b, &d->canvas, &dv, raw_tile(d, i, j - 1), &av, &d->canvas, &dv, 3, e);
     }
 }
 
 static int cancelled(const volatile int *flag) { return flag && *flag; }
 
-/* One temporal window: every tile through the ViT, stitched into the canvas. */
-static h3_status_code decode_window(decode_state *d, int w, const volatile int *cancel_flag, h3_status *status) {
+/* One tile through the ViT into its raw tile buffer. */
+static void decode_tile(decode_state *d, int w, int i, int j, h3_tensor *raw) {
     h3_video_vae *v = d->v;
     h3_backend *b = v->b;
     int th = d->ty.len / v->ratio, tw = d->tx.len / v->ratio;
     int64_t P = (int64_t)v->out_channels * v->ratio_t * v->ratio * v->ratio;
+    size_t mark = h3_arena_mark(b);
+    h3_tensor tok = gather_tokens(d, w * v->tokens_chunk, d->ty.start[i] / v->ratio, d->tx.start[j] / v->ratio, th, tw);
+    h3_tensor out = h3_new_2d(b, v->act, h3_tensor_rows(&tok), P);
+    tile_forward(v, &tok, &d->cos, &d->sin, &out);
+    unpatchify(d, &out, raw, th, tw);
+    h3_arena_reset(b, mark);
+}
+
+/* Tensor parallel: rank r decodes tiles r, r+N, ... (row-major); after each
+ * round of N tiles an all-gather gives every rank the round's tiles; rank 0
+ * then stitches the window in the usual order. The tiles are computed by
+ * the same code on the same weights, so the result is the one-rank result. */
+static h3_status_code decode_window_tp(decode_state *d, int w, const volatile int *cancel_flag, h3_status *status) {
+    h3_video_vae *v = d->v;
+    h3_backend *b = v->b;
+    int N = v->tp.size, n_tiles = d->ty.n * d->tx.n;
+    for (int first = 0; first < n_tiles; first += N) {
+        if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "video VAE decode cancelled");
+        int t = first + v->tp.rank;
+        if (t < n_tiles) decode_tile(d, w, t / d->tx.n, t % d->tx.n, &d->raw[t]);
+        h3_tensor round = h3_tensor_rows_view(&d->gathered, first, N);
+        h3_tp_all_gather(&v->tp, b, &round);
+        h3_status_code rc = h3_backend_check(b, status);
+        if (rc != H3_OK) return rc;
+    }
+    if (v->tp.rank != 0) return H3_OK;
+    for (int i = 0; i < d->ty.n; i++)
+        for (int j = 0; j < d->tx.n; j++) stitch_tile(d, i, j);
+    return h3_backend_check(b, status);
+}
+
+/* One temporal window: every tile through the ViT, stitched into the canvas. */
+static h3_status_code decode_window(decode_state *d, int w, const volatile int *cancel_flag, h3_status *status) {
+    h3_video_vae *v = d->v;
+    h3_backend *b = v->b;
+    if (d->all_tiles) return decode_window_tp(d, w, cancel_flag, status);
     for (int i = 0; i < d->ty.n; i++) {
         for (int j = 0; j < d->tx.n; j++) {
             if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "video VAE decode cancelled");
-            size_t mark = h3_arena_mark(b);
-            h3_tensor tok = gather_tokens(d, w * v->tokens_chunk, d->ty.start[i] / v->ratio,
-                                          d->tx.start[j] / v->ratio, th, tw);
-            h3_tensor out = h3_new_2d(b, v->act, h3_tensor_rows(&tok), P);
-            tile_forward(v, &tok, &d->cos, &d->sin, &out);
-            unpatchify(d, &out, &d->raw[(i % 2) * d->tx.n + j], th, tw);
-            h3_arena_reset(b, mark);
+            decode_tile(d, w, i, j, raw_tile(d, i, j));
             stitch_tile(d, i, j);
             h3_status_code rc = h3_backend_check(b, status);
             if (rc != H3_OK) return rc;
@@ -837,7 +881,16 @@ static h3_status_code decode_setup(decode_state *d, const float *latents, frame_
     int64_t tshape[4] = {C, tail_n, d->Hp, d->Wp};
     d->tail = h3_new(b, v->act, 4, tshape);
     int64_t rshape[4] = {C, d->wf, d->ty.len, d->tx.len};
-    for (int k = 0; k < 2 * d->tx.n; k++) d->raw[k] = h3_new(b, v->act, 4, rshape);
+    if (d->all_tiles) {
+        int N = v->tp.size, n_tiles = d->ty.n * d->tx.n, rounds = (n_tiles + N - 1) / N;
+        d->gathered = h3_new_2d(b, v->act, (int64_t)rounds * N, C * d->wf * d->ty.len * d->tx.len);
+        for (int k = 0; k < n_tiles && d->gathered.data; k++) {
+            h3_tensor slot = h3_tensor_rows_view(&d->gathered, k, 1);
+            d->raw[k] = h3_tensor_reshape(&slot, 4, rshape);
+        }
+    } else {
+        for (int k = 0; k < 2 * d->tx.n; k++) d->raw[k] = h3_new(b, v->act, 4, rshape);
+    }
     int max_n = v->tokens_chunk * v->ratio_t - v->frame_pre_padding;
     if (tail_n > max_n) max_n = tail_n;
     if (s->emit) {
@@ -891,9 +944,10 @@ static h3_status_code decode(h3_video_vae *v, const float *latents, int T, int H
     s->total_frames = h3_video_vae_num_frames(v, T);
     int n_windows = windows_for(T, v->token_drop, v->tokens_chunk);
     size_t mark = h3_arena_mark(b);
+    d.all_tiles = v->tp.size > 1;
     if (!split_tiles(d.Hp, v->tile, v->min_overlap, v->ratio, &d.ty) ||
         !split_tiles(d.Wp, v->tile, v->min_overlap, v->ratio, &d.tx) ||
-        !(d.raw = calloc((size_t)(2 * d.tx.n), sizeof *d.raw))) {
+        !(d.raw = calloc((size_t)((d.all_tiles ? d.ty.n : 2) * d.tx.n), sizeof *d.raw))) {
         rc = h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
         goto done;
     }
@@ -904,6 +958,7 @@ static h3_status_code decode(h3_video_vae *v, const float *latents, int T, int H
             goto done;
         }
         if ((rc = decode_window(&d, w, cancel_flag, status)) != H3_OK) goto done;
+        if (v->tp.rank != 0) continue; /* rank 0 stitches and emits */
         if ((rc = finish_window(&d, s, w, n_windows, status)) != H3_OK) goto done;
         if (v->progress) v->progress(v->progress_opaque, w + 1, n_windows);
     }

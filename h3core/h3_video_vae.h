@@ -18,6 +18,7 @@
 
 #include "h3_backend.h"
 #include "h3_status.h"
+#include "h3_tp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +54,12 @@ h3_status_code h3_video_vae_decode(h3_video_vae *vae, const float *latents, int 
 h3_status_code h3_video_vae_decode_f32(h3_video_vae *vae, const float *latents, int T, int H_lat, int W_lat,
                                        float *out, h3_status *status);
 
+/* Tensor parallelism (h3_tp.h): the spatial tiles of each window are decoded
+ * round-robin by the ranks of tp and gathered; rank 0 stitches them and is
+ * the only rank that emits frames, writes `out` or reports progress. All
+ * ranks call decode together with the same latents. Weights are whole on
+ * every rank. Default: one rank. */
+void h3_video_vae_set_tp(h3_video_vae *vae, const h3_tp *tp);
 /* Optional per-window progress callback (NULL to remove). */
 void h3_video_vae_set_progress(h3_video_vae *vae, h3_video_progress_fn fn, void *opaque);
 /* Spatial tiling in pixels (diffusers enable_tiling(tile, tile, overlap,

@@ -353,7 +353,6 @@ const int kWgTile = 128;                     /* query rows, keys and head_dim of
 const int kWgTileBytes = 128 * 128 * 2;      /* one Q, K or Vᵀ tile */
 const int kWgSmem = 5 * kWgTileBytes + 1024; /* Q + 2 stages of K and Vᵀ + alignment slack */
 
-#ifdef H3_HAVE_WGMMA
 /* Byte offset of 16-byte chunk `ch` (0..15) of row `row` in a 128×128
  * bf16 tile kept as two 64-column boxes of 128 rows × 128 bytes, each in
  * the 128-byte swizzle (chunk ^ row%8 inside every 1024-byte atom), which
@@ -362,6 +361,7 @@ __device__ __forceinline__ uint32_t sw128(int row, int ch) {
     return (uint32_t)((ch >> 3) * (128 * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
+#ifdef H3_HAVE_WGMMA
 /* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
  * groups 1024 bytes apart. */
 __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
@@ -443,7 +443,256 @@ __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_
     }
 }
 
+
+/* mbarriers, bulk copies and named barriers of the warp-specialised kernel. */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool mbar_try(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+/* A barrier that never completes is a bug: trap (the launch then fails with
+ * an error the backend reports) instead of hanging the device. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    long n = 0;
+    while (!mbar_try(bar, parity))
+        if (++n > (1l << 26)) __trap();
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Online softmax of one 64×128 score tile of a warpgroup: s[4n + 2r + c] is
+ * row (16·warp + g + 8r), key k0 + 8n + 2t + c. Updates the running max m
+ * (log2 units) and sum l, returns the rescale factors of O in corr and P
+ * as bf16 A fragments of the P·V product (the accumulator layout of S is
+ * the A-fragment layout of m64k16). */
+__device__ __forceinline__ void wg2_softmax(float *s, int64_t k0, int64_t Skv, int t, float sl, float *m, float *l,
+                                            float *corr, uint32_t (*pa)[4]) {
+    if (k0 + kWgTile > Skv) {
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            if (k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) s[i] = -INFINITY;
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < 64; i++) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    float base[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        float mn = fmaxf(m[r], mx[r] * sl); /* sl > 0: the max commutes with the scale */
+        base[r] = mn == -INFINITY ? 0.0f : mn;
+        corr[r] = ex2(m[r] - base[r]);
+        m[r] = mn;
+    }
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+        int r = (i >> 1) & 1;
+        float p0 = ex2(fmaf(s[i], sl, -base[r])), p1 = ex2(fmaf(s[i + 1], sl, -base[r]));
+        rs[r] += p0 + p1;
+        pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+}
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
 #endif /* H3_HAVE_WGMMA */
+
+/* Warp-specialised Hopper attention. 384 threads: warps 0-7 are two
+ * consumer warpgroups (64 query rows each, 232 registers a thread through
+ * setmaxnreg), warpgroup 2 the producer (one thread, 40 registers). K and Vᵀ
+ * come pre-packed (k_pack_k, k_pack_v) as the exact 32 KB shared-memory
+ * image of each 128-key tile, so one bulk copy per operand and stage moves
+ * a tile, completing on the stage's `full` mbarrier; consumers release a
+ * stage through its `empty` mbarrier. The two consumer warpgroups pass a
+ * token through named barriers 1 and 2 around each GEMM issue, so their
+ * GEMMs alternate on the tensor cores and one warpgroup's softmax runs
+ * while the other's GEMM does (FlashAttention-3's ping-pong). */
+__global__ void __launch_bounds__(384, 1)
+    k_attn_wgmma2(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
+                  int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
+#ifdef H3_HAVE_WGMMA
+    extern __shared__ __align__(1024) uint8_t smem_wg2[];
+    uint32_t sbase = (smem_u32(smem_wg2) + 1023u) & ~1023u;
+    uint32_t sQ = sbase, sK = sbase + kWgTileBytes, sV = sbase + 3 * kWgTileBytes, bars = sbase + 5 * kWgTileBytes;
+    /* full[s] at bars + 8s, empty[s] at bars + 16 + 8s */
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int h = blockIdx.y, kh = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * kWgTile;
+    int64_t ldq = (int64_t)H * 128;
+    if (tid == 0) {
+        mbar_init(bars, 1);
+        mbar_init(bars + 8, 1);
+        mbar_init(bars + 16, 8);
+        mbar_init(bars + 24, 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if (tid < 256) {
+        const __nv_bfloat16 *qg = q + (int64_t)h * 128;
+#pragma unroll
+        for (int i = tid; i < 128 * 16; i += 256) {
+            int row = i >> 4, ch = i & 15;
+            int64_t gr = q0 + row;
+            bool valid = gr < Sq;
+            cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_proxy_async();
+    }
+    __syncthreads();
+
+    if (warp >= 8) { /* producer warpgroup: one thread issues the copies, the rest give up registers */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (warp == 8 && lane == 0) {
+            const uint8_t *kb = kp + (int64_t)kh * n_tiles * kWgTileBytes, *vb = vp + (int64_t)kh * n_tiles * kWgTileBytes;
+            for (int j = 0; j < n_tiles; j++) {
+                int st = j & 1;
+                if (j >= 2) mbar_wait(bars + 16 + 8 * st, ((j >> 1) - 1) & 1);
+                mbar_expect_tx(bars + 8 * st, 2 * kWgTileBytes);
+                bulk_load(sK + st * kWgTileBytes, kb + (int64_t)j * kWgTileBytes, kWgTileBytes, bars + 8 * st);
+                bulk_load(sV + st * kWgTileBytes, vb + (int64_t)j * kWgTileBytes, kWgTileBytes, bars + 8 * st);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    int wg = warp >> 2, w4 = warp & 3, g = lane >> 2, t = lane & 3;
+    float oacc[64], s[64], corr[2];
+    uint32_t pa[8][4];
+#pragma unroll
+    for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t qtile = sQ + wg * 64 * 128;
+    int mine = 1 + wg, other = 2 - wg; /* named barrier ids: 1 for warpgroup 0, 2 for 1 */
+    if (wg == 1) named_arrive(1);      /* warpgroup 0 issues first */
+
+    /* S_0 = Q·K_0ᵀ */
+    named_sync(mine);
+    mbar_wait(bars, 0);
+#pragma unroll
+    for (int i = 0; i < 64; i++) s[i] = 0.0f;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(sK, kk), kk > 0);
+    wg_commit();
+    named_arrive(other);
+    wg_wait0();
+    wg2_softmax(s, 0, Skv, t, scale_log2, m, l, corr, pa);
+
+    /* Per tile j: one turn on the tensor cores issues O += P_j·V_j and
+     * S_{j+1} = Q·K_{j+1}ᵀ back to back, then hands the turn over, so the
+     * other warpgroup's softmax runs under both GEMMs. */
+    for (int j = 0; j < n_tiles; j++) {
+        int st = j & 1, nx = j + 1 < n_tiles;
+        uint32_t vtile = sV + st * kWgTileBytes, knext = sK + (st ^ 1) * kWgTileBytes;
+        named_sync(mine);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+        /* S_{j+1}; after the last tile it runs on a stale stage and is
+         * discarded: a wgmma under a branch would serialise them all */
+        if (nx) mbar_wait(bars + 8 * (st ^ 1), ((j + 1) >> 1) & 1);
+#pragma unroll
+        for (int i = 0; i < 64; i++) s[i] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(knext, kk), kk > 0);
+        wg_commit();
+        if (!(wg == 1 && j == n_tiles - 1)) named_arrive(other); /* the last turn has no taker */
+        wg_wait0();
+        if (lane == 0) mbar_arrive(bars + 16 + 8 * st); /* K_j and V_j are read */
+        if (nx) {
+            wg2_softmax(s, (int64_t)(j + 1) * kWgTile, Skv, t, scale_log2, m, l, corr, pa);
+#pragma unroll
+            for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+        }
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    __nv_bfloat16 *og = o + (int64_t)h * 128;
+    int64_t rbase = q0 + wg * 64 + w4 * 16 + g;
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+        int r = (i >> 1) & 1;
+        int64_t row = rbase + 8 * r;
+        int col = 8 * (i >> 2) + 2 * t;
+        if (row < Sq) *(uint32_t *)(og + row * ldq + col) = Mma<__nv_bfloat16>::pack(oacc[i] * inv[r], oacc[i + 1] * inv[r]);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* K [Skv, Hkv·128] -> per (kv head, 128-key tile) the 32 KB shared-memory
+ * image k_attn_wgmma2 copies in one piece; rows past Skv are zero. */
+__global__ void k_pack_k(uint8_t *kp, const __nv_bfloat16 *k, int64_t Skv, int Hkv, int n_tiles) {
+    int64_t total = (int64_t)Hkv * n_tiles * 2048;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx & 2047);
+        int64_t tile = idx >> 11;
+        int tt = (int)(tile % n_tiles), hh = (int)(tile / n_tiles);
+        int r = c >> 4, ch = c & 15;
+        int64_t key = (int64_t)tt * 128 + r;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (key < Skv) v = *(const uint4 *)(k + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
+        *(uint4 *)(kp + tile * kWgTileBytes + sw128(r, ch)) = v;
+    }
+}
+
+/* V [Skv, Hkv·128] -> per (kv head, tile) the image of the Vᵀ tile (rows =
+ * head-dim channels, columns = the tile's 128 keys), through shared memory. */
+__global__ void __launch_bounds__(256) k_pack_v(uint8_t *vp, const __nv_bfloat16 *v, int64_t Skv, int Hkv,
+                                               int n_tiles) {
+    __shared__ __align__(16) uint16_t tile[128][128];
+    int tt = blockIdx.x, hh = blockIdx.y;
+    for (int i = threadIdx.x; i < 2048; i += 256) {
+        int r = i >> 4, ch = i & 15;
+        int64_t key = (int64_t)tt * 128 + r;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (key < Skv) val = *(const uint4 *)(v + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
+        *(uint4 *)&tile[r][ch * 8] = val;
+    }
+    __syncthreads();
+    uint8_t *dst = vp + ((int64_t)hh * n_tiles + tt) * kWgTileBytes;
+    for (int i = threadIdx.x; i < 2048; i += 256) {
+        int d = i & 127, kc = i >> 7;
+        uint16_t e[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) e[u] = tile[kc * 8 + u][d];
+        *(uint4 *)(dst + sw128(d, kc)) = *(const uint4 *)e;
+    }
+}
 
 __global__ void __launch_bounds__(256, 1)
     k_attn_wgmma(__nv_bfloat16 *o, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *vt,
@@ -637,6 +886,33 @@ int launch_wgmma(const h3k_attention_args *a, cudaStream_t stream) {
     return (int)cudaGetLastError();
 }
 
+int64_t wg2_tiles(const h3k_attention_args *a) { return (a->Skv + kWgTile - 1) / kWgTile; }
+
+int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream) {
+    static bool configured;
+    const int smem = 5 * kWgTileBytes + 1024 + 64;
+    if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
+    if (!configured) {
+        cudaError_t e = cudaFuncSetAttribute(k_attn_wgmma2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return (int)e;
+        configured = true;
+    }
+    int n_tiles = (int)wg2_tiles(a);
+    uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * kWgTileBytes;
+    int64_t chunks = (int64_t)a->n_kv_heads * n_tiles * 2048;
+    int64_t pk_blocks = (chunks + 255) / 256;
+    k_pack_k<<<(unsigned)(pk_blocks < 16384 ? pk_blocks : 16384), 256, 0, stream>>>(
+        kp, (const __nv_bfloat16 *)a->k, a->Skv, a->n_kv_heads, n_tiles);
+    k_pack_v<<<dim3((unsigned)n_tiles, (unsigned)a->n_kv_heads), 256, 0, stream>>>(vp, (const __nv_bfloat16 *)a->v,
+                                                                                  a->Skv, a->n_kv_heads, n_tiles);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
+    k_attn_wgmma2<<<grid, 384, smem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq,
+                                               a->Skv, n_tiles, a->n_heads, a->n_kv_heads, a->scale * kLog2e);
+    return (int)cudaGetLastError();
+}
+
 int launch_generic(const h3k_attention_args *a, cudaStream_t stream) {
     dim3 grid((unsigned)((a->Sq + kGenWarps - 1) / kGenWarps), (unsigned)a->n_heads);
     float sl = a->scale * kLog2e;
@@ -658,6 +934,7 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
     switch (a->path) {
     case H3K_ATTN_GENERIC: return H3K_ATTN_GENERIC;
     case H3K_ATTN_MMA: return mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    case H3K_ATTN_WGMMA_SIMPLE: return wg ? H3K_ATTN_WGMMA_SIMPLE : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     default: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     }
 }
@@ -667,13 +944,16 @@ extern "C" const char *h3k_attention_path_name(int path) {
     case H3K_ATTN_GENERIC: return "generic";
     case H3K_ATTN_MMA: return "mma.sync";
     case H3K_ATTN_WGMMA: return "wgmma";
+    case H3K_ATTN_WGMMA_SIMPLE: return "wgmma-simple";
     default: return "auto";
     }
 }
 
 extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
-    if (h3k_attention_path(a) != H3K_ATTN_WGMMA) return 0;
-    return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
+    int path = h3k_attention_path(a);
+    if (path == H3K_ATTN_WGMMA) return 2 * (size_t)a->n_kv_heads * (size_t)wg2_tiles(a) * kWgTileBytes;
+    if (path == H3K_ATTN_WGMMA_SIMPLE) return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
+    return 0;
 }
 
 extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
@@ -681,7 +961,8 @@ extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
     if (a->Sq > (int64_t)0x7fffffff * kGenWarps || a->n_heads > 65535 || a->head_dim > 256 || a->head_dim <= 0)
         return (int)cudaErrorInvalidValue;
     switch (h3k_attention_path(a)) {
-    case H3K_ATTN_WGMMA: return launch_wgmma(a, stream);
+    case H3K_ATTN_WGMMA: return launch_wgmma2(a, stream);
+    case H3K_ATTN_WGMMA_SIMPLE: return launch_wgmma(a, stream);
     case H3K_ATTN_MMA:
         return a->dt == H3K_BF16 ? launch_mma_dt<__nv_bfloat16>(a, stream) : launch_mma_dt<__half>(a, stream);
     default: return launch_generic(a, stream);

@@ -538,6 +538,48 @@ __global__ void k_head_norm_rope(void *x, int xdt, int norm, const void *w, int 
     }
 }
 
+/* The DiT's case, head_dim 128 with 16-byte access: a half-warp per
+ * (row, head), each lane holding 8 channels in registers. Rotate-half pairs
+ * chunk c with chunk c ± rot/16, fetched with one shuffle per element, so
+ * the head makes one trip through registers instead of shared memory. */
+__global__ void k_head_norm_rope128(void *x, int xdt, int norm, const void *w, int wdt, float eps, const float *cos,
+                                    const float *sin, int64_t S, int n_heads, int rot_dim) {
+    int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 4;
+    bool valid = g < S * n_heads; /* invalid lanes still take part in the shuffles */
+    int lane = threadIdx.x & 31, l16 = lane & 15;
+    int64_t gg = valid ? g : 0, base = gg * 128 + l16 * 8;
+    float v[8];
+    ld8(x, xdt, base, v);
+    if (norm) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += v[k] * v[k];
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf(ss / 128.0f + eps);
+        float wv[8];
+        if (w) ld8(w, wdt, l16 * 8, wv);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = w ? v[k] * inv * wv[k] : v[k] * inv;
+    }
+    int hc = rot_dim / 16; /* half the rotated channels, in chunks of 8 */
+    int src = l16 < hc ? l16 + hc : l16 < 2 * hc ? l16 - hc : l16;
+    float p[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) p[k] = __shfl_sync(0xffffffffu, v[k], (lane & 16) | src);
+    if (l16 < 2 * hc) {
+        int64_t s = gg / n_heads;
+        const float4 *c4 = (const float4 *)(cos + s * rot_dim + l16 * 8), *s4 = (const float4 *)(sin + s * rot_dim + l16 * 8);
+        float4 ca = c4[0], cb = c4[1], sa = s4[0], sb = s4[1];
+        float cs[8] = {ca.x, ca.y, ca.z, ca.w, cb.x, cb.y, cb.z, cb.w};
+        float sn[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+        float sign = l16 < hc ? -1.0f : 1.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = v[k] * cs[k] + sign * p[k] * sn[k];
+    }
+    if (valid) st8(x, xdt, base, v);
+}
+
 /* ---- rows ---------------------------------------------------------------------------------- */
 
 template <typename W>
@@ -714,6 +756,13 @@ extern "C" int h3k_head_norm_rope(void *x, int xdt, int norm, const void *w, int
     int64_t blocks = (S * n_heads + kHeadWarps - 1) / kHeadWarps;
     if (blocks > 0x7fffffff) return (int)cudaErrorInvalidValue;
     bool vec = head_dim % 8 == 0 && aligned16(x) && aligned16(w);
+    if (vec && head_dim == 128 && rot_dim % 16 == 0 && aligned16(cos) && aligned16(sin)) {
+        int64_t b128 = (S * n_heads * 16 + 255) / 256;
+        if (b128 > 0x7fffffff) return (int)cudaErrorInvalidValue;
+        k_head_norm_rope128<<<(unsigned)b128, 256, 0, stream>>>(x, xdt, norm, w, wdt, eps, cos, sin, S, n_heads,
+                                                                rot_dim);
+        return launched();
+    }
     VEC_DISPATCH(vec, k_head_norm_rope, (unsigned)blocks, 32 * kHeadWarps, x, xdt, norm, w, wdt, eps, cos, sin, S,
                  n_heads, head_dim, rot_dim);
     return launched();

@@ -81,9 +81,45 @@ int h3k_gather_rows(void *dst, const void *src, const int32_t *idx, int64_t n, i
 int h3k_scatter_rows(void *dst, const void *src, const int32_t *idx, int64_t n, int64_t dst_rows,
                      int64_t row_bytes, int *err, cudaStream_t stream);
 
+/* ---- VAE ops (h3_vae.cu) ----------------------------------------------------- */
+/* A strided window: element (i0, ...) at offset + Σ i_k·stride_k (elements). */
+typedef struct h3k_view {
+    int ndim;
+    int64_t shape[8];
+    int64_t offset;
+    int64_t stride[8];
+} h3k_view;
+typedef struct h3k_rgb_norm {
+    float mean[4], std[4];
+} h3k_rgb_norm;
+
+int h3k_copy_view(void *dst, const h3k_view *dv, const void *src, const h3k_view *sv, int elem_size,
+                  cudaStream_t stream);
+/* dst = a·(1 − w) + x·w, w = k/extent along `axis`, rounded to dt like torch. */
+int h3k_blend_view(void *dst, const h3k_view *dv, const void *a, const h3k_view *av, const void *x,
+                   const h3k_view *xv, int dt, int axis, int extent, cudaStream_t stream);
+int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t H, int64_t W,
+                         int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, cudaStream_t stream);
+int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt, int64_t B,
+               int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride, int padding, int dilation,
+               int groups, cudaStream_t stream);
+int h3k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
+                         int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride,
+                         int padding, cudaStream_t stream);
+int h3k_upsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio, int64_t rows,
+                   int64_t L, cudaStream_t stream);
+int h3k_downsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio, int64_t rows,
+                     int64_t L, int64_t Lout, cudaStream_t stream);
+int h3k_snake_beta(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt, const void *beta, int bdt,
+                   int64_t B, int64_t C, int64_t L, cudaStream_t stream);
+/* y must not alias x. */
+int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt, const void *beta,
+                               int bdt, const void *up, int updt, int Ku, const void *down, int downdt, int Kd,
+                               int ratio, int64_t B, int64_t C, int64_t L, cudaStream_t stream);
+
 /* ---- attention ------------------------------------------------------------- */
 /* Which kernel runs an attention call. */
-enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3 };
+enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3, H3K_ATTN_WGMMA_SIMPLE = 4 };
 
 typedef struct h3k_attention_args {
     void *o;

@@ -31,7 +31,9 @@ static void usage(FILE *f) {
             "                   [--quiet] --output OUT.safetensors\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
-            "  --num-frames F   requested frames at 24 fps, aligned up to 17n+5\n");
+            "  --num-frames F   requested frames at 24 fps, aligned up to 17n+5\n"
+            "  --devices LIST   auto; GPUs for tensor parallelism (0,1,2,3: one rank per GPU, NCCL); or cpu:N\n"
+            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n");
 }
 
 static int die(const char *fmt, const char *arg) {

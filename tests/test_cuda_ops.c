@@ -1,0 +1,786 @@
+/* test_cuda_ops.c - every CUDA op against the float32 CPU reference.
+ *
+ * Inputs are fresh random numbers drawn on the device in the dtype under
+ * test and copied to the CPU backend exactly (widened to f32), so the two
+ * backends see the same values and differ only in how they compute.
+ * Outputs are poisoned with NaN before each CUDA call; a non-finite output
+ * element fails the check (an element nobody wrote). Small shapes cover
+ * every op, dtype and kernel path (vectorised and scalar, each attention
+ * kernel); the hot ops then run at full H3 size (S = 34,710 rows, D 5376,
+ * 56 heads × 128). There the CPU reference of attention and of the big
+ * GEMMs would take minutes, so a random subset of rows is checked against
+ * a float64 host reference instead.
+ *
+ * Tolerance: relative L2 <= 1e-2 for bf16, 2e-3 for f16, 1e-4 for f32.
+ * Without a GPU (or without CUDA in the build) the test prints why and
+ * exits 77, meson's code for a skipped test. H3_TEST_QUICK=1 skips the
+ * full-size part; H3_TEST_ATTENTION_ONLY=1 runs the small attention cases alone. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h3_backend.h"
+#include "h3_test.h"
+
+#ifndef H3_HAVE_CUDA
+int main(void) {
+    printf("SKIP test_cuda_ops: h3core was built without CUDA (meson option cuda disabled, or nvcc/cuBLASLt missing)\n");
+    return 77;
+}
+#else
+#include "h3_backend_cuda.h"
+
+static h3_backend *cpu, *gpu;
+/* The backend's attention setting at start (H3_CUDA_ATTENTION); "auto" cases use it. */
+static h3_cuda_attention_path default_path;
+static uint64_t seed_counter = 1000;
+
+/* One tensor on both backends: c on the CPU (always f32), g on the GPU. */
+typedef struct pair {
+    h3_tensor c, g;
+} pair;
+
+static double tolerance(h3_dtype dt) { return dt == H3_BF16 ? 1e-2 : dt == H3_F16 ? 2e-3 : 1e-4; }
+
+static int backends_ok(const char *what) {
+    h3_status st;
+    h3_backend_synchronize(gpu, NULL);
+    if (h3_backend_check(gpu, &st) != H3_OK) {
+        CHECK(0, "%s: cuda backend error: %s", what, st.message);
+        return 0;
+    }
+    if (h3_backend_check(cpu, &st) != H3_OK) {
+        CHECK(0, "%s: cpu backend error: %s", what, st.message);
+        return 0;
+    }
+    return 1;
+}
+
+static float *download(h3_backend *b, const h3_tensor *t) {
+    size_t n = (size_t)h3_tensor_numel(t);
+    float *h = malloc(n * sizeof(float) + 4);
+    if (!h || h3_tensor_download_f32(b, t, h, NULL) != H3_OK) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Random input in [lo, hi), drawn on the device in dt. */
+static pair input(h3_dtype dt, int ndim, const int64_t *shape, float lo, float hi) {
+    pair p;
+    p.g = h3_new(gpu, dt, ndim, shape);
+    p.c = h3_new(cpu, H3_F32, ndim, shape);
+    h3_backend_cuda_fill_uniform(gpu, &p.g, seed_counter++, lo, hi);
+    float *h = download(gpu, &p.g);
+    if (h && p.c.data) h3_tensor_upload_f32(cpu, &p.c, h, NULL);
+    free(h);
+    return p;
+}
+
+static pair input2(h3_dtype dt, int64_t rows, int64_t cols, float lo, float hi) {
+    int64_t s[2] = {rows, cols};
+    return input(dt, 2, s, lo, hi);
+}
+
+static pair input1(h3_dtype dt, int64_t n, float lo, float hi) { return input(dt, 1, &n, lo, hi); }
+
+/* Output, NaN on both sides until an op writes it. */
+static pair output2(h3_dtype dt, int64_t rows, int64_t cols) {
+    pair p;
+    p.g = h3_new_2d(gpu, dt, rows, cols);
+    p.c = h3_new_2d(cpu, H3_F32, rows, cols);
+    h3_op_fill(gpu, &p.g, NAN);
+    h3_op_fill(cpu, &p.c, NAN);
+    return p;
+}
+
+static pair ints(const int32_t *v, int64_t n) {
+    pair p;
+    p.g = h3_new_1d(gpu, H3_I32, n);
+    p.c = h3_new_1d(cpu, H3_I32, n);
+    h3_tensor_upload_i32(gpu, &p.g, v, NULL);
+    h3_tensor_upload_i32(cpu, &p.c, v, NULL);
+    return p;
+}
+
+static uint64_t rng_state = 0x1234567;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static pair selector(int64_t S, int T) {
+    int32_t *v = malloc((size_t)S * sizeof *v);
+    for (int64_t i = 0; i < S; i++) v[i] = (int32_t)(rnd() % (uint32_t)T);
+    pair p = ints(v, S);
+    free(v);
+    return p;
+}
+
+/* Downloads both sides of `out` and checks them. */
+static void compare(const char *name, const pair *out, double tol) {
+    if (!backends_ok(name)) return;
+    size_t n = (size_t)h3_tensor_numel(&out->g);
+    float *got = download(gpu, &out->g), *ref = download(cpu, &out->c);
+    if (!got || !ref) {
+        CHECK(0, "%s: download failed", name);
+        free(got);
+        free(ref);
+        return;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(got[i]);
+    double e = bad ? INFINITY : h3_test_rel_l2(got, ref, n);
+    CHECK(bad == 0, "%s: %zu of %zu outputs not finite (unwritten?)", name, bad, n);
+    CHECK(e <= tol, "%s: relative L2 %.3g > %.3g", name, e, tol);
+    printf("  %-58s rel L2 %.2e%s\n", name, e, e <= tol && !bad ? "" : "  FAIL");
+    free(got);
+    free(ref);
+}
+
+static void reset(size_t mc, size_t mg) {
+    h3_arena_reset(cpu, mc);
+    h3_arena_reset(gpu, mg);
+}
+
+static const char *dn(h3_dtype dt) { return h3_dtype_name(dt); }
+
+/* ---- small shapes: every op, dtype and path --------------------------------------- */
+
+static void test_linear(h3_dtype xd, h3_dtype wd, h3_dtype yd, h3_dtype bd, int64_t M, int64_t K, int64_t N) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    snprintf(name, sizeof name, "linear %lldx%lldx%lld x %s w %s y %s bias %s", (long long)M, (long long)K,
+             (long long)N, dn(xd), dn(wd), dn(yd), bd == H3_I32 ? "-" : dn(bd));
+    pair x = input2(xd, M, K, -1, 1), w = input2(wd, N, K, -0.1f, 0.1f), b = {0};
+    if (bd != H3_I32) b = input1(bd, N, -1, 1);
+    pair y = output2(yd, M, N);
+    h3_op_linear(cpu, &y.c, &x.c, &w.c, bd != H3_I32 ? &b.c : NULL);
+    h3_op_linear(gpu, &y.g, &x.g, &w.g, bd != H3_I32 ? &b.g : NULL);
+    /* the looser of the operand and output precisions */
+    h3_dtype worst = (xd == H3_BF16 || wd == H3_BF16 || yd == H3_BF16) ? H3_BF16
+                     : (xd == H3_F16 || wd == H3_F16 || yd == H3_F16)  ? H3_F16
+                                                                       : H3_F32;
+    compare(name, &y, tolerance(worst));
+    reset(mc, mg);
+}
+
+static void test_norms(h3_dtype dt, int64_t rows, int64_t D, int64_t width) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair x = input2(dt, rows, D, -2, 2), w = input1(dt, width, 0.5f, 1.5f);
+    pair y = output2(dt, rows, D);
+    snprintf(name, sizeof name, "rms_norm %lldx%lld width %lld %s", (long long)rows, (long long)D, (long long)width,
+             dn(dt));
+    h3_op_rms_norm(cpu, &y.c, &x.c, &w.c, width, 1e-5f);
+    h3_op_rms_norm(gpu, &y.g, &x.g, &w.g, width, 1e-5f);
+    compare(name, &y, tolerance(dt));
+    pair y2 = output2(dt, rows, D);
+    snprintf(name, sizeof name, "rms_norm no weight %lldx%lld width %lld %s", (long long)rows, (long long)D,
+             (long long)width, dn(dt));
+    h3_op_rms_norm(cpu, &y2.c, &x.c, NULL, width, 1e-6f);
+    h3_op_rms_norm(gpu, &y2.g, &x.g, NULL, width, 1e-6f);
+    compare(name, &y2, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_layer_norm(h3_dtype dt, int64_t rows, int64_t D, int affine) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair x = input2(dt, rows, D, -1, 3), w = input1(dt, D, 0.5f, 1.5f), b = input1(dt, D, -1, 1);
+    pair y = output2(dt, rows, D);
+    snprintf(name, sizeof name, "layer_norm %lldx%lld %s%s", (long long)rows, (long long)D, dn(dt),
+             affine ? " affine" : "");
+    h3_op_layer_norm(cpu, &y.c, &x.c, affine ? &w.c : NULL, affine ? &b.c : NULL, 1e-5f);
+    h3_op_layer_norm(gpu, &y.g, &x.g, affine ? &w.g : NULL, affine ? &b.g : NULL, 1e-5f);
+    compare(name, &y, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_elementwise(h3_dtype dt, int64_t rows, int64_t cols) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair a = input2(dt, rows, cols, -3, 3), b = input2(dt, rows, cols, -2, 2), v = input1(dt, cols, -2, 2);
+    const char *names[] = {"add", "mul", "mul_row_vector", "add_row_vector", "scale", "silu", "gelu", "gelu_tanh"};
+    for (int op = 0; op < 8; op++) {
+        pair y = output2(dt, rows, cols);
+        h3_backend *bk[2] = {cpu, gpu};
+        for (int s = 0; s < 2; s++) {
+            h3_tensor *Y = s ? &y.g : &y.c, *A = s ? &a.g : &a.c, *B = s ? &b.g : &b.c, *V = s ? &v.g : &v.c;
+            switch (op) {
+            case 0: h3_op_add(bk[s], Y, A, B); break;
+            case 1: h3_op_mul(bk[s], Y, A, B); break;
+            case 2: h3_op_mul_row_vector(bk[s], Y, A, V); break;
+            case 3: h3_op_add_row_vector(bk[s], Y, A, V); break;
+            case 4: h3_op_scale(bk[s], Y, A, -0.37f); break;
+            case 5: h3_op_silu(bk[s], Y, A); break;
+            case 6: h3_op_gelu(bk[s], Y, A, 0); break;
+            default: h3_op_gelu(bk[s], Y, A, 1); break;
+            }
+        }
+        snprintf(name, sizeof name, "%s %lldx%lld %s", names[op], (long long)rows, (long long)cols, dn(dt));
+        compare(name, &y, tolerance(dt));
+    }
+    /* in place: y aliases x */
+    h3_op_add(cpu, &a.c, &a.c, &b.c);
+    h3_op_add(gpu, &a.g, &a.g, &b.g);
+    snprintf(name, sizeof name, "add in place %lldx%lld %s", (long long)rows, (long long)cols, dn(dt));
+    compare(name, &a, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_swiglu(h3_dtype dt, int64_t rows, int64_t F) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair u = input2(dt, rows, 2 * F, -4, 4);
+    for (int vf = 0; vf < 2; vf++) {
+        pair y = output2(dt, rows, F);
+        h3_op_swiglu(cpu, &y.c, &u.c, vf);
+        h3_op_swiglu(gpu, &y.g, &u.g, vf);
+        snprintf(name, sizeof name, "swiglu %lldx%lld value_first=%d %s", (long long)rows, (long long)F, vf, dn(dt));
+        compare(name, &y, tolerance(dt));
+    }
+    reset(mc, mg);
+}
+
+static void test_adaln(h3_dtype dt, int64_t S, int64_t D, int T) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair x = input2(dt, S, D, -3, 3), sh = input2(dt, T, D, -1, 1), sc = input2(dt, T, D, -0.5f, 0.5f);
+    pair w = input1(dt, D, 0.5f, 1.5f), g = input2(dt, T, D, -1, 1), r = input2(dt, S, D, -1, 1);
+    pair sel = selector(S, T);
+
+    pair y = output2(dt, S, D);
+    h3_op_modulate(cpu, &y.c, &x.c, &sh.c, &sc.c, &sel.c);
+    h3_op_modulate(gpu, &y.g, &x.g, &sh.g, &sc.g, &sel.g);
+    snprintf(name, sizeof name, "modulate %lldx%lld T=%d %s", (long long)S, (long long)D, T, dn(dt));
+    compare(name, &y, tolerance(dt));
+
+    pair y2 = output2(dt, S, D);
+    h3_op_rms_norm_modulate(cpu, &y2.c, &x.c, &w.c, 1e-5f, &sh.c, &sc.c, &sel.c);
+    h3_op_rms_norm_modulate(gpu, &y2.g, &x.g, &w.g, 1e-5f, &sh.g, &sc.g, &sel.g);
+    snprintf(name, sizeof name, "rms_norm_modulate %lldx%lld T=%d %s", (long long)S, (long long)D, T, dn(dt));
+    compare(name, &y2, tolerance(dt));
+
+    h3_op_gated_residual(cpu, &x.c, &g.c, &r.c, &sel.c);
+    h3_op_gated_residual(gpu, &x.g, &g.g, &r.g, &sel.g);
+    snprintf(name, sizeof name, "gated_residual %lldx%lld T=%d %s", (long long)S, (long long)D, T, dn(dt));
+    compare(name, &x, tolerance(dt));
+    reset(mc, mg);
+}
+
+/* cos/sin tables of angles pos·f (f32, [S, rot]). */
+static pair rope_table(int64_t S, int rot, int is_sin) {
+    float *h = malloc((size_t)(S * rot) * sizeof(float));
+    int half = rot / 2;
+    for (int64_t s = 0; s < S; s++)
+        for (int j = 0; j < rot; j++) {
+            double ang = (double)(s % 997) * pow(10000.0, -(double)(j % half) / half) + 0.1 * (j >= half);
+            h[s * rot + j] = (float)(is_sin ? sin(ang) : cos(ang));
+        }
+    pair p;
+    p.g = h3_new_2d(gpu, H3_F32, S, rot);
+    p.c = h3_new_2d(cpu, H3_F32, S, rot);
+    h3_tensor_upload_f32(gpu, &p.g, h, NULL);
+    h3_tensor_upload_f32(cpu, &p.c, h, NULL);
+    free(h);
+    return p;
+}
+
+static void test_rope(h3_dtype dt, int64_t S, int H, int hd, int rot) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair cs = rope_table(S, rot, 0), sn = rope_table(S, rot, 1), w = input1(dt, hd, 0.5f, 1.5f);
+    pair x = input2(dt, S, (int64_t)H * hd, -2, 2);
+    h3_op_rope(cpu, &x.c, &cs.c, &sn.c, H, hd, rot);
+    h3_op_rope(gpu, &x.g, &cs.g, &sn.g, H, hd, rot);
+    snprintf(name, sizeof name, "rope %lldx%dx%d rot %d %s", (long long)S, H, hd, rot, dn(dt));
+    compare(name, &x, tolerance(dt));
+    pair x2 = input2(dt, S, (int64_t)H * hd, -2, 2);
+    h3_op_qk_norm_rope(cpu, &x2.c, &w.c, 1e-5f, &cs.c, &sn.c, H, hd, rot);
+    h3_op_qk_norm_rope(gpu, &x2.g, &w.g, 1e-5f, &cs.g, &sn.g, H, hd, rot);
+    snprintf(name, sizeof name, "qk_norm_rope %lldx%dx%d rot %d %s", (long long)S, H, hd, rot, dn(dt));
+    compare(name, &x2, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv, int hd, int causal,
+                           h3_cuda_attention_path path) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[200];
+    /* q spread wider than k so that the softmax is far from uniform */
+    pair q = input2(dt, Sq, (int64_t)H * hd, -3, 3), k = input2(dt, Skv, (int64_t)Hkv * hd, -1, 1);
+    pair v = input2(dt, Skv, (int64_t)Hkv * hd, -1, 1);
+    pair o = output2(dt, Sq, (int64_t)H * hd);
+    float scale = 1.0f / sqrtf((float)hd);
+    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    const char *kernel = h3_backend_cuda_attention_kernel(gpu, &o.g, &q.g, &k.g, &v.g, H, Hkv, hd, causal);
+    h3_op_attention(cpu, &o.c, &q.c, &k.c, &v.c, H, Hkv, hd, causal, scale);
+    h3_op_attention(gpu, &o.g, &q.g, &k.g, &v.g, H, Hkv, hd, causal, scale);
+    h3_backend_cuda_set_attention_path(gpu, default_path);
+    snprintf(name, sizeof name, "attention[%s] q%lld kv%lld %d/%d x %d%s %s", kernel, (long long)Sq, (long long)Skv, H,
+             Hkv, hd, causal ? " causal" : "", dn(dt));
+    compare(name, &o, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_rows(h3_dtype dt, int64_t rows, int64_t cols) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair src = input2(dt, rows, cols, -5, 5);
+    int64_t n = rows / 2 + 1;
+    int32_t *ix = malloc((size_t)rows * sizeof *ix);
+    for (int64_t i = 0; i < rows; i++) ix[i] = (int32_t)i;
+    for (int64_t i = rows - 1; i > 0; i--) { /* a permutation: scatter targets are distinct */
+        int64_t j = rnd() % (uint32_t)(i + 1);
+        int32_t t = ix[i];
+        ix[i] = ix[j];
+        ix[j] = t;
+    }
+    pair idx = ints(ix, n);
+    pair g = output2(dt, n, cols);
+    h3_op_gather_rows(cpu, &g.c, &src.c, &idx.c);
+    h3_op_gather_rows(gpu, &g.g, &src.g, &idx.g);
+    snprintf(name, sizeof name, "gather_rows %lld of %lldx%lld %s", (long long)n, (long long)rows, (long long)cols,
+             dn(dt));
+    compare(name, &g, 0.0);
+    pair d = input2(dt, rows, cols, -1, 1);
+    h3_op_scatter_rows(cpu, &d.c, &g.c, &idx.c);
+    h3_op_scatter_rows(gpu, &d.g, &g.g, &idx.g);
+    snprintf(name, sizeof name, "scatter_rows %lld into %lldx%lld %s", (long long)n, (long long)rows, (long long)cols,
+             dn(dt));
+    compare(name, &d, 0.0);
+    free(ix);
+    reset(mc, mg);
+}
+
+static void test_copy(h3_dtype from, h3_dtype to, int64_t n) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    pair s = input1(from, n, -100, 100);
+    pair d = output2(to, 1, n);
+    h3_tensor dc = h3_tensor_reshape(&d.c, 1, &n), dg = h3_tensor_reshape(&d.g, 1, &n);
+    h3_op_copy(cpu, &dc, &s.c);
+    h3_op_copy(gpu, &dg, &s.g);
+    snprintf(name, sizeof name, "copy %lld %s -> %s", (long long)n, dn(from), dn(to));
+    compare(name, &d, to == H3_F32 || to == from ? 0.0 : tolerance(to));
+    pair f = output2(from, 3, n);
+    h3_op_fill(cpu, &f.c, 1.25f);
+    h3_op_fill(gpu, &f.g, 1.25f);
+    snprintf(name, sizeof name, "fill 3x%lld %s", (long long)n, dn(from));
+    compare(name, &f, 0.0);
+    reset(mc, mg);
+}
+
+/* ---- VAE ops ------------------------------------------------------------------------------ */
+
+static h3_view view3(int64_t off, int64_t s0, int64_t s1, int64_t s2, int64_t t0, int64_t t1, int64_t t2) {
+    h3_view v;
+    memset(&v, 0, sizeof v);
+    v.ndim = 3;
+    v.offset = off;
+    v.shape[0] = s0, v.shape[1] = s1, v.shape[2] = s2;
+    v.stride[0] = t0, v.stride[1] = t1, v.stride[2] = t2;
+    return v;
+}
+
+static void test_views(h3_dtype dt) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    int64_t sh[3] = {4, 6, 10};
+    pair src = input(dt, 3, sh, -2, 2), dst = input(dt, 3, sh, -1, 1), x = input(dt, 3, sh, -3, 3);
+    /* a [3, 5, 4] window of src with a stride-2 last dim into a transposed window of dst */
+    h3_view sv = view3(1 * 60 + 1 * 10 + 1, 3, 5, 4, 60, 10, 2), dv = view3(3, 3, 5, 4, 60, 1, 10);
+    h3_op_copy_view(cpu, &dst.c, &dv, &src.c, &sv);
+    h3_op_copy_view(gpu, &dst.g, &dv, &src.g, &sv);
+    snprintf(name, sizeof name, "copy_view [3,5,4] strided %s", dn(dt));
+    compare(name, &dst, 0.0);
+    /* cross-fade along axis 1 over an extent of 8, in place on x's window */
+    h3_view av = view3(0, 4, 5, 10, 60, 10, 1), xv = view3(10, 4, 5, 10, 60, 10, 1);
+    if (dt == H3_F32) {
+        h3_op_blend_view(cpu, &x.c, &xv, &src.c, &av, &x.c, &xv, 1, 8);
+        h3_op_blend_view(gpu, &x.g, &xv, &src.g, &av, &x.g, &xv, 1, 8);
+        snprintf(name, sizeof name, "blend_view axis 1 extent 8 in place %s", dn(dt));
+        compare(name, &x, tolerance(dt));
+    }
+    reset(mc, mg);
+}
+
+static void test_rgb8(void) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    int64_t sh[4] = {3, 5, 8, 10};
+    pair src = input(H3_F32, 4, sh, -2.5f, 2.5f);
+    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    int64_t nbytes = 3 * 3 * 8 * 10;
+    h3_tensor dc = h3_new_1d(cpu, H3_I32, nbytes / 4 + 1), dg = h3_new_1d(gpu, H3_I32, nbytes / 4 + 1);
+    h3_op_rgb8_from_planar(cpu, &dc, &src.c, 1, 3, mean, std);
+    h3_op_rgb8_from_planar(gpu, &dg, &src.g, 1, 3, mean, std);
+    if (backends_ok("rgb8_from_planar")) {
+        uint8_t *a = malloc((size_t)nbytes), *b = malloc((size_t)nbytes);
+        h3_tensor_download_bytes(cpu, &dc, a, (size_t)nbytes, NULL);
+        h3_tensor_download_bytes(gpu, &dg, b, (size_t)nbytes, NULL);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < nbytes; i++) diff += a[i] != b[i];
+        CHECK(diff == 0, "rgb8_from_planar: %lld of %lld bytes differ", (long long)diff, (long long)nbytes);
+        printf("  %-58s %lld of %lld bytes differ\n", "rgb8_from_planar 3x[1,4)x8x10 f32", (long long)diff,
+               (long long)nbytes);
+        free(a);
+        free(b);
+    }
+    reset(mc, mg);
+}
+
+static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding, int dilation,
+                      int groups, int with_bias) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cout, Cin / groups, K};
+    int64_t Lout = (Lin + 2 * padding - (int64_t)dilation * (K - 1) - 1) / stride + 1;
+    pair x = input(H3_F32, 3, xs, -1, 1), w = input(H3_F32, 3, ws, -0.3f, 0.3f), b = input1(H3_F32, Cout, -1, 1);
+    int64_t ys[3] = {B, Cout, Lout};
+    pair y;
+    y.c = h3_new(cpu, H3_F32, 3, ys);
+    y.g = h3_new(gpu, H3_F32, 3, ys);
+    h3_op_fill(gpu, &y.g, NAN);
+    h3_op_conv1d(cpu, &y.c, &x.c, &w.c, with_bias ? &b.c : NULL, stride, padding, dilation, groups);
+    h3_op_conv1d(gpu, &y.g, &x.g, &w.g, with_bias ? &b.g : NULL, stride, padding, dilation, groups);
+    snprintf(name, sizeof name, "conv1d %lldx%lldx%lld -> %lld K%d s%d p%d d%d g%d f32", (long long)B, (long long)Cin,
+             (long long)Lin, (long long)Cout, K, stride, padding, dilation, groups);
+    compare(name, &y, tolerance(H3_F32));
+    reset(mc, mg);
+}
+
+static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cin, Cout, K};
+    int64_t Lout = (Lin - 1) * stride - 2 * padding + K;
+    pair x = input(H3_F32, 3, xs, -1, 1), w = input(H3_F32, 3, ws, -0.3f, 0.3f), b = input1(H3_F32, Cout, -1, 1);
+    int64_t ys[3] = {B, Cout, Lout};
+    pair y;
+    y.c = h3_new(cpu, H3_F32, 3, ys);
+    y.g = h3_new(gpu, H3_F32, 3, ys);
+    h3_op_fill(gpu, &y.g, NAN);
+    h3_op_conv_transpose1d(cpu, &y.c, &x.c, &w.c, &b.c, stride, padding);
+    h3_op_conv_transpose1d(gpu, &y.g, &x.g, &w.g, &b.g, stride, padding);
+    snprintf(name, sizeof name, "conv_transpose1d %lldx%lldx%lld -> %lld K%d s%d p%d f32", (long long)B,
+             (long long)Cin, (long long)Lin, (long long)Cout, K, stride, padding);
+    compare(name, &y, tolerance(H3_F32));
+    reset(mc, mg);
+}
+
+static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[160];
+    int64_t xs[3] = {B, C, L};
+    pair x = input(H3_F32, 3, xs, -1, 1), fu = input1(H3_F32, Ku, -0.2f, 0.5f), fd = input1(H3_F32, Kd, -0.2f, 0.5f);
+    pair al = input1(H3_F32, C, -1, 1), be = input1(H3_F32, C, -1, 1);
+    pair up = output2(H3_F32, B * C, L * ratio);
+    h3_tensor x2c = h3_tensor_2d(&x.c, B * C, L), x2g = h3_tensor_2d(&x.g, B * C, L);
+    h3_op_upsample1d(cpu, &up.c, &x2c, &fu.c, ratio);
+    h3_op_upsample1d(gpu, &up.g, &x2g, &fu.g, ratio);
+    snprintf(name, sizeof name, "upsample1d %lldx%lld K%d x%d f32", (long long)(B * C), (long long)L, Ku, ratio);
+    compare(name, &up, tolerance(H3_F32));
+    int64_t Ld = (L + ratio - 1) / ratio;
+    pair dn2 = output2(H3_F32, B * C, Ld);
+    h3_op_downsample1d(cpu, &dn2.c, &x2c, &fd.c, ratio);
+    h3_op_downsample1d(gpu, &dn2.g, &x2g, &fd.g, ratio);
+    snprintf(name, sizeof name, "downsample1d %lldx%lld K%d /%d f32", (long long)(B * C), (long long)L, Kd, ratio);
+    compare(name, &dn2, tolerance(H3_F32));
+    pair sy;
+    sy.c = h3_new(cpu, H3_F32, 3, xs);
+    sy.g = h3_new(gpu, H3_F32, 3, xs);
+    h3_op_fill(gpu, &sy.g, NAN);
+    h3_op_snake_beta(cpu, &sy.c, &x.c, &al.c, &be.c);
+    h3_op_snake_beta(gpu, &sy.g, &x.g, &al.g, &be.g);
+    snprintf(name, sizeof name, "snake_beta %lldx%lldx%lld f32", (long long)B, (long long)C, (long long)L);
+    compare(name, &sy, tolerance(H3_F32));
+    pair ay;
+    ay.c = h3_new(cpu, H3_F32, 3, xs);
+    ay.g = h3_new(gpu, H3_F32, 3, xs);
+    h3_op_fill(gpu, &ay.g, NAN);
+    h3_op_snake_beta_antialiased(cpu, &ay.c, &x.c, &al.c, &be.c, &fu.c, &fd.c, ratio);
+    h3_op_snake_beta_antialiased(gpu, &ay.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
+    snprintf(name, sizeof name, "snake_beta_antialiased %lldx%lldx%lld Ku%d Kd%d f32", (long long)B, (long long)C,
+             (long long)L, Ku, Kd);
+    compare(name, &ay, tolerance(H3_F32));
+    h3_op_snake_beta_antialiased(cpu, &x.c, &x.c, &al.c, &be.c, &fu.c, &fd.c, ratio);
+    h3_op_snake_beta_antialiased(gpu, &x.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
+    snprintf(name, sizeof name, "snake_beta_antialiased in place %lldx%lldx%lld f32", (long long)B, (long long)C,
+             (long long)L);
+    compare(name, &x, tolerance(H3_F32));
+    pair cl = output2(H3_F32, B * C, L);
+    h3_op_clamp(cpu, &cl.c, &x2c, -0.5f, 0.7f);
+    h3_op_clamp(gpu, &cl.g, &x2g, -0.5f, 0.7f);
+    compare("clamp [-0.5, 0.7] f32", &cl, 0.0);
+    reset(mc, mg);
+}
+
+static void test_vae_ops(void) {
+    test_views(H3_F32);
+    test_views(H3_F16);
+    test_views(H3_BF16);
+    test_rgb8();
+    test_conv(2, 16, 50, 24, 7, 1, 3, 1, 1, 1);
+    test_conv(2, 16, 61, 8, 5, 2, 4, 3, 4, 0);
+    test_conv(1, 32, 300, 32, 11, 1, 15, 3, 1, 1);
+    test_conv_transpose(2, 16, 20, 8, 8, 4, 2);
+    test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
+    test_resample(2, 8, 33, 12, 12, 2);
+    test_resample(1, 4, 100, 12, 11, 2);
+}
+
+/* A selector outside its table is an error, reported at the next
+ * synchronize, not a fault; a gather index likewise. */
+static void test_errors(void) {
+    h3_backend *g = NULL;
+    h3_status st;
+    if (h3_backend_cuda_create(0, &g, &st) != H3_OK) {
+        CHECK(0, "second cuda backend: %s", st.message);
+        return;
+    }
+    h3_tensor x = h3_new_2d(g, H3_BF16, 4, 16), t = h3_new_2d(g, H3_BF16, 2, 16), sel = h3_new_1d(g, H3_I32, 4);
+    int32_t bad[4] = {0, 1, 2, 0};
+    h3_op_fill(g, &x, 1.0f);
+    h3_op_fill(g, &t, 0.5f);
+    h3_tensor_upload_i32(g, &sel, bad, NULL);
+    h3_op_modulate(g, &x, &x, &t, &t, &sel);
+    h3_status_code rc = h3_backend_synchronize(g, &st);
+    CHECK(rc != H3_OK && strstr(st.message, "selector"), "modulate with selector 2 of 2 rows: rc %d '%s'", rc,
+          rc ? st.message : "");
+    printf("  %-58s %s\n", "bad selector reported", rc != H3_OK ? st.message : "NOT REPORTED");
+    h3_backend_destroy(g);
+}
+
+/* ---- full H3 sizes ---------------------------------------------------------------------- */
+
+#define FULL_S 34710
+#define FULL_D 5376
+#define FULL_H 56
+#define FULL_HD 128
+
+/* float64 attention of query row i, head h, against all keys. */
+static void attention_row_f64(const float *q, const float *k, const float *v, int64_t Skv, int H, int Hkv, int hd,
+                              int64_t i, int h, double scale, double *out, double *p) {
+    int kh = h / (H / Hkv);
+    const float *qi = q + i * (int64_t)H * hd + (int64_t)h * hd;
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < Skv; j++) {
+        const float *kj = k + j * (int64_t)Hkv * hd + (int64_t)kh * hd;
+        double s = 0;
+        for (int d = 0; d < hd; d++) s += (double)qi[d] * kj[d];
+        p[j] = s * scale;
+        if (p[j] > m) m = p[j];
+    }
+    for (int d = 0; d < hd; d++) out[d] = 0;
+    for (int64_t j = 0; j < Skv; j++) {
+        double e = exp(p[j] - m);
+        sum += e;
+        const float *vj = v + j * (int64_t)Hkv * hd + (int64_t)kh * hd;
+        for (int d = 0; d < hd; d++) out[d] += e * vj[d];
+    }
+    for (int d = 0; d < hd; d++) out[d] /= sum;
+}
+
+static void full_attention(h3_cuda_attention_path path) {
+    size_t mg = h3_arena_mark(gpu);
+    int64_t S = FULL_S, W = (int64_t)FULL_H * FULL_HD;
+    h3_tensor q = h3_new_2d(gpu, H3_BF16, S, W), k = h3_new_2d(gpu, H3_BF16, S, W), v = h3_new_2d(gpu, H3_BF16, S, W);
+    h3_tensor o = h3_new_2d(gpu, H3_BF16, S, W);
+    /* q, k ~ unit variance scaled so that scores are O(1..3): RMS-normed heads */
+    h3_backend_cuda_fill_uniform(gpu, &q, seed_counter++, -3.5f, 3.5f);
+    h3_backend_cuda_fill_uniform(gpu, &k, seed_counter++, -1.7f, 1.7f);
+    h3_backend_cuda_fill_uniform(gpu, &v, seed_counter++, -1, 1);
+    h3_op_fill(gpu, &o, NAN);
+    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    const char *kernel = h3_backend_cuda_attention_kernel(gpu, &o, &q, &k, &v, FULL_H, FULL_H, FULL_HD, 0);
+    h3_op_attention(gpu, &o, &q, &k, &v, FULL_H, FULL_H, FULL_HD, 0, 1.0f / sqrtf((float)FULL_HD));
+    h3_backend_cuda_set_attention_path(gpu, default_path);
+    char name[160];
+    snprintf(name, sizeof name, "FULL attention[%s] %lld x %dx%d bf16 (48 rows vs f64)", kernel, (long long)S, FULL_H,
+             FULL_HD);
+    if (!backends_ok(name)) {
+        h3_arena_reset(gpu, mg);
+        return;
+    }
+    float *hq = download(gpu, &q), *hk = download(gpu, &k), *hv = download(gpu, &v), *ho = download(gpu, &o);
+    double *p = malloc((size_t)S * sizeof *p), ref[FULL_HD];
+    if (!hq || !hk || !hv || !ho || !p) {
+        CHECK(0, "%s: host memory", name);
+    } else {
+        size_t bad = 0, n = (size_t)(S * W);
+        for (size_t i = 0; i < n; i++) bad += !isfinite(ho[i]);
+        CHECK(bad == 0, "%s: %zu outputs not finite (unwritten?)", name, bad);
+        double num = 0, den = 0;
+        for (int t = 0; t < 48; t++) {
+            int64_t i = t < 4 ? (t < 2 ? t : S - 1 - (t - 2)) : (int64_t)(rnd() % (uint32_t)S);
+            int h = (int)(rnd() % FULL_H);
+            attention_row_f64(hq, hk, hv, S, FULL_H, FULL_H, FULL_HD, i, h, 1.0 / sqrt((double)FULL_HD), ref, p);
+            for (int d = 0; d < FULL_HD; d++) {
+                double e = ho[i * W + (int64_t)h * FULL_HD + d] - ref[d];
+                num += e * e;
+                den += ref[d] * ref[d];
+            }
+        }
+        double e = sqrt(num / den);
+        CHECK(e <= 1e-2, "%s: relative L2 %.3g", name, e);
+        printf("  %-58s rel L2 %.2e%s\n", name, e, e <= 1e-2 && !bad ? "" : "  FAIL");
+    }
+    free(hq);
+    free(hk);
+    free(hv);
+    free(ho);
+    free(p);
+    h3_arena_reset(gpu, mg);
+}
+
+/* y = x·wᵀ at a DiT shape; 16 rows checked in float64. */
+static void full_linear(int64_t M, int64_t K, int64_t N, h3_dtype xd, h3_dtype wd, h3_dtype yd) {
+    size_t mg = h3_arena_mark(gpu);
+    h3_tensor x = h3_new_2d(gpu, xd, M, K), w = h3_new_2d(gpu, wd, N, K), b = h3_new_1d(gpu, yd, N);
+    h3_tensor y = h3_new_2d(gpu, yd, M, N);
+    h3_backend_cuda_fill_uniform(gpu, &x, seed_counter++, -1, 1);
+    h3_backend_cuda_fill_uniform(gpu, &w, seed_counter++, -0.03f, 0.03f);
+    h3_backend_cuda_fill_uniform(gpu, &b, seed_counter++, -0.5f, 0.5f);
+    h3_op_fill(gpu, &y, NAN);
+    h3_op_linear(gpu, &y, &x, &w, &b);
+    char name[160];
+    snprintf(name, sizeof name, "FULL linear %lldx%lldx%lld %s/%s->%s (16 rows vs f64)", (long long)M, (long long)K,
+             (long long)N, dn(xd), dn(wd), dn(yd));
+    if (!backends_ok(name)) {
+        h3_arena_reset(gpu, mg);
+        return;
+    }
+    float *hx = download(gpu, &x), *hw = download(gpu, &w), *hb = download(gpu, &b), *hy = download(gpu, &y);
+    if (hx && hw && hb && hy) {
+        size_t bad = 0;
+        for (size_t i = 0; i < (size_t)(M * N); i++) bad += !isfinite(hy[i]);
+        CHECK(bad == 0, "%s: %zu outputs not finite", name, bad);
+        double num = 0, den = 0;
+        for (int t = 0; t < 16; t++) {
+            int64_t i = t == 0 ? 0 : t == 1 ? M - 1 : (int64_t)(rnd() % (uint32_t)M);
+            for (int64_t n = 0; n < N; n++) {
+                double s = hb[n];
+                for (int64_t kk = 0; kk < K; kk++) s += (double)hx[i * K + kk] * hw[n * K + kk];
+                double e = hy[i * N + n] - s;
+                num += e * e;
+                den += s * s;
+            }
+        }
+        double e = sqrt(num / den);
+        CHECK(e <= tolerance(yd == H3_F32 && wd == H3_F32 ? H3_F32 : H3_BF16), "%s: relative L2 %.3g", name, e);
+        printf("  %-58s rel L2 %.2e\n", name, e);
+    } else {
+        CHECK(0, "%s: host memory", name);
+    }
+    free(hx);
+    free(hw);
+    free(hb);
+    free(hy);
+    h3_arena_reset(gpu, mg);
+}
+
+static void full_size(void) {
+    printf("full H3 sizes: S %d, D %d, %d heads x %d\n", FULL_S, FULL_D, FULL_H, FULL_HD);
+    test_norms(H3_BF16, FULL_S, FULL_D, FULL_D);
+    test_adaln(H3_BF16, FULL_S, FULL_D, 6);
+    test_rope(H3_BF16, FULL_S, FULL_H, FULL_HD, 96);
+    test_swiglu(H3_BF16, 8192, 14336);
+    full_linear(FULL_S, FULL_D, (int64_t)FULL_H * FULL_HD, H3_BF16, H3_BF16, H3_BF16);
+    full_linear(FULL_S, 96, FULL_D, H3_F32, H3_F32, H3_BF16); /* proj_in: fp32 island, bf16 out */
+    full_attention(H3_CUDA_ATTENTION_AUTO);
+    full_attention(H3_CUDA_ATTENTION_WGMMA_SIMPLE);
+    full_attention(H3_CUDA_ATTENTION_MMA);
+}
+
+int main(void) {
+    char why[256];
+    if (h3_cuda_device_count(why, sizeof why) == 0) {
+        printf("SKIP test_cuda_ops: no usable GPU (%s)\n", why);
+        return 77;
+    }
+    h3_status st;
+    if (h3_backend_cuda_create(0, &gpu, &st) != H3_OK) {
+        printf("SKIP test_cuda_ops: %s\n", st.message);
+        return 77;
+    }
+    if (h3_backend_cpu_create(0, &cpu, &st) != H3_OK) {
+        fprintf(stderr, "cpu backend: %s\n", st.message);
+        return 1;
+    }
+    printf("device: %s (sm_%d)\n", h3_backend_cuda_device_name(gpu), h3_backend_cuda_sm(gpu));
+    default_path = h3_backend_cuda_set_attention_path(gpu, H3_CUDA_ATTENTION_AUTO);
+    h3_backend_cuda_set_attention_path(gpu, default_path);
+
+    /* H3_TEST_ATTENTION_ONLY=1: the small attention cases alone (a quick first look at new kernels) */
+    const char *only = getenv("H3_TEST_ATTENTION_ONLY");
+    int attention_only = only && *only && strcmp(only, "0") != 0;
+    h3_dtype dts[3] = {H3_BF16, H3_F16, H3_F32};
+    for (int i = 0; i < 3 && !attention_only; i++) {
+        h3_dtype dt = dts[i];
+        test_linear(dt, dt, dt, dt, 77, 96, 136);
+        test_linear(dt, dt, dt, H3_I32, 130, 200, 40);
+        test_norms(dt, 37, 5376, 5376);
+        test_norms(dt, 29, 384, 64);
+        test_norms(dt, 13, 100, 50);
+        test_layer_norm(dt, 21, 2048, 1);
+        test_layer_norm(dt, 9, 37, 0);
+        test_elementwise(dt, 33, 264);
+        test_elementwise(dt, 7, 45);
+        test_swiglu(dt, 19, 200);
+        test_swiglu(dt, 5, 33);
+        test_adaln(dt, 301, 5376, 6);
+        test_adaln(dt, 17, 44, 3);
+        test_rope(dt, 50, 4, 128, 96);
+        test_rope(dt, 11, 2, 16, 12);
+        test_rope(dt, 9, 3, 72, 48);
+        test_rows(dt, 41, 136);
+        test_rows(dt, 17, 3);
+        for (int j = 0; j < 3; j++)
+            if (j != i) test_copy(dt, dts[j], 1001);
+        test_copy(dt, dt, 64);
+    }
+    if (!attention_only) { /* mixed islands */
+        test_linear(H3_F32, H3_BF16, H3_F32, H3_F32, 50, 128, 64); /* f32 activations through a bf16 weight */
+        test_linear(H3_BF16, H3_F32, H3_F32, H3_F32, 50, 96, 72);  /* fp32 output head on bf16 rows */
+        test_linear(H3_BF16, H3_F32, H3_BF16, H3_F32, 50, 96, 72); /* fp32 GEMM written to bf16 */
+        test_linear(H3_F16, H3_F16, H3_F32, H3_F32, 40, 64, 48);   /* VAE: f16 GEMM into an f32 residual */
+        test_linear(H3_F16, H3_F16, H3_F16, H3_F32, 40, 64, 48);   /* bias of another dtype */
+    }
+
+    /* attention: every kernel on shapes with ragged tails */
+    h3_cuda_attention_path paths[4] = {H3_CUDA_ATTENTION_GENERIC, H3_CUDA_ATTENTION_MMA, H3_CUDA_ATTENTION_WGMMA,
+                                       H3_CUDA_ATTENTION_WGMMA_SIMPLE};
+    for (int p = 0; p < 4; p++) {
+        /* a kernel set aside through H3_CUDA_ATTENTION is not forced either */
+        if (paths[p] == H3_CUDA_ATTENTION_WGMMA && default_path != H3_CUDA_ATTENTION_AUTO &&
+            default_path != H3_CUDA_ATTENTION_WGMMA)
+            continue;
+        test_attention(H3_BF16, 300, 300, 4, 4, 128, 0, paths[p]);
+        test_attention(H3_BF16, 129, 513, 2, 2, 128, 0, paths[p]);
+        test_attention(H3_BF16, 77, 77, 8, 2, 128, 1, paths[p]);
+        test_attention(H3_BF16, 200, 200, 4, 4, 64, 0, paths[p]);
+        test_attention(H3_F16, 200, 130, 4, 1, 64, 0, paths[p]);
+        test_attention(H3_F16, 150, 150, 2, 2, 128, 1, paths[p]);
+    }
+    test_attention(H3_BF16, 1000, 1000, 2, 2, 128, 0, H3_CUDA_ATTENTION_AUTO);
+    test_attention(H3_F32, 70, 90, 2, 1, 128, 0, H3_CUDA_ATTENTION_AUTO);
+    test_attention(H3_F32, 40, 40, 2, 2, 16, 1, H3_CUDA_ATTENTION_AUTO);
+    test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_ATTENTION_AUTO);
+    test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_ATTENTION_AUTO);
+    if (!attention_only) test_vae_ops();
+    if (!attention_only) test_errors();
+
+    const char *quick = getenv("H3_TEST_QUICK");
+    if (!attention_only && !(quick && *quick && strcmp(quick, "0") != 0)) full_size();
+
+    h3_backend_destroy(gpu);
+    h3_backend_destroy(cpu);
+    return h3_test_finish("test_cuda_ops");
+}
+#endif

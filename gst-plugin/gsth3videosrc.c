@@ -1122,8 +1122,9 @@ post_engine_error (GstH3VideoSrc * self, GstH3Stage stage,
       domain = stage == STAGE_GENERATE ? GST_STREAM_ERROR : GST_RESOURCE_ERROR;
       code = stage == STAGE_GENERATE ? GST_STREAM_ERROR_FAILED :
           GST_RESOURCE_ERROR_OPEN_READ;
-      hint = "The model files do not match what h3core expects: download "
-          "the model again or point model-location at another copy.";
+      hint = "A file does not match what h3core expects: check that "
+          "model-location and adapter-location point at complete MiniMax-H3 "
+          "files, or download them again.";
       break;
     case H3_ERR_INVALID_ARGUMENT:
     case H3_ERR_UNSUPPORTED:

@@ -126,6 +126,11 @@ typedef struct h3_callbacks {
     void (*latents)(void *opaque, const float *video, int channels, int frames, int height, int width,
                     const float *audio, int audio_channels, int audio_latents);
     void *opaque;
+    /* Optional caller-owned stop flag, polled with the engine's own. Unlike
+     * h3_engine_cancel() it cannot be lost when it is raised before this
+     * generation starts (h3_engine_generate clears the engine's flag on
+     * entry), so a consumer that stops asynchronously should use it. */
+    const volatile int *cancel_flag;
 } h3_callbacks;
 
 /* Stage timings of the last generation, in seconds. */
@@ -149,7 +154,10 @@ h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, 
 /* Runs the whole pipeline. Not re-entrant on one engine: one generation at a time. */
 h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request, const h3_callbacks *callbacks,
                                   h3_status *status);
-/* Thread-safe, async-signal-unsafe. Takes effect at the next step/window. */
+/* Thread-safe, async-signal-unsafe. Cancels the generation in progress at its
+ * next step, tile or window. A cancel issued before h3_engine_generate starts
+ * is cleared by it: use h3_callbacks.cancel_flag to stop a generation that
+ * may not have started yet. */
 void h3_engine_cancel(h3_engine *engine);
 void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
 

@@ -84,7 +84,10 @@ h3_status_code h3_adapter_check_base_model(const h3_adapter *a, const char *mode
 /* Maps every key onto a tensor the DiT loader reads from `base` (in its
  * layout) and checks presence and shapes, or, for .set_weight, that it
  * creates a VSA gate the base lacks with shape [heads·head_dim, hidden].
- * Reads headers only: run it before loading anything costly. */
+ * Reads headers only: run it before loading anything costly. Binding again
+ * to the same checkpoint is a no-op, and binding is serialized, so the
+ * loaders of several tensor-parallel ranks may share one adapter; fuse and
+ * gate only read the binding and may run concurrently. */
 h3_status_code h3_adapter_bind(h3_adapter *a, const h3_checkpoint *base, h3_dit_checkpoint_layout layout,
                                const h3_dit_config *cfg, h3_status *status);
 

@@ -11,10 +11,13 @@
  * rank moves the data of a collective or none does. */
 #include "h3_comm_impl.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DEFAULT_TIMEOUT_SECONDS 600.0
 
@@ -41,16 +44,20 @@ h3_comm_group *h3_comm_group_new(int size, const h3_comm_ops *ops, void *impl) {
         g->ranks[r].group = g;
         g->ranks[r].rank = r;
     }
-    g_mutex_init(&g->lock);
-    g_cond_init(&g->cond);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cond, &attr);
+    pthread_condattr_destroy(&attr);
     return g;
 }
 
 void h3_comm_group_destroy(h3_comm_group *g) {
     if (!g) return;
     if (g->ops->destroy) g->ops->destroy(g);
-    g_mutex_clear(&g->lock);
-    g_cond_clear(&g->cond);
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->cond);
     free(g->ranks);
     free(g->slots);
     free(g->present);
@@ -70,11 +77,11 @@ int h3_comm_size(const h3_comm *c) { return c->group->size; }
 h3_comm_group *h3_comm_get_group(h3_comm *c) { return c->group; }
 
 int h3_comm_group_failure(h3_comm_group *g, int *rank, h3_status *status) {
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     int failed = g->failed;
     if (failed && rank) *rank = g->failed_rank;
     if (failed && status) *status = g->failure;
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
     return failed;
 }
 
@@ -86,7 +93,7 @@ static int fail_locked(h3_comm_group *g, int rank, const h3_status *why) {
     g->failed_rank = rank;
     g->failure = *why;
     if (g->failure.code == H3_OK) g->failure.code = H3_ERR_INTERNAL;
-    g_cond_broadcast(&g->cond);
+    pthread_cond_broadcast(&g->cond);
     /* Host-side failures leave the device communicators consistent (nothing
      * was issued unevenly); only a device failure can strand a peer inside
      * a device collective. */
@@ -98,9 +105,9 @@ static int fail_locked(h3_comm_group *g, int rank, const h3_status *why) {
 }
 
 static void fail_group(h3_comm_group *g, int rank, const h3_status *why) {
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     int abort_device = fail_locked(g, rank, why);
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
     if (abort_device) g->ops->abort_device(g);
 }
 
@@ -118,7 +125,7 @@ static h3_status_code peer_failure(h3_comm_group *g, h3_status *status) {
 }
 
 h3_status_code h3_comm_group_reset(h3_comm_group *g, h3_status *status) {
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     int rebuild = g->device_aborted;
     g->failed = 0;
     g->failed_rank = -1;
@@ -129,16 +136,16 @@ h3_status_code h3_comm_group_reset(h3_comm_group *g, h3_status *status) {
         g->ranks[r].calls = 0;
         g->present[r] = 0;
     }
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
     if (rebuild && g->ops->reset) return g->ops->reset(g, status);
     return H3_OK;
 }
 
 void h3_comm_group_inject_fault(h3_comm_group *g, int rank, long call) {
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     g->fault_rank = rank;
     g->fault_call = call;
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
 }
 
 /* ---- rendezvous ------------------------------------------------------------------ */
@@ -184,10 +191,10 @@ static void timeout_status(h3_comm_group *g, const h3_comm_slot *mine, h3_status
 
 h3_status_code h3_comm_rendezvous(h3_comm *c, const h3_comm_slot *mine, h3_status *status) {
     h3_comm_group *g = c->group;
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     if (g->failed) {
         h3_status_code rc = peer_failure(g, status);
-        g_mutex_unlock(&g->lock);
+        pthread_mutex_unlock(&g->lock);
         return rc;
     }
     g->slots[c->rank] = *mine;
@@ -197,46 +204,52 @@ h3_status_code h3_comm_rendezvous(h3_comm *c, const h3_comm_slot *mine, h3_statu
         if (!slots_match(g, &why)) {
             int abort_device = fail_locked(g, -1, &why);
             h3_status_code rc = peer_failure(g, status);
-            g_mutex_unlock(&g->lock);
+            pthread_mutex_unlock(&g->lock);
             if (abort_device) g->ops->abort_device(g);
             return rc;
         }
         g->arrived = 0;
         memset(g->present, 0, (size_t)g->size * sizeof *g->present);
         g->round++;
-        g_cond_broadcast(&g->cond);
-        g_mutex_unlock(&g->lock);
+        pthread_cond_broadcast(&g->cond);
+        pthread_mutex_unlock(&g->lock);
         return H3_OK;
     }
     uint64_t round = g->round;
-    gint64 deadline = g_get_monotonic_time() + (gint64)(g->timeout * G_TIME_SPAN_SECOND);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    double whole = floor(g->timeout);
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((g->timeout - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
     while (g->round == round && !g->failed) {
-        if (!g_cond_wait_until(&g->cond, &g->lock, deadline) && g->round == round && !g->failed) {
+        int waited = pthread_cond_timedwait(&g->cond, &g->lock, &deadline);
+        if (waited == ETIMEDOUT && g->round == round && !g->failed) {
             h3_status why;
             timeout_status(g, mine, &why);
             int abort_device = fail_locked(g, -1, &why);
-            g_mutex_unlock(&g->lock);
+            pthread_mutex_unlock(&g->lock);
             if (abort_device) g->ops->abort_device(g);
-            g_mutex_lock(&g->lock);
+            pthread_mutex_lock(&g->lock);
         }
     }
     h3_status_code rc = g->round != round ? H3_OK : peer_failure(g, status);
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
     return rc;
 }
 
 void h3_comm_complete(h3_comm *c) {
     h3_comm_group *g = c->group;
-    g_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);
     if (++g->completed == g->size) {
         g->completed = 0;
         g->complete_round++;
-        g_cond_broadcast(&g->cond);
+        pthread_cond_broadcast(&g->cond);
     } else {
         uint64_t round = g->complete_round;
-        while (g->complete_round == round) g_cond_wait(&g->cond, &g->lock);
+        while (g->complete_round == round) pthread_cond_wait(&g->cond, &g->lock);
     }
-    g_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&g->lock);
 }
 
 /* ---- collectives ------------------------------------------------------------------- */
@@ -252,9 +265,9 @@ static h3_status_code enter(h3_comm *c, h3_backend *b, h3_comm_slot *slot, const
     if (b && h3_backend_check(b, &why) != H3_OK) {
         /* keep the backend's own message */
     } else {
-        g_mutex_lock(&g->lock);
+        pthread_mutex_lock(&g->lock);
         int fault = g->fault_rank == c->rank && g->fault_call == slot->call;
-        g_mutex_unlock(&g->lock);
+        pthread_mutex_unlock(&g->lock);
         if (fault)
             h3_fail(&why, H3_ERR_DEVICE, "injected fault on rank %d at %s #%ld", c->rank, call_name(slot->kind),
                     slot->call);

@@ -8,7 +8,7 @@
 #ifndef H3_COMM_IMPL_H
 #define H3_COMM_IMPL_H
 
-#include <glib.h>
+#include <pthread.h>
 
 #include "h3_comm.h"
 
@@ -60,8 +60,8 @@ struct h3_comm_group {
     h3_comm *ranks;
     h3_comm_slot *slots;
     int *present;        /* arrived at the current rendezvous */
-    GMutex lock;
-    GCond cond;
+    pthread_mutex_t lock; /* pthread, not GMutex: thread sanitizers understand it */
+    pthread_cond_t cond;  /* on CLOCK_MONOTONIC */
     int arrived, completed;
     uint64_t round, complete_round;
     int failed, failed_rank, device_aborted;

@@ -754,8 +754,16 @@ static void progress(generation *g, h3_phase phase, int done, int total) {
     if (g->cb && g->cb->progress) g->cb->progress(g->cb->opaque, phase, done, total);
 }
 
+/* True when the engine or the caller asked to stop; a caller's flag is
+ * copied into the engine's so the VAEs, which poll the engine flag between
+ * tiles and blocks, see it too. */
+static int cancel_requested(generation *g) {
+    if (g->cb && g->cb->cancel_flag && *g->cb->cancel_flag) g_atomic_int_set(&g->e->cancel, 1);
+    return g_atomic_int_get(&g->e->cancel);
+}
+
 static h3_status_code check_cancel(generation *g, h3_status *status) {
-    if (g_atomic_int_get(&g->e->cancel)) return h3_fail(status, H3_ERR_CANCELLED, "generation cancelled");
+    if (cancel_requested(g)) return h3_fail(status, H3_ERR_CANCELLED, "generation cancelled");
     return H3_OK;
 }
 
@@ -923,7 +931,7 @@ static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
     video_emit *v = opaque;
     generation *g = v->g;
     if (g->cb && g->cb->video_frames && g->cb->video_frames(g->cb->opaque, first, count, rgb) != 0) return 1;
-    return g_atomic_int_get(&g->e->cancel);
+    return cancel_requested(g);
 }
 
 static void video_window_progress(void *opaque, int done, int total) {

@@ -5,6 +5,7 @@
 
 #include <glib.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -479,8 +480,8 @@ struct h3_tp_team {
     int size;
     h3_tp *tps;
     GThread **threads;
-    GMutex lock;
-    GCond start, done;
+    pthread_mutex_t lock;
+    pthread_cond_t start, done;
     uint64_t job;
     int running, quit;
     h3_tp_rank_fn fn;
@@ -500,14 +501,14 @@ static gpointer worker(gpointer data) {
     int rank = a->rank;
     free(a);
     uint64_t seen = 0;
-    g_mutex_lock(&t->lock);
+    pthread_mutex_lock(&t->lock);
     for (;;) {
-        while (t->job == seen && !t->quit) g_cond_wait(&t->start, &t->lock);
+        while (t->job == seen && !t->quit) pthread_cond_wait(&t->start, &t->lock);
         if (t->quit) break;
         seen = t->job;
         h3_tp_rank_fn fn = t->fn;
         void *user = t->user;
-        g_mutex_unlock(&t->lock);
+        pthread_mutex_unlock(&t->lock);
         h3_status st;
         h3_status_clear(&st);
         h3_status_code rc = fn(&t->tps[rank], user, &st);
@@ -515,10 +516,10 @@ static gpointer worker(gpointer data) {
             if (st.code == H3_OK) h3_fail(&st, rc, "rank %d failed", rank);
             h3_comm_abort(t->tps[rank].comm, &st);
         }
-        g_mutex_lock(&t->lock);
-        if (--t->running == 0) g_cond_signal(&t->done);
+        pthread_mutex_lock(&t->lock);
+        if (--t->running == 0) pthread_cond_signal(&t->done);
     }
-    g_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&t->lock);
     return NULL;
 }
 
@@ -538,9 +539,9 @@ h3_status_code h3_tp_team_create(h3_comm_group *group, h3_tp_team **out, h3_stat
     }
     t->group = group;
     t->size = size;
-    g_mutex_init(&t->lock);
-    g_cond_init(&t->start);
-    g_cond_init(&t->done);
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->start, NULL);
+    pthread_cond_init(&t->done, NULL);
     for (int r = 0; r < size; r++) {
         t->tps[r] = (h3_tp){r, size, h3_comm_group_rank(group, r)};
         worker_arg *a = malloc(sizeof *a);
@@ -567,16 +568,16 @@ h3_status_code h3_tp_team_create(h3_comm_group *group, h3_tp_team **out, h3_stat
 
 void h3_tp_team_destroy(h3_tp_team *t) {
     if (!t) return;
-    g_mutex_lock(&t->lock);
+    pthread_mutex_lock(&t->lock);
     t->quit = 1;
-    g_cond_broadcast(&t->start);
-    g_mutex_unlock(&t->lock);
+    pthread_cond_broadcast(&t->start);
+    pthread_mutex_unlock(&t->lock);
     for (int r = 0; r < t->size; r++)
         if (t->threads[r]) g_thread_join(t->threads[r]);
     h3_comm_group_destroy(t->group);
-    g_mutex_clear(&t->lock);
-    g_cond_clear(&t->start);
-    g_cond_clear(&t->done);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->start);
+    pthread_cond_destroy(&t->done);
     free(t->tps);
     free(t->threads);
     free(t);
@@ -591,14 +592,14 @@ h3_status_code h3_tp_team_run(h3_tp_team *t, h3_tp_rank_fn fn, void *user, h3_st
                        "the tensor-parallel group could not recover from an earlier failure (%s); close and reopen "
                        "the engine",
                        t->broken_status.message);
-    g_mutex_lock(&t->lock);
+    pthread_mutex_lock(&t->lock);
     t->fn = fn;
     t->user = user;
     t->running = t->size;
     t->job++;
-    g_cond_broadcast(&t->start);
-    while (t->running > 0) g_cond_wait(&t->done, &t->lock);
-    g_mutex_unlock(&t->lock);
+    pthread_cond_broadcast(&t->start);
+    while (t->running > 0) pthread_cond_wait(&t->done, &t->lock);
+    pthread_mutex_unlock(&t->lock);
 
     int rank = -1;
     h3_status failure;

@@ -474,56 +474,13 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
-
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* Online softmax of one 64×128 score tile of a warpgroup: s[4n + 2r + c] is
- * row (16·warp + g + 8r), key k0 + 8n + 2t + c. Updates the running max m
- * (log2 units) and sum l, returns the rescale factors of O in corr and P
- * as bf16 A fragments of the P·V product (the accumulator layout of S is
- * the A-fragment layout of m64k16). */
-__device__ __forceinline__ void wg2_softmax(float *s, int64_t k0, int64_t Skv, int t, float sl, float *m, float *l,
-                                            float *corr, uint32_t (*pa)[4]) {
-    if (k0 + kWgTile > Skv) {
-#pragma unroll
-        for (int i = 0; i < 64; i++)
-            if (k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) s[i] = -INFINITY;
-    }
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < 64; i++) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
-    float base[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        float mn = fmaxf(m[r], mx[r] * sl); /* sl > 0: the max commutes with the scale */
-        base[r] = mn == -INFINITY ? 0.0f : mn;
-        corr[r] = ex2(m[r] - base[r]);
-        m[r] = mn;
-    }
-#pragma unroll
-    for (int i = 0; i < 64; i += 2) {
-        int r = (i >> 1) & 1;
-        float p0 = ex2(fmaf(s[i], sl, -base[r])), p1 = ex2(fmaf(s[i + 1], sl, -base[r]));
-        rs[r] += p0 + p1;
-        pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
-}
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
 #endif /* H3_HAVE_WGMMA */
 
-/* Warp-specialised Hopper attention. 384 threads: warps 0-7 are two
- * consumer warpgroups (64 query rows each, 232 registers a thread through
- * setmaxnreg), warpgroup 2 the producer (one thread, 40 registers). K and Vᵀ
+/* Warp-specialised Hopper attention. 288 threads: warps 0-7 are two
+ * consumer warpgroups (64 query rows each), warp 8 the producer. K and Vᵀ
  * come pre-packed (k_pack_k, k_pack_v) as the exact 32 KB shared-memory
  * image of each 128-key tile, so one bulk copy per operand and stage moves
  * a tile, completing on the stage's `full` mbarrier; consumers release a
@@ -531,7 +488,7 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
  * token through named barriers 1 and 2 around each GEMM issue, so their
  * GEMMs alternate on the tensor cores and one warpgroup's softmax runs
  * while the other's GEMM does (FlashAttention-3's ping-pong). */
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(288, 1)
     k_attn_wgmma2(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
                   int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
 #ifdef H3_HAVE_WGMMA
@@ -565,9 +522,8 @@ __global__ void __launch_bounds__(384, 1)
     }
     __syncthreads();
 
-    if (warp >= 8) { /* producer warpgroup: one thread issues the copies, the rest give up registers */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (warp == 8 && lane == 0) {
+    if (warp == 8) { /* producer */
+        if (lane == 0) {
             const uint8_t *kb = kp + (int64_t)kh * n_tiles * kWgTileBytes, *vb = vp + (int64_t)kh * n_tiles * kWgTileBytes;
             for (int j = 0; j < n_tiles; j++) {
                 int st = j & 1;
@@ -580,56 +536,69 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     int wg = warp >> 2, w4 = warp & 3, g = lane >> 2, t = lane & 3;
-    float oacc[64], s[64], corr[2];
-    uint32_t pa[8][4];
+    float oacc[64], s[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     uint32_t qtile = sQ + wg * 64 * 128;
     int mine = 1 + wg, other = 2 - wg; /* named barrier ids: 1 for warpgroup 0, 2 for 1 */
-    if (wg == 1) named_arrive(1);      /* warpgroup 0 issues first */
+    if (wg == 1) named_arrive(1); /* warpgroup 0 issues first */
 
-    /* S_0 = Q·K_0ᵀ */
-    named_sync(mine);
-    mbar_wait(bars, 0);
-#pragma unroll
-    for (int i = 0; i < 64; i++) s[i] = 0.0f;
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(sK, kk), kk > 0);
-    wg_commit();
-    named_arrive(other);
-    wg_wait0();
-    wg2_softmax(s, 0, Skv, t, scale_log2, m, l, corr, pa);
-
-    /* Per tile j: one turn on the tensor cores issues O += P_j·V_j and
-     * S_{j+1} = Q·K_{j+1}ᵀ back to back, then hands the turn over, so the
-     * other warpgroup's softmax runs under both GEMMs. */
     for (int j = 0; j < n_tiles; j++) {
-        int st = j & 1, nx = j + 1 < n_tiles;
-        uint32_t vtile = sV + st * kWgTileBytes, knext = sK + (st ^ 1) * kWgTileBytes;
+        int st = j & 1;
+        uint32_t ktile = sK + st * kWgTileBytes, vtile = sV + st * kWgTileBytes;
+#pragma unroll
+        for (int i = 0; i < 64; i++) s[i] = 0.0f;
+        named_sync(mine);
+        mbar_wait(bars + 8 * st, (j >> 1) & 1);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
+        wg_commit();
+        named_arrive(other);
+        wg_wait0();
+
+        int64_t k0 = (int64_t)j * kWgTile;
+        bool tail = k0 + kWgTile > Skv;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int i = 0; i < 64; i++) {
+            float x = s[i] * scale_log2;
+            if (tail && k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) x = -INFINITY;
+            s[i] = x;
+            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+        }
+        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+        }
+        uint32_t pa[8][4];
+#pragma unroll
+        for (int i = 0; i < 64; i += 2) {
+            int r = (i >> 1) & 1;
+            float p0 = exp2f(s[i] - base[r]), p1 = exp2f(s[i + 1] - base[r]);
+            rs[r] += p0 + p1;
+            pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+#pragma unroll
+        for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+
         named_sync(mine);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
-        /* S_{j+1}; after the last tile it runs on a stale stage and is
-         * discarded: a wgmma under a branch would serialise them all */
-        if (nx) mbar_wait(bars + 8 * (st ^ 1), ((j + 1) >> 1) & 1);
-#pragma unroll
-        for (int i = 0; i < 64; i++) s[i] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(knext, kk), kk > 0);
         wg_commit();
-        if (!(wg == 1 && j == n_tiles - 1)) named_arrive(other); /* the last turn has no taker */
+        if (!(wg == 1 && j == n_tiles - 1)) named_arrive(other); /* the last token has no taker */
         wg_wait0();
-        if (lane == 0) mbar_arrive(bars + 16 + 8 * st); /* K_j and V_j are read */
-        if (nx) {
-            wg2_softmax(s, (int64_t)(j + 1) * kWgTile, Skv, t, scale_log2, m, l, corr, pa);
-#pragma unroll
-            for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
-        }
+        if (lane == 0) mbar_arrive(bars + 16 + 8 * st);
     }
 
     float inv[2];
@@ -908,7 +877,7 @@ int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return (int)e;
     dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
-    k_attn_wgmma2<<<grid, 384, smem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq,
+    k_attn_wgmma2<<<grid, 288, smem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq,
                                                a->Skv, n_tiles, a->n_heads, a->n_kv_heads, a->scale * kLog2e);
     return (int)cudaGetLastError();
 }

@@ -517,7 +517,7 @@ static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int r
     pair cl = output2(H3_F32, B * C, L);
     h3_op_clamp(cpu, &cl.c, &x2c, -0.5f, 0.7f);
     h3_op_clamp(gpu, &cl.g, &x2g, -0.5f, 0.7f);
-    compare("clamp [-0.5, 0.7] f32", &cl, 0.0);
+    compare("clamp [-0.5, 0.7] f32", &cl, tolerance(H3_F32)); /* x differs by rounding after the in-place op */
     reset(mc, mg);
 }
 

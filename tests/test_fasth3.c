@@ -247,16 +247,19 @@ static h3_request golden_request(void) {
     return r;
 }
 
-static h3_engine *open_engine(const char *adapter) {
+static h3_engine *open_engine_on(const char *adapter, const char *devices) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
     o.compute = H3_COMPUTE_CPU;
     o.adapter_path = adapter;
+    o.devices = devices;
     h3_engine *e = NULL;
     h3_status st = {0};
     CHECK(h3_engine_open(&o, &e, &st) == H3_OK, "open with %s: %s", adapter ? adapter : "no adapter", st.message);
     return e;
 }
+
+static h3_engine *open_engine(const char *adapter) { return open_engine_on(adapter, "auto"); }
 
 static void compare_e2e(const char *golden, const capture *c) {
     h3_st_file *g = golden_tiny(golden);
@@ -388,6 +391,33 @@ static void test_vsa_engine(void) {
     h3_engine_close(e);
 }
 
+/* Tensor parallelism on two CPU ranks (one head each): the adapter is fused
+ * before sharding and the VSA gates are split by heads like q. */
+static void test_tp(void) {
+    h3_engine *e = open_engine_on(h3_test_data(FASTH3_DENSE_ADAPTER), "cpu:2");
+    if (e) test_e2e(e, H3_LADDER_RELEASE, "e2e_t2va_fasth3_ladderB");
+    h3_engine_close(e);
+    h3_engine *one = open_engine(h3_test_data(FASTH3_VSA_ADAPTER));
+    h3_engine *two = open_engine_on(h3_test_data(FASTH3_VSA_ADAPTER), "cpu:2");
+    h3_request r = golden_request();
+    r.attention = H3_ATTENTION_VSA;
+    r.width = 160;
+    r.height = 96;
+    capture a = {0}, b = {0};
+    h3_status st = {0};
+    if (one) CHECK(run(one, &r, &a, &st) == H3_OK, "vsa tp1: %s", st.message);
+    if (two) CHECK(run(two, &r, &b, &st) == H3_OK, "vsa tp2: %s", st.message);
+    double d = a.latents && b.latents ? h3_test_rel_l2(b.latents, a.latents, a.n_latents) : INFINITY;
+    double da = a.audio_latents && b.audio_latents ? h3_test_rel_l2(b.audio_latents, a.audio_latents, a.n_audio_latents)
+                                                   : INFINITY;
+    printf("e2e vsa 160x96: tp2 vs tp1 latents rel L2 %.3e, audio %.3e\n", d, da);
+    CHECK(d <= 1e-5 && da <= 1e-5, "vsa at tp2 differs from tp1: %.3e / %.3e", d, da);
+    capture_free(&a);
+    capture_free(&b);
+    h3_engine_close(one);
+    h3_engine_close(two);
+}
+
 static void test_no_adapter(void) {
     h3_engine *e = open_engine(NULL);
     if (!e) return;
@@ -464,6 +494,7 @@ int main(void) {
     test_row_timesteps("e2e_t2va_fasth3_ladderB", 1);
     test_dense_engine();
     test_vsa_engine();
+    test_tp();
     test_no_adapter();
     test_open_errors();
     test_capabilities();

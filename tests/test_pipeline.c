@@ -65,12 +65,20 @@ static void capture_free(capture *c) {
     memset(c, 0, sizeof *c);
 }
 
+static h3_status_code run_with_flag(h3_engine *e, const h3_request *r, capture *c, const volatile int *flag,
+                                    h3_status *st);
 static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
+    return run_with_flag(e, r, c, NULL, st);
+}
+
+static h3_status_code run_with_flag(h3_engine *e, const h3_request *r, capture *c, const volatile int *flag,
+                                    h3_status *st) {
     h3_status_code rc = h3_engine_validate(e, r, &c->plan, st);
     if (rc != H3_OK) return rc;
     c->video = g_malloc0((size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3);
     c->audio = g_malloc0((size_t)(2 * c->plan.audio_samples) * sizeof(float));
-    h3_callbacks cb = {on_progress, on_video, on_audio, on_latents, c};
+    h3_callbacks cb = {.progress = on_progress, .video_frames = on_video, .audio_samples = on_audio,
+                       .latents = on_latents, .opaque = c, .cancel_flag = flag};
     return h3_engine_generate(e, r, &cb, st);
 }
 
@@ -219,6 +227,8 @@ static void test_determinism(h3_engine *e) {
 
 typedef struct cancel_job {
     h3_engine *e;
+    volatile int stop; /* caller-owned flag, h3_callbacks.cancel_flag */
+    volatile int started;
     h3_status_code rc;
     h3_status st;
     capture c;
@@ -231,22 +241,39 @@ static gpointer generate_thread(gpointer data) {
     r.height = 128;
     r.num_frames = 243;
     r.steps = 200;
-    j->rc = run(j->e, &r, &j->c, &j->st);
+    j->started = 1;
+    j->rc = run_with_flag(j->e, &r, &j->c, &j->stop, &j->st);
     return NULL;
 }
 
+/* Waits (bounded) until the generation has made progress. */
+static void wait_for_denoise(cancel_job *j) {
+    for (int i = 0; i < 2000 && !j->c.progress_denoise; i++) g_usleep(5000);
+}
+
 static void test_cancel(h3_engine *e) {
+    /* h3_engine_cancel from another thread, once denoising runs. */
     cancel_job j = {e};
     GThread *t = g_thread_new("gen", generate_thread, &j);
-    g_usleep(300 * 1000);
+    wait_for_denoise(&j);
     gint64 t0 = g_get_monotonic_time();
     h3_engine_cancel(e);
     g_thread_join(t);
     double dt = (double)(g_get_monotonic_time() - t0) / 1e6;
-    printf("cancel returned after %.3f s\n", dt);
+    printf("h3_engine_cancel returned after %.3f s\n", dt);
     CHECK(j.rc == H3_ERR_CANCELLED, "cancel: rc %d (%s)", j.rc, j.st.message);
     CHECK(dt < 1.0, "cancel took %.3f s", dt);
     capture_free(&j.c);
+
+    /* The caller's flag raised before the generation even starts is not lost. */
+    cancel_job k = {e};
+    k.stop = 1;
+    t0 = g_get_monotonic_time();
+    t = g_thread_new("gen", generate_thread, &k);
+    g_thread_join(t);
+    dt = (double)(g_get_monotonic_time() - t0) / 1e6;
+    CHECK(k.rc == H3_ERR_CANCELLED && dt < 1.0, "early caller flag: rc %d after %.3f s", k.rc, dt);
+    capture_free(&k.c);
 
     /* A consumer returning non-zero stops the decode. */
     h3_request r = golden_request();

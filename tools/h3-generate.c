@@ -2,6 +2,7 @@
  *
  *   h3-generate --model DIR --prompt TEXT --seed N --width W --height H
  *               --num-frames F --steps N [--backend fa|vsa] [--adapter FILE]
+ *               [--vsa-sparsity S] [--ladder release|a|b]
  *               --output OUT.safetensors
  *
  * OUT holds `video` (uint8 [F,H,W,3]), `audio` (float32 [2,samples]) and
@@ -27,11 +28,16 @@ typedef struct clip {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: h3-generate --model DIR --prompt TEXT --seed N --width W --height H --num-frames F --steps N\n"
-            "                   [--backend fa|vsa] [--adapter FILE] [--compute auto|cpu|cuda] [--devices LIST]\n"
+            "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
+            "                   [--compute auto|cpu|cuda] [--devices LIST]\n"
             "                   [--quiet] --output OUT.safetensors\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
             "  --num-frames F   requested frames at 24 fps, aligned up to 17n+5\n"
+            "  --adapter PATH   FastH3 fastvideo-lora-v2 adapter (file or variant directory), fused at load\n"
+            "  --backend fa|vsa dense attention, or VSA-H3 sparse attention (needs a FastH3 VSA adapter)\n"
+            "  --vsa-sparsity S fraction of video key tiles VSA-H3 drops, [0, 1) (default 0.9)\n"
+            "  --ladder L       FastH3 sigma ladder: release (the adapter's, default), a or b\n"
             "  --devices LIST   auto; GPUs for tensor parallelism (0,1,2,3: one rank per GPU, NCCL); or cpu:N\n"
             "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n");
 }
@@ -121,6 +127,17 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "fa")) req.attention = H3_ATTENTION_DENSE;
             else if (!strcmp(v, "vsa")) req.attention = H3_ATTENTION_VSA;
             else return die("--backend '%s': must be fa or vsa", v);
+        } else if (!strcmp(a, "--vsa-sparsity")) {
+            char *end;
+            errno = 0;
+            double s = strtod(v, &end);
+            if (errno || !*v || *end || !(s >= 0.0 && s < 1.0)) return die("--vsa-sparsity '%s': must be in [0, 1)", v);
+            req.vsa_sparsity = (float)s;
+        } else if (!strcmp(a, "--ladder")) {
+            if (!strcmp(v, "release")) req.ladder = H3_LADDER_RELEASE;
+            else if (!strcmp(v, "a")) req.ladder = H3_LADDER_A;
+            else if (!strcmp(v, "b")) req.ladder = H3_LADDER_B;
+            else return die("--ladder '%s': must be release, a or b", v);
         } else if (!strcmp(a, "--compute")) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;

@@ -5,10 +5,12 @@
  *    on the file (duration, streams, caps) and a demux pass that counts the
  *    frames and audio samples actually stored;
  *  - examples/h3-multi-prompt (C) and examples/multi_prompt.py (PyGObject):
- *    two prompts, one model load.
+ *    two prompts, one model load;
+ *  - examples/first-run.sh, mp4.sh and hls.sh at a tiny size.
  *
  * Paths come from meson: H3_EXAMPLE_C (the built C example), H3_EXAMPLE_PY
- * and H3_PYTHON (a python3 with gi; the test is skipped without one). */
+ * and H3_PYTHON (a python3 with gi; the test is skipped without one),
+ * H3_EXAMPLES_DIR (the scripts). */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -288,6 +290,95 @@ GST_START_TEST (test_example_python)
 
 GST_END_TEST;
 
+/* examples/first-run.sh, mp4.sh and hls.sh at the test size: each must
+ * produce H.264 + AAC of the clip's duration. */
+static gchar *
+run_script (const gchar * name, const gchar * arg1, const gchar * arg2)
+{
+  const gchar *dir = g_getenv ("H3_EXAMPLES_DIR");
+  gchar *script, *out;
+  gchar **env;
+  gint status;
+
+  fail_unless (dir != NULL, "H3_EXAMPLES_DIR is not set");
+  script = g_build_filename (dir, name, NULL);
+  {
+    gchar *argv[] = { "sh", script, (gchar *) arg1, (gchar *) arg2, NULL };
+    gchar *out_err = NULL;
+    GError *error = NULL;
+    env = g_environ_setenv (g_get_environ (), "H3VIDEOSRC_PROPS",
+        "width=64 height=32 num-frames=22 steps=2", TRUE);
+    fail_unless (g_spawn_sync (NULL, argv, env, G_SPAWN_SEARCH_PATH, NULL,
+            NULL, &out, &out_err, &status, &error), "%s: %s", script,
+        error ? error->message : "");
+    fail_unless (g_spawn_check_wait_status (status, NULL),
+        "%s failed:\n%s\n%s", script, out, out_err);
+    g_free (out_err);
+    g_strfreev (env);
+  }
+  g_free (script);
+  return out;
+}
+
+static void
+check_encoded (const gchar * file)
+{
+  gchar *argv[] = { "gst-discoverer-1.0", (gchar *) file, NULL };
+  gint status;
+  gchar *out = run_tool (argv, &status);
+  GstClockTime duration, clip = gst_util_uint64_scale (FRAMES, GST_SECOND,
+      24);
+
+  fail_unless_equals_int (status, 0);
+  fail_unless (strstr (out, "video #") && strstr (out, "H.264"), "%s", out);
+  fail_unless (strstr (out, "audio #") && strstr (out, "AAC"), "%s", out);
+  duration = parse_duration (out);
+  /* AAC adds its encoder delay (1024 samples) at the end. */
+  fail_unless (duration + 5 * GST_MSECOND >= clip
+      && duration <= clip + 50 * GST_MSECOND, "%s: duration %"
+      GST_TIME_FORMAT, file, GST_TIME_ARGS (duration));
+  g_free (out);
+}
+
+GST_START_TEST (test_example_scripts)
+{
+  gchar *dir = g_dir_make_tmp ("h3videosrc-scripts-XXXXXX", NULL);
+  gchar *mkv = g_build_filename (dir, "first.mkv", NULL);
+  gchar *mp4 = g_build_filename (dir, "clip.mp4", NULL);
+  gchar *hls = g_build_filename (dir, "hls", NULL);
+  gchar *playlist = g_build_filename (hls, "playlist.m3u8", NULL);
+  gchar *segment = g_build_filename (hls, "segment00000.ts", NULL);
+  gchar *text = NULL;
+
+  g_free (run_script ("first-run.sh", mkv, NULL));
+  check_encoded (mkv);
+  g_free (run_script ("mp4.sh", PROMPT, mp4));
+  check_encoded (mp4);
+  g_free (run_script ("hls.sh", PROMPT, hls));
+  fail_unless (g_file_get_contents (playlist, &text, NULL, NULL));
+  fail_unless (strstr (text, "segment00000.ts") != NULL, "%s", text);
+  fail_unless (strstr (text, "#EXT-X-ENDLIST") != NULL, "%s", text);
+  {
+    gchar *argv[] = { "gst-discoverer-1.0", segment, NULL };
+    gint status;
+    gchar *out = run_tool (argv, &status);
+    fail_unless_equals_int (status, 0);
+    fail_unless (strstr (out, "H.264") && strstr (out, "AAC"), "%s", out);
+    g_free (out);
+  }
+  g_free (text);
+  remove_dir (hls);
+  remove_dir (dir);
+  g_free (segment);
+  g_free (playlist);
+  g_free (hls);
+  g_free (mp4);
+  g_free (mkv);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 static Suite *
 h3videosrc_tools_suite (void)
 {
@@ -299,6 +390,7 @@ h3videosrc_tools_suite (void)
   tcase_add_test (tc, test_launch_matroska_discoverer);
   tcase_add_test (tc, test_example_c);
   tcase_add_test (tc, test_example_python);
+  tcase_add_test (tc, test_example_scripts);
   return s;
 }
 

@@ -587,11 +587,8 @@ int h3_tp_team_size(const h3_tp_team *t) { return t->size; }
 h3_comm_group *h3_tp_team_group(h3_tp_team *t) { return t->group; }
 
 h3_status_code h3_tp_team_run(h3_tp_team *t, h3_tp_rank_fn fn, void *user, h3_status *status) {
-    if (t->broken)
-        return h3_fail(status, t->broken_status.code,
-                       "the tensor-parallel group could not recover from an earlier failure (%s); close and reopen "
-                       "the engine",
-                       t->broken_status.message);
+    /* A broken group still runs work without collectives (freeing the
+     * ranks); any collective fails fast and the failure says why. */
     pthread_mutex_lock(&t->lock);
     t->fn = fn;
     t->user = user;
@@ -609,8 +606,12 @@ h3_status_code h3_tp_team_run(h3_tp_team *t, h3_tp_rank_fn fn, void *user, h3_st
     if (rank >= 0 && rc != H3_ERR_CANCELLED && strncmp(failure.message, "rank ", 5) != 0)
         h3_fail(status, rc, "rank %d: %s", rank, failure.message);
     else h3_fail(status, rc, "%s", failure.message);
+    if (t->broken)
+        h3_status_prefix(status, "the tensor-parallel group could not be rebuilt after an earlier failure (%.120s); "
+                                 "close and reopen the engine",
+                         t->broken_status.message);
     h3_status rs;
-    if (h3_comm_group_reset(t->group, &rs) != H3_OK) {
+    if (!t->broken && h3_comm_group_reset(t->group, &rs) != H3_OK) {
         t->broken = 1;
         t->broken_status = rs;
     }

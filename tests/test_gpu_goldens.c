@@ -1,0 +1,324 @@
+/* test_gpu_goldens.c - the tiny-model goldens on the CUDA backend (bf16
+ * compute, fp16 video VAE, fp32 audio VAE and islands), component by
+ * component and end to end through the engine. Tolerance: relative L2
+ * <= 1e-2 for bf16/fp16 paths (METHOD.md), 1e-4 for the fp32 audio VAE.
+ * Skips (exit 77) with the reason when there is no CUDA backend or GPU. */
+#include <glib.h>
+#include <stdint.h>
+
+#include "h3.h"
+#include "h3_audio_vae.h"
+#include "h3_backend.h"
+#include "h3_dit.h"
+#include "h3_dit_layout.h"
+#include "h3_safetensors.h"
+#include "h3_test.h"
+#include "h3_text_encoder.h"
+#include "h3_video_vae.h"
+
+#define BF16_TOLERANCE 1e-2
+#define F32_TOLERANCE 1e-4
+
+static h3_backend *gpu;
+
+static float *read_golden(h3_st_file *f, const char *name, size_t *n) {
+    float *v = NULL;
+    const h3_st_tensor *t = NULL;
+    h3_status st = {0};
+    if (h3_st_read_f32(f, name, &v, &t, &st) != H3_OK) {
+        CHECK(0, "golden %s: %s", name, st.message);
+        return NULL;
+    }
+    if (n) *n = (size_t)t->numel;
+    return v;
+}
+
+static int32_t *read_i32(h3_st_file *f, const char *name, size_t *n) {
+    const h3_st_tensor *t = h3_st_find(f, name);
+    if (!t || t->dtype != H3_ST_I64) {
+        CHECK(0, "golden %s missing or not int64", name);
+        return NULL;
+    }
+    int32_t *v = malloc((size_t)t->numel * sizeof *v);
+    for (int64_t i = 0; i < t->numel; i++) {
+        int64_t x;
+        memcpy(&x, (const char *)t->data + 8 * i, 8);
+        v[i] = (int32_t)x;
+    }
+    if (n) *n = (size_t)t->numel;
+    return v;
+}
+
+static h3_st_file *open_golden(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.safetensors", name);
+    h3_st_file *f = NULL;
+    h3_status st = {0};
+    CHECK(h3_st_open(h3_test_data(rel), &f, &st) == H3_OK, "%s: %s", name, st.message);
+    return f;
+}
+
+static h3_tensor upload(const float *host, int64_t rows, int64_t cols, h3_dtype dtype) {
+    h3_tensor t = h3_new_2d(gpu, dtype, rows, cols);
+    h3_status st = {0};
+    if (t.data) CHECK(h3_tensor_upload_f32(gpu, &t, host, &st) == H3_OK, "upload: %s", st.message);
+    return t;
+}
+
+/* The DiT against the bf16 golden (same inputs as transformer_t2va). */
+static void test_dit(void) {
+    h3_dit *dit = NULL;
+    h3_status st = {0};
+    if (h3_dit_load(gpu, h3_test_data("models/tiny-h3/transformer"), &dit, &st) != H3_OK) {
+        CHECK(0, "dit load: %s", st.message);
+        return;
+    }
+    h3_st_file *f = open_golden("transformer_t2va_bf16");
+    h3_st_file *f32 = open_golden("transformer_t2va");
+    if (!f || !f32) return;
+    const h3_dit_config *c = h3_dit_get_config(dit);
+    int32_t tags[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    h3_dit_layout_params p = {.text_token_tags = tags, .num_text = 8, .num_latent_frames = 37, .latent_height = 4,
+                              .latent_width = 6, .num_audio_latents = 207, .patch_t = 1, .patch_h = 2, .patch_w = 2};
+    h3_dit_layout *l = NULL;
+    CHECK(h3_dit_layout_build(&p, &l, &st) == H3_OK, "layout: %s", st.message);
+    size_t n_t = 0, n_idx = 0;
+    float *text = read_golden(f, "encoder_hidden_states", NULL), *video = read_golden(f, "hidden_states", NULL);
+    float *audio = read_golden(f, "audio_hidden_states", NULL), *ts = read_golden(f, "timestep", &n_t);
+    float *want_v = read_golden(f, "sample", NULL), *want_a = read_golden(f, "audio_sample", NULL);
+    float *f32_v = read_golden(f32, "sample", NULL), *f32_a = read_golden(f32, "audio_sample", NULL);
+    int32_t *idx = read_i32(f, "timestep_indices", &n_idx);
+    if (l && text && video && audio && ts && idx && want_v && want_a && (int64_t)n_idx == l->seq_len) {
+        size_t mark = h3_arena_mark(gpu);
+        int vf = c->in_channels * c->patch_h * c->patch_w, af = c->audio_in_channels;
+        h3_tensor t = upload(text, 8, c->text_dim, h3_backend_compute_dtype(gpu));
+        h3_tensor v = upload(video, l->num_video_rows, vf, H3_F32), a = upload(audio, l->num_audio_rows, af, H3_F32);
+        h3_tensor vv = h3_new_2d(gpu, H3_F32, l->num_video_rows, vf), av = h3_new_2d(gpu, H3_F32, l->num_audio_rows, af);
+        h3_status_code rc = h3_dit_begin(dit, l, &t, &st);
+        if (rc == H3_OK) rc = h3_dit_forward(dit, &v, &a, ts, (int)n_t, idx, &vv, &av, &st);
+        CHECK(rc == H3_OK, "dit forward: %s", st.message);
+        if (rc == H3_OK) {
+            size_t nv = (size_t)(l->num_video_rows * vf), na = (size_t)(l->num_audio_rows * af);
+            float *gv = malloc(nv * 4), *ga = malloc(na * 4);
+            h3_tensor_download_f32(gpu, &vv, gv, &st);
+            h3_tensor_download_f32(gpu, &av, ga, &st);
+            double ev = h3_test_rel_l2(gv, want_v, nv), ea = h3_test_rel_l2(ga, want_a, na);
+            double ev32 = h3_test_rel_l2(gv, f32_v, nv), ea32 = h3_test_rel_l2(ga, f32_a, na);
+            double ref_v = h3_test_rel_l2(want_v, f32_v, nv), ref_a = h3_test_rel_l2(want_a, f32_a, na);
+            printf("gpu dit vs bf16 golden: video %.3e audio %.3e; vs f32 golden: video %.3e audio %.3e "
+                   "(reference bf16 vs f32: %.3e / %.3e)\n", ev, ea, ev32, ea32, ref_v, ref_a);
+            CHECK(ev <= BF16_TOLERANCE && ea <= BF16_TOLERANCE, "dit bf16 parity %.3e %.3e", ev, ea);
+            free(gv);
+            free(ga);
+        }
+        h3_dit_end(dit);
+        h3_arena_reset(gpu, mark);
+    }
+    free(text); free(video); free(audio); free(ts); free(want_v); free(want_a); free(f32_v); free(f32_a); free(idx);
+    h3_dit_layout_free(l);
+    h3_st_close(f);
+    h3_st_close(f32);
+    h3_dit_free(dit);
+}
+
+static void test_text_encoder(void) {
+    h3_text_encoder *te = NULL;
+    h3_status st = {0};
+    if (h3_text_encoder_load(gpu, h3_test_data("models/tiny-h3/text_encoder"), 50, &te, &st) != H3_OK) {
+        CHECK(0, "text encoder load: %s", st.message);
+        return;
+    }
+    h3_st_file *f = open_golden("text_encoder");
+    size_t n = 0, ne = 0;
+    int32_t *ids = f ? read_i32(f, "t2va.input_ids", &n) : NULL;
+    float *want = f ? read_golden(f, "t2va.prompt_embeds", &ne) : NULL;
+    if (ids && want) {
+        size_t mark = h3_arena_mark(gpu);
+        int D = h3_text_encoder_hidden_size(te);
+        h3_tensor out = h3_new_2d(gpu, h3_backend_compute_dtype(gpu), (int64_t)n, D);
+        float *got = malloc(ne * 4);
+        h3_status_code rc = h3_text_encoder_forward(te, ids, (int)n, &out, &st);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(gpu, &out, got, &st);
+        CHECK(rc == H3_OK, "text encoder: %s", st.message);
+        if (rc == H3_OK) {
+            double e = h3_test_rel_l2(got, want, ne);
+            printf("gpu text encoder: rel L2 %.3e\n", e);
+            CHECK(e <= BF16_TOLERANCE, "text encoder rel L2 %.3e", e);
+        }
+        free(got);
+        h3_arena_reset(gpu, mark);
+    }
+    free(ids);
+    free(want);
+    h3_st_close(f);
+    h3_text_encoder_free(te);
+}
+
+static void test_video_vae(void) {
+    h3_video_vae *vae = NULL;
+    h3_status st = {0};
+    if (h3_video_vae_load(gpu, h3_test_data("models/tiny-h3/vae"), &vae, &st) != H3_OK) {
+        CHECK(0, "video vae load: %s", st.message);
+        return;
+    }
+    h3_st_file *f = open_golden("vae_decode");
+    size_t n = 0;
+    float *lat = f ? read_golden(f, "latents_normalized", NULL) : NULL;
+    float *want = f ? read_golden(f, "vae_output", &n) : NULL;
+    if (lat && want) {
+        float *got = malloc(n * 4);
+        h3_status_code rc = h3_video_vae_decode_f32(vae, lat, 12, 2, 4, got, &st);
+        CHECK(rc == H3_OK, "video vae: %s", st.message);
+        if (rc == H3_OK) {
+            double e = h3_test_rel_l2(got, want, n);
+            printf("gpu video vae (fp16): rel L2 %.3e\n", e);
+            CHECK(e <= BF16_TOLERANCE, "video vae rel L2 %.3e", e);
+        }
+        free(got);
+    }
+    free(lat);
+    free(want);
+    h3_st_close(f);
+    h3_video_vae_free(vae);
+}
+
+static void test_audio_vae(void) {
+    h3_audio_vae *vae = NULL;
+    h3_status st = {0};
+    if (h3_audio_vae_load(gpu, h3_test_data("models/tiny-h3/audio_vae"), &vae, &st) != H3_OK) {
+        CHECK(0, "audio vae load: %s", st.message);
+        return;
+    }
+    h3_st_file *f = open_golden("audio_vae");
+    size_t n = 0;
+    float *lat = f ? read_golden(f, "decode_latents_normalized", NULL) : NULL;
+    float *want = f ? read_golden(f, "decode_output", &n) : NULL;
+    if (lat && want) {
+        float *got = malloc(n * 4);
+        h3_status_code rc = h3_audio_vae_decode(vae, lat, 207, got, NULL, &st);
+        CHECK(rc == H3_OK, "audio vae: %s", st.message);
+        if (rc == H3_OK) {
+            double e = h3_test_rel_l2(got, want, n);
+            printf("gpu audio vae (fp32): rel L2 %.3e\n", e);
+            CHECK(e <= F32_TOLERANCE, "audio vae rel L2 %.3e", e);
+        }
+        free(got);
+    }
+    free(lat);
+    free(want);
+    h3_st_close(f);
+    h3_audio_vae_free(vae);
+}
+
+typedef struct e2e {
+    h3_plan plan;
+    uint8_t *video;
+    float *audio, *latents, *audio_latents;
+    int frames;
+} e2e;
+
+static int on_video(void *o, int first, int count, const uint8_t *rgb) {
+    e2e *c = o;
+    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
+    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
+    c->frames += count;
+    return 0;
+}
+
+static int on_audio(void *o, int64_t first, int64_t count, const float *inter) {
+    e2e *c = o;
+    int64_t n = c->plan.audio_samples;
+    for (int64_t i = 0; i < count; i++) {
+        c->audio[first + i] = inter[2 * i];
+        c->audio[n + first + i] = inter[2 * i + 1];
+    }
+    return 0;
+}
+
+static void on_latents(void *o, const float *v, int C, int T, int H, int W, const float *a, int Ca, int Na) {
+    e2e *c = o;
+    c->latents = g_memdup2(v, (size_t)C * T * H * W * 4);
+    c->audio_latents = g_memdup2(a, (size_t)2 * Ca * Na * 4);
+}
+
+/* The whole engine with compute=cuda (devices as given: "0" runs TP1). */
+static void test_engine(const char *devices) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.compute = H3_COMPUTE_CUDA;
+    o.devices = devices;
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "engine (devices %s): %s", devices, st.message);
+        return;
+    }
+    h3_request r = h3_request_default();
+    r.prompt = "a robot dancing";
+    r.seed = 42;
+    r.width = 64;
+    r.height = 32;
+    r.num_frames = 124;
+    r.steps = 2;
+    e2e c = {0};
+    CHECK(h3_engine_validate(e, &r, &c.plan, &st) == H3_OK, "validate: %s", st.message);
+    c.video = calloc((size_t)c.plan.num_frames * 64 * 32 * 3, 1);
+    c.audio = calloc((size_t)(2 * c.plan.audio_samples), 4);
+    h3_callbacks cb = {.video_frames = on_video, .audio_samples = on_audio, .latents = on_latents, .opaque = &c};
+    h3_status_code rc = h3_engine_generate(e, &r, &cb, &st);
+    CHECK(rc == H3_OK, "generate (devices %s): %s", devices, st.message);
+    h3_st_file *f = open_golden("e2e_t2va_3steps");
+    if (rc == H3_OK && f && c.latents) {
+        size_t n;
+        float *g = read_golden(f, "latents", &n);
+        double el = g ? h3_test_rel_l2(c.latents, g, n) : 1;
+        free(g);
+        g = read_golden(f, "audio_latents", &n);
+        double ea = g ? h3_test_rel_l2(c.audio_latents, g, n) : 1;
+        free(g);
+        g = read_golden(f, "audio", &n);
+        double es = g ? h3_test_rel_l2(c.audio, g, n) : 1;
+        free(g);
+        const h3_st_tensor *u8 = h3_st_find(f, "videos_uint8");
+        int maxd = 0;
+        size_t over1 = 0;
+        for (int64_t i = 0; u8 && i < u8->numel; i++) {
+            int d = abs((int)((const uint8_t *)u8->data)[i] - (int)c.video[i]);
+            maxd = d > maxd ? d : maxd;
+            over1 += d > 1;
+        }
+        h3_stats s;
+        h3_engine_get_stats(e, &s);
+        printf("gpu engine (%s): latents %.3e, audio latents %.3e, audio %.3e, uint8 max |diff| %d (%zu values > 1), "
+               "%.3f s/step, total %.2f s\n", s.compute, el, ea, es, maxd, over1, s.per_step, s.total);
+        CHECK(el <= BF16_TOLERANCE && ea <= BF16_TOLERANCE && es <= BF16_TOLERANCE, "engine parity %.3e %.3e %.3e",
+              el, ea, es);
+        CHECK(c.frames == c.plan.num_frames, "frames %d", c.frames);
+    }
+    h3_st_close(f);
+    free(c.video);
+    free(c.audio);
+    g_free(c.latents);
+    g_free(c.audio_latents);
+    h3_engine_close(e);
+}
+
+int main(void) {
+#ifndef H3_HAVE_CUDA
+    printf("SKIP: this build has no CUDA backend (meson -Dcuda=enabled with nvcc)\n");
+    return 77;
+#else
+    h3_status st = {0};
+    if (h3_backend_cuda_create(0, &gpu, &st) != H3_OK) {
+        printf("SKIP: no CUDA backend or GPU: %s\n", st.message);
+        return 77;
+    }
+    test_text_encoder();
+    test_dit();
+    test_video_vae();
+    test_audio_vae();
+    h3_backend_destroy(gpu);
+    test_engine("0");
+    return h3_test_finish("test_gpu_goldens");
+#endif
+}

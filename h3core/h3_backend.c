@@ -330,7 +330,17 @@ void h3_weight_free(h3_backend *b, h3_tensor *t) {
     if (t) memset(t, 0, sizeof *t);
 }
 
+/* A tensor whose arena allocation failed has no data; the sticky error says
+ * why, so report that instead of copying into NULL. */
+static h3_status_code check_copy_target(h3_backend *b, const h3_tensor *t, h3_status *status) {
+    if (h3_backend_failed(b)) return h3_backend_check(b, status);
+    if (!t || !t->data) return h3_fail(status, H3_ERR_INTERNAL, "%s: copy to or from an unallocated tensor", b->ops->name);
+    return H3_OK;
+}
+
 h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *host, h3_status *status) {
+    h3_status_code check = check_copy_target(b, dst, status);
+    if (check != H3_OK) return check;
     size_t n = (size_t)h3_tensor_numel(dst);
     if (dst->dtype == H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "upload_f32 into an i32 tensor");
     void *tmp = (void *)host;
@@ -345,12 +355,16 @@ h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *
 }
 
 h3_status_code h3_tensor_upload_i32(h3_backend *b, h3_tensor *dst, const int32_t *host, h3_status *status) {
+    h3_status_code check = check_copy_target(b, dst, status);
+    if (check != H3_OK) return check;
     if (dst->dtype != H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "upload_i32 into a %s tensor", h3_dtype_name(dst->dtype));
     int rc = b->ops->upload(b, dst->data, host, h3_tensor_nbytes(dst));
     return rc ? h3_fail(status, H3_ERR_DEVICE, "%s: upload failed", b->ops->name) : H3_OK;
 }
 
 h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float *host, h3_status *status) {
+    h3_status_code check = check_copy_target(b, src, status);
+    if (check != H3_OK) return check;
     size_t n = (size_t)h3_tensor_numel(src);
     if (src->dtype == H3_F32) {
         if (b->ops->download(b, host, src->data, n * 4) != 0)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "h3.h"
+#include "h3_adapter.h"
 #include "h3_comm.h"
 #include "h3_dit.h"
 #include "h3_dit_layout.h"
@@ -606,10 +607,12 @@ static h3_status_code dit_rank(const h3_tp *tp, void *user, h3_status *status) {
     return rc;
 }
 
-/* Loads the transformer of `dir` on n CPU ranks and runs one forward; the
- * velocities of rank 0 (caller frees). Checks that every rank returned the
- * same bits. fault_call >= 0 injects a device fault there on rank n-1 first. */
-static int run_dit(const char *dir, int n, const dit_inputs *in, float **video, float **audio, long fault_call) {
+/* Loads the transformer of `dir` on n CPU ranks (with `adapter` fused and
+ * VSA-H3 on when given) and runs one forward; the velocities of rank 0
+ * (caller frees). Checks that every rank returned the same bits.
+ * fault_call >= 0 injects a device fault there on rank n-1 first. */
+static int run_dit_adapter(const char *dir, int n, const dit_inputs *in, float **video, float **audio,
+                           long fault_call, const char *adapter, int vsa) {
     h3_tp_team *t = make_team(n);
     if (!t) return 0;
     dit_job j;
@@ -617,11 +620,22 @@ static int run_dit(const char *dir, int n, const dit_inputs *in, float **video, 
     j.in = in;
     h3_status st;
     int ok = 1;
+    h3_adapter *a = NULL;
+    if (adapter) {
+        ok = h3_adapter_open(adapter, &a, &st) == H3_OK;
+        CHECK(ok, "adapter %s: %s", adapter, st.message);
+    }
     for (int r = 0; r < n && ok; r++) {
         h3_tp tp = team_tp(t, r);
-        ok = h3_backend_cpu_create(1, &j.b[r], &st) == H3_OK && h3_dit_load_tp(j.b[r], dir, &tp, &j.dit[r], &st) == H3_OK;
+        ok = h3_backend_cpu_create(1, &j.b[r], &st) == H3_OK &&
+             h3_dit_load_with_adapter(j.b[r], dir, &tp, a, &j.dit[r], &st) == H3_OK;
+        if (ok && vsa) {
+            h3_vsa_params vp = h3_vsa_params_default();
+            ok = h3_dit_set_vsa(j.dit[r], &vp, &st) == H3_OK;
+        }
         CHECK(ok, "dit tp%d rank %d load: %s", n, r, st.message);
     }
+    h3_adapter_free(a);
     const h3_dit_config *c = ok ? h3_dit_get_config(j.dit[0]) : NULL;
     size_t nv = c ? (size_t)(in->layout->num_video_rows * c->in_channels * c->patch_h * c->patch_w) : 0;
     size_t na = c ? (size_t)(in->layout->num_audio_rows * c->audio_in_channels) : 0;
@@ -660,16 +674,19 @@ static int run_dit(const char *dir, int n, const dit_inputs *in, float **video, 
     return ok;
 }
 
-static dit_inputs golden_dit_inputs(h3_st_file *f) {
+static int run_dit(const char *dir, int n, const dit_inputs *in, float **video, float **audio, long fault_call) {
+    return run_dit_adapter(dir, n, in, video, audio, fault_call, NULL, 0);
+}
+
+static dit_inputs golden_dit_inputs(h3_st_file *f, int T, int H_lat, int W_lat, int Na) {
     dit_inputs in;
     memset(&in, 0, sizeof in);
     int64_t L = 0, S = 0, nt = 0;
     int32_t *tags = golden_i32(f, "token_tags", &S), *text_idx = golden_i32(f, "text_indices", &L);
     int32_t *text_tags = malloc((size_t)(L + 1) * sizeof *text_tags);
     for (int64_t i = 0; tags && text_idx && i < L; i++) text_tags[i] = tags[text_idx[i]];
-    /* tiny-h3 transformer_t2va: 64x96, 124 frames (T 37, 4x6 latents), Na 207 */
-    h3_dit_layout_params p = {.text_token_tags = text_tags, .num_text = (int)L, .num_latent_frames = 37,
-                              .latent_height = 4, .latent_width = 6, .num_audio_latents = 207,
+    h3_dit_layout_params p = {.text_token_tags = text_tags, .num_text = (int)L, .num_latent_frames = T,
+                              .latent_height = H_lat, .latent_width = W_lat, .num_audio_latents = Na,
                               .patch_t = 1, .patch_h = 2, .patch_w = 2};
     h3_status st;
     CHECK(h3_dit_layout_build(&p, &in.layout, &st) == H3_OK, "layout: %s", st.message);
@@ -702,7 +719,7 @@ static void test_dit_tiny(void) {
         CHECK(0, "golden: %s", st.message);
         return;
     }
-    dit_inputs in = golden_dit_inputs(f);
+    dit_inputs in = golden_dit_inputs(f, 37, 4, 6, 207); /* transformer_t2va: 64x96, 124 frames */
     int64_t nv = 0, na = 0;
     float *gv = golden_f32(f, "sample", &nv), *ga = golden_f32(f, "audio_sample", &na);
     const char *dirs[] = {TINY "/transformer", "models/tiny-h3-native/FL2VA/transformer"};
@@ -740,6 +757,35 @@ static void test_dit_tiny(void) {
     h3_backend_destroy(b);
     free(v1);
     free(a1);
+    free(gv);
+    free(ga);
+    free_inputs(&in);
+    h3_st_close(f);
+}
+
+/* The FastH3 VSA adapter (its to_gate_compress split by heads like q) and
+ * VSA-H3 attention on each rank's heads, against the golden at TP 1 and 2. */
+static void test_dit_vsa(void) {
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(h3_test_data("goldens/tiny-h3/vsa_forward_t64.safetensors"), &f, &st) != H3_OK) {
+        CHECK(0, "golden: %s", st.message);
+        return;
+    }
+    dit_inputs in = golden_dit_inputs(f, 37, 6, 10, 207); /* 96x160, 124 frames */
+    int64_t nv = 0, na = 0;
+    float *gv = golden_f32(f, "sample", &nv), *ga = golden_f32(f, "audio_sample", &na);
+    for (int n = 1; n <= 2 && in.layout && gv && ga; n++) {
+        float *v = NULL, *a = NULL;
+        if (!run_dit_adapter(h3_test_data(TINY "/transformer"), n, &in, &v, &a, -1,
+                             h3_test_data("adapters/tiny-h3/vsa-datafree"), 1))
+            continue;
+        double ev = h3_test_rel_l2(v, gv, (size_t)nv), ea = h3_test_rel_l2(a, ga, (size_t)na);
+        printf("tiny dit + VSA adapter, VSA-H3 attention, tp%d vs golden: video rel L2 %.3e, audio %.3e\n", n, ev, ea);
+        CHECK(ev <= 1e-4 && ea <= 1e-4, "vsa tp%d vs golden: %.3e %.3e", n, ev, ea);
+        free(v);
+        free(a);
+    }
     free(gv);
     free(ga);
     free_inputs(&in);
@@ -1339,6 +1385,7 @@ int main(void) {
     wide_dir = write_wide_model();
     CHECK(wide_dir != NULL, "wide model");
     test_dit_tiny();
+    test_dit_vsa();
     test_text();
     test_vae();
     test_engine_tiny();

@@ -74,6 +74,29 @@ caps_equal (GstCaps * caps, const gchar * expected)
   return equal;
 }
 
+/* Drops a reference to an h3videosrc and waits until it is finalized: its
+ * generation thread holds a reference until a cancelled step returns, and
+ * the leaks tracer checks every test at exit. */
+static void
+unref_and_wait (GstElement * e)
+{
+  GWeakRef ref;
+  GObject *alive = NULL;
+
+  g_weak_ref_init (&ref, e);
+  gst_object_unref (e);
+  for (gint i = 0; i < 1000; i++) {
+    alive = g_weak_ref_get (&ref);
+    if (!alive)
+      break;
+    g_object_unref (alive);
+    g_usleep (10000);
+  }
+  g_weak_ref_clear (&ref);
+  fail_unless (alive == NULL, "h3videosrc still alive 10 s after its last "
+      "reference was dropped");
+}
+
 static GstClockTime
 frame_time (guint64 n)
 {
@@ -119,12 +142,15 @@ clip_new (Clip * c, guint64 seed)
 static void
 clip_free (Clip * c)
 {
+  GstElement *e = gst_object_ref (c->hv->element);
+
   gst_consistency_checker_free (c->cv);
   gst_consistency_checker_free (c->ca);
   gst_harness_teardown (c->ha);
   gst_harness_teardown (c->hv);
   gst_bus_set_flushing (c->bus, TRUE);
   gst_object_unref (c->bus);
+  unref_and_wait (e);
 }
 
 /* Pulls every event up to EOS, then the buffers queued before it. */
@@ -758,10 +784,10 @@ pipe_free (Pipe * p)
           GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
   gst_consistency_checker_free (p->cv);
   gst_consistency_checker_free (p->ca);
-  gst_object_unref (p->src);
   gst_bus_set_flushing (p->bus, TRUE);
   gst_object_unref (p->bus);
   gst_object_unref (p->pipeline);
+  unref_and_wait (p->src);
 }
 
 /* Runs a pipeline to EOS or error; returns the error message or NULL. */
@@ -884,7 +910,9 @@ GST_START_TEST (test_nothing_linked_is_stream_error)
   fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   gst_object_unref (bus);
+  gst_object_ref (src);
   gst_object_unref (pipeline);
+  unref_and_wait (src);
 }
 
 GST_END_TEST;
@@ -1053,7 +1081,7 @@ check_setting_error (const gchar * prop, const gchar * value, GQuark domain,
   gst_element_set_state (e, GST_STATE_NULL);
   gst_bus_set_flushing (bus, TRUE);
   gst_object_unref (bus);
-  gst_object_unref (e);
+  unref_and_wait (e);
   g_free (what);
 }
 
@@ -1091,7 +1119,7 @@ GST_START_TEST (test_error_domains)
   gst_element_set_state (e, GST_STATE_NULL);
   gst_bus_set_flushing (bus, TRUE);
   gst_object_unref (bus);
-  gst_object_unref (e);
+  unref_and_wait (e);
 
   /* An adapter that is not a safetensors file: the engine refuses it while
    * loading. */
@@ -1111,7 +1139,7 @@ GST_START_TEST (test_error_domains)
     gst_element_set_state (e, GST_STATE_NULL);
     gst_bus_set_flushing (bus, TRUE);
     gst_object_unref (bus);
-    gst_object_unref (e);
+    unref_and_wait (e);
     g_unlink (bogus);
     g_free (bogus);
   }
@@ -1177,28 +1205,6 @@ one_cycle (Pipe * p, gint i)
   count_messages (p->bus, GST_MESSAGE_ANY);
 }
 
-/* Frees the pipeline and waits until h3videosrc is gone: its generation
- * thread holds a reference until the cancelled step returns. */
-static void
-pipe_free_and_wait (Pipe * p)
-{
-  GWeakRef ref;
-  GObject *alive = NULL;
-
-  g_weak_ref_init (&ref, p->src);
-  pipe_free (p);
-  for (gint i = 0; i < 1000; i++) {
-    alive = g_weak_ref_get (&ref);
-    if (!alive)
-      break;
-    g_object_unref (alive);
-    g_usleep (10000);
-  }
-  g_weak_ref_clear (&ref);
-  fail_unless (alive == NULL, "h3videosrc still alive 10 s after the "
-      "pipeline was freed");
-}
-
 GST_START_TEST (test_start_stop_cycles)
 {
   GstTracer *tracer = leaks_tracer ();
@@ -1209,14 +1215,14 @@ GST_START_TEST (test_start_stop_cycles)
    * caps caches, task pools) is in the baseline. */
   pipe_new (&p, LONG_PIPE);
   one_cycle (&p, 1);
-  pipe_free_and_wait (&p);
+  pipe_free (&p);
   if (tracer)
     before = live_objects (tracer);
 
   pipe_new (&p, LONG_PIPE);
   for (gint i = 0; i < 50; i++)
     one_cycle (&p, i);
-  pipe_free_and_wait (&p);
+  pipe_free (&p);
 
   if (tracer) {
     after = live_objects (tracer);

@@ -7,6 +7,11 @@
 #
 # Segments can only be cut at key frames: key-int-max=24 puts one every
 # second at 24 fps. playlist-length=0 keeps every segment (a VOD playlist).
+#
+# Known GStreamer 1.22 issue: now and then (about one run in ten on short
+# clips) splitmuxsink, inside hlssink2, never posts EOS after writing the last
+# fragment, so gst-launch-1.0 does not exit. The files are complete by then
+# (the playlist ends with #EXT-X-ENDLIST): press Ctrl-C.
 set -eu
 prompt=${1:?usage: hls.sh "prompt" [outdir]}
 dir=${2:-hls}

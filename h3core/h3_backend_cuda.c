@@ -52,6 +52,13 @@ typedef struct cuda_impl {
     void *workspace;
     void *scratch;
     size_t scratch_size;
+    unsigned scratch_epoch; /* bumped by every scratch() call: what a VSA call left there is still there */
+    h3k_vsa_args vsa_last;  /* the last vsa_attention call, for h3_backend_cuda_vsa_inspect */
+    unsigned vsa_epoch;
+    int vsa_valid;
+    int vsa_profile;           /* h3_backend_cuda_vsa_profile */
+    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined, H3_CUDA_VSA_PIPELINED */
+    cudaEvent_t vsa_events[4];
     int *flag; /* device word of H3K_ERR_* bits */
     h3_cuda_attention_path attention;
     gemm_plan plans[PLAN_CACHE];
@@ -89,6 +96,12 @@ static int check_flag(h3_backend *b) {
         h3_backend_fail(b, H3_ERR_INTERNAL, "cuda modulate/gated_residual: a selector lies outside its table");
     else if (flag & H3K_ERR_GATHER)
         h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda gather_rows: an index lies outside the source rows");
+    else if (flag & H3K_ERR_VSA_TABLE)
+        h3_backend_fail(b, H3_ERR_INTERNAL,
+                        "cuda vsa_attention: the tile tables are not a tiling of the sequence (a tile size outside "
+                        "1..tile_elems, or an untile_index entry outside its tile or left unused)");
+    else if (flag & H3K_ERR_VSA_SELECT)
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda vsa_attention: a top-k selection came out short (kernel bug)");
     else
         h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda scatter_rows: an index lies outside the destination rows");
     return 1;
@@ -107,6 +120,8 @@ static void cuda_destroy(h3_backend *b) {
         cublasLtMatrixLayoutDestroy(p->c);
     }
     if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < 4; i++)
+        if (c->vsa_events[i]) cudaEventDestroy(c->vsa_events[i]);
     cudaFree(c->workspace);
     cudaFree(c->scratch);
     cudaFree(c->flag);
@@ -163,6 +178,7 @@ static int cuda_synchronize(h3_backend *b) {
  * stream (cudaFree does), which happens only while warming up. */
 static void *scratch(h3_backend *b, size_t bytes) {
     cuda_impl *c = impl_of(b);
+    c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
     size_t want = bytes + bytes / 8;
     cudaFree(c->scratch);
@@ -486,6 +502,60 @@ static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
     ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
 }
 
+/* H3_CUDA_VSA_BEGIN: VSA-H3 block-sparse attention (kernels/h3_vsa.cu) */
+static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                     const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim) {
+    cuda_impl *c = impl_of(b);
+    memset(a, 0, sizeof *a);
+    a->o = o ? o->data : NULL;
+    a->q = q ? q->data : NULL;
+    a->k = k ? k->data : NULL;
+    a->v = v ? v->data : NULL;
+    a->gate = gate ? gate->data : NULL;
+    a->dt = q ? (int)q->dtype : H3K_BF16;
+    a->S = q ? h3_tensor_rows(q) : 0;
+    a->n_heads = n_heads;
+    a->head_dim = head_dim;
+    a->num_tiles = t->num_tiles;
+    a->num_prefix_tiles = t->num_prefix_tiles;
+    a->topk = t->topk;
+    a->tile_elems = t->tile_elems;
+    a->tile_sizes = t->tile_sizes.data;
+    a->untile_index = t->untile_index.data;
+    a->path = (int)c->attention;
+    a->pipelined = c->vsa_pipelined;
+    a->sm = c->sm;
+    a->err = c->flag;
+}
+
+static const char *vsa_kernel_name(const h3k_vsa_args *a) {
+    int path = h3k_vsa_path(a);
+    return path == H3K_ATTN_WGMMA && a->pipelined ? "wgmma-pipelined" : h3k_attention_path_name(path);
+}
+
+static void cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                               const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads,
+                               int head_dim) {
+    cuda_impl *c = impl_of(b);
+    if (head_dim > 256) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda vsa_attention: head_dim %d (at most 256)", head_dim);
+        return;
+    }
+    h3k_vsa_args a;
+    vsa_args(b, &a, o, q, k, v, gate, t, n_heads, head_dim);
+    if (c->vsa_profile)
+        for (int i = 0; i < 4; i++) a.events[i] = c->vsa_events[i];
+    a.scratch = scratch(b, h3k_vsa_scratch(&a));
+    a.scratch_size = c->scratch_size;
+    if (!a.scratch) return;
+    c->vsa_valid = 0;
+    if (!ok(b, h3k_vsa_attention(&a, c->stream), vsa_kernel_name(&a))) return;
+    c->vsa_last = a;
+    c->vsa_epoch = c->scratch_epoch;
+    c->vsa_valid = 1;
+}
+/* H3_CUDA_VSA_END */
+
 /* H3_CUDA_VAE_OPS_BEGIN */
 static h3k_view kview(const h3_view *v) {
     h3k_view k;
@@ -619,6 +689,7 @@ static const h3_backend_ops cuda_ops = {
     .gated_residual = cuda_gated_residual,
     .rope = cuda_rope,
     .attention = cuda_attention,
+    .vsa_attention = cuda_vsa_attention, /* H3_CUDA_VSA */
     .gather_rows = cuda_gather_rows,
     .scatter_rows = cuda_scatter_rows,
     .copy = cuda_copy,
@@ -691,6 +762,7 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     c->sm = sm;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     c->attention = attention_from_env();
+    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") && atoi(getenv("H3_CUDA_VSA_PIPELINED")) != 0; /* H3_CUDA_VSA */
     h3_backend_init(b, &cuda_ops, c);
     b->chunk_min_size = (size_t)256 << 20;
     const char *what = "stream";
@@ -740,3 +812,90 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
     attention_args(b, &a, (h3_tensor *)o, q, k, v, n_heads, n_kv_heads, head_dim, causal, 1.0f);
     return h3k_attention_path_name(h3k_attention_path(&a));
 }
+
+/* H3_CUDA_VSA_BEGIN */
+const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    cuda_impl *c = impl_of(b);
+    h3k_vsa_args a;
+    memset(&a, 0, sizeof a);
+    a.dt = (int)dtype;
+    a.head_dim = head_dim;
+    a.tile_elems = tile_elems;
+    a.path = (int)c->attention;
+    a.pipelined = c->vsa_pipelined;
+    a.sm = c->sm;
+    return vsa_kernel_name(&a);
+}
+
+int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
+    cuda_impl *c = impl_of(b);
+    int old = c->vsa_pipelined;
+    c->vsa_pipelined = on != 0;
+    return old;
+}
+
+int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    cuda_impl *c = impl_of(b);
+    h3k_vsa_args a;
+    memset(&a, 0, sizeof a);
+    a.dt = (int)dtype;
+    a.head_dim = head_dim;
+    a.tile_elems = tile_elems;
+    a.path = (int)c->attention;
+    a.pipelined = c->vsa_pipelined;
+    a.sm = c->sm;
+    return h3k_vsa_ctas_per_sm(&a);
+}
+
+h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; on && i < 4; i++)
+        if (!c->vsa_events[i] && cudaEventCreate(&c->vsa_events[i]) != cudaSuccess) {
+            cudaGetLastError();
+            c->vsa_events[i] = NULL;
+            return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_profile: cannot create CUDA events");
+        }
+    c->vsa_profile = on != 0;
+    return H3_OK;
+}
+
+h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    if (!c->vsa_profile || !c->vsa_valid)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "cuda vsa_stage_ms: no profiled vsa_attention call (turn h3_backend_cuda_vsa_profile on first)");
+    cudaError_t e = cudaEventSynchronize(c->vsa_events[3]);
+    for (int i = 0; e == cudaSuccess && i < 3; i++) e = cudaEventElapsedTime(&ms[i], c->vsa_events[i], c->vsa_events[i + 1]);
+    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_stage_ms: %s", cudaGetErrorString(e));
+    return H3_OK;
+}
+
+h3_status_code h3_backend_cuda_vsa_inspect(h3_backend *b, int32_t *lists, size_t lists_len, float *scores,
+                                           size_t scores_len, h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "cuda vsa_inspect: no vsa_attention results in the scratch (inspect right after the call, "
+                       "before any other op that uses scratch)");
+    const h3k_vsa_args *a = &c->vsa_last;
+    const int32_t *dl = NULL;
+    const float *ds = NULL;
+    h3k_vsa_results(a, &dl, &ds);
+    size_t n = (size_t)a->num_tiles, P = (size_t)a->num_prefix_tiles, H = (size_t)a->n_heads;
+    size_t want_l = dl ? H * (n - P) * (P + (size_t)a->topk) : 0, want_s = ds ? H * n * n : 0;
+    if (lists && lists_len != want_l)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu list entries, not %zu",
+                       want_l, lists_len);
+    if (scores && scores_len != want_s)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu scores, not %zu", want_s,
+                       scores_len);
+    cudaError_t e = cudaSuccess;
+    if (lists && want_l)
+        e = cudaMemcpyAsync(lists, dl, want_l * sizeof *lists, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess && scores && want_s)
+        e = cudaMemcpyAsync(scores, ds, want_s * sizeof *scores, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_inspect: %s", cudaGetErrorString(e));
+    return H3_OK;
+}
+/* H3_CUDA_VSA_END */

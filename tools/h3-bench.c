@@ -17,7 +17,12 @@
  * and an eager PyTorch block from the spec with the same weights, and
  * checks that block against ours. The table gives TFLOP/s, the fraction of
  * the measured GEMM peak and our/reference speed ratios (> 1: we are
- * faster); one dated row per run is appended to --perf-md. */
+ * faster); one dated row per run is appended to --perf-md.
+ *
+ * Last (--vsa on, the default; --vsa only runs this part alone), VSA-H3:
+ * h3_op_vsa_attention against our dense attention at the spec's shapes
+ * (1280×736×124 and 1344×768 at 10 s and 15 s), with useful TFLOP/s and a
+ * stage breakdown; rows go to the VSA table of --perf-md. */
 #include <cuda_runtime_api.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -29,6 +34,7 @@
 
 #include "h3_backend.h"
 #include "h3_backend_cuda.h"
+#include "h3_vsa.h"
 
 #define D 5376
 #define NH 56
@@ -53,6 +59,7 @@ typedef struct acts {
 
 typedef struct options {
     int blocks, reps, forward_reps;
+    int vsa; /* --vsa: 0 off, 1 on (default), 2 only */
     const char *commit, *perf_md, *reference, *python, *dump_dir;
 } options;
 
@@ -329,10 +336,301 @@ typedef struct result {
 
 static double tflops(double flop, double ms) { return flop / ms / 1e9; }
 
+/* ---- VSA-H3 (h3_op_vsa_attention) against our dense attention ------------------------------------
+ * At the spec's shapes (fasth3-vsa.md §3.9: text 256, 64-row tiles, sparsity 0.9): 1280×736×124
+ * (the reference: 611 tiles = 11 prefix + 600 video, k = 60), and the 10 s and 15 s clips at
+ * 1344×768 (243 and 362 frames). Each shape times our dense attention and the VSA op (with the
+ * gate, i.e. everything the DiT runs; without it; and at the reference shape the portable mma.sync
+ * kernel), and once with stage timing. Useful FLOPs count only valid query rows × valid keys of
+ * the selected tiles (4·dh per pair, from the op's own key lists), so useful TFLOP/s compares with
+ * the dense kernel's 4·S²·H·dh. */
+
+typedef struct vsa_case {
+    const char *label;
+    int64_t text, audio, T, h, w;
+} vsa_case;
+
+static const vsa_case vsa_cases[] = {
+    {"1280x736x124 (5 s)", 256, 414, 37, 23, 40},
+    {"1344x768x243 (10 s)", 256, 810, 72, 24, 42},
+    {"1344x768x362 (15 s)", 256, 1206, 107, 24, 42},
+};
+#define N_VSA_CASES 3
+
+typedef struct vsa_result {
+    int ok;
+    int64_t S, n, P, k;
+    double dense_ms, vsa_ms, nogate_ms, mma_ms, stage_ms[3];
+    double alt_ms, alt_fine_ms; /* the other consumer of the Hopper kernel (pipelined or not) */
+    const char *alt_kernel;
+    double useful_flop, dense_flop;
+    const char *kernel;
+    int ctas;
+} vsa_result;
+
+enum { VSA_DENSE, VSA_GATE, VSA_NOGATE, VSA_MMA, VSA_ALT };
+
+typedef struct vsa_ctx {
+    h3_tensor q, k, v, g, o;
+    h3_vsa_tiles t;
+} vsa_ctx;
+
+static void vsa_run(vsa_ctx *c, int what) {
+    switch (what) {
+    case VSA_DENSE: h3_op_attention(B, &c->o, &c->q, &c->k, &c->v, NH, NH, HD, 0, 1.0f / sqrtf((float)HD)); break;
+    case VSA_GATE: h3_op_vsa_attention(B, &c->o, &c->q, &c->k, &c->v, &c->g, &c->t, NH, HD); break;
+    case VSA_NOGATE: h3_op_vsa_attention(B, &c->o, &c->q, &c->k, &c->v, NULL, &c->t, NH, HD); break;
+    case VSA_ALT: { /* the Hopper kernel with its other consumer */
+        int old = h3_backend_cuda_set_vsa_pipelined(B, 1);
+        h3_backend_cuda_set_vsa_pipelined(B, !old);
+        h3_op_vsa_attention(B, &c->o, &c->q, &c->k, &c->v, &c->g, &c->t, NH, HD);
+        h3_backend_cuda_set_vsa_pipelined(B, old);
+        break;
+    }
+    default: {
+        h3_cuda_attention_path old = h3_backend_cuda_set_attention_path(B, H3_CUDA_ATTENTION_MMA);
+        h3_op_vsa_attention(B, &c->o, &c->q, &c->k, &c->v, &c->g, &c->t, NH, HD);
+        h3_backend_cuda_set_attention_path(B, old);
+    }
+    }
+}
+
+/* A failure in the VSA section is reported and cleared, not fatal: the dense numbers measured
+ * before it still get reported. */
+static int vsa_ok(const char *where) {
+    h3_status st;
+    if (h3_backend_synchronize(B, &st) == H3_OK) return 1;
+    fprintf(stderr, "h3-bench: vsa %s: %s\n", where, st.message);
+    h3_backend_clear_error(B);
+    return 0;
+}
+
+/* Median milliseconds of `reps` runs after `warmup`, as time_ms; NAN on failure. */
+static double vsa_time(vsa_ctx *c, int what, int warmup, int reps) {
+    cudaStream_t s = (cudaStream_t)h3_backend_cuda_stream(B);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = 0; i < warmup; i++) vsa_run(c, what);
+    if (!vsa_ok("warm-up")) {
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        return NAN;
+    }
+    double t[64];
+    if (reps > 64) reps = 64;
+    for (int i = 0; i < reps; i++) {
+        cudaEventRecord(e0, s);
+        vsa_run(c, what);
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t[i] = ms;
+    }
+    int good = vsa_ok("timing");
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return good ? t[reps / 2] : NAN;
+}
+
+/* 4·dh·Σ (valid query rows × valid keys attended), over heads, from the lists of the last call. */
+static double vsa_useful_flop(const h3_vsa_plan *pl) {
+    int64_t n = pl->num_tiles, P = pl->num_prefix_tiles, L = P + pl->topk;
+    size_t len = (size_t)NH * (size_t)((n - P) * L);
+    int32_t *lists = malloc(len * sizeof *lists);
+    h3_status st;
+    if (!lists || h3_backend_cuda_vsa_inspect(B, lists, len, NULL, 0, &st) != H3_OK) {
+        fprintf(stderr, "h3-bench: vsa lists: %s\n", lists ? st.message : "out of memory");
+        free(lists);
+        return NAN;
+    }
+    double pairs = 0;
+    for (int h = 0; h < NH; h++) {
+        for (int64_t qt = 0; qt < P; qt++) pairs += (double)pl->tile_sizes[qt] * (double)pl->seq_len;
+        for (int64_t qt = P; qt < n; qt++) {
+            const int32_t *list = lists + ((int64_t)h * (n - P) + (qt - P)) * L;
+            double keys = 0;
+            for (int64_t e = 0; e < L; e++) keys += pl->tile_sizes[list[e]];
+            pairs += (double)pl->tile_sizes[qt] * keys;
+        }
+    }
+    free(lists);
+    return 4.0 * HD * pairs;
+}
+
+static void bench_vsa(const options *o, vsa_result *res) {
+    h3_status st;
+    for (int ci = 0; ci < N_VSA_CASES; ci++) {
+        const vsa_case *vc = &vsa_cases[ci];
+        vsa_result *r = &res[ci];
+        memset(r, 0, sizeof *r);
+        h3_vsa_params p = h3_vsa_params_default();
+        int64_t seg[3] = {vc->text, 0, vc->audio};
+        h3_vsa_plan *pl = NULL;
+        if (h3_vsa_plan_make(seg, 3, vc->T, vc->h, vc->w, &p, &pl, &st) != H3_OK) {
+            fprintf(stderr, "h3-bench: vsa plan %s: %s\n", vc->label, st.message);
+            continue;
+        }
+        size_t mark = h3_arena_mark(B);
+        int64_t S = pl->seq_len;
+        vsa_ctx c;
+        c.q = rand2(S, INNER, 2.0f);
+        c.k = rand2(S, INNER, 2.0f);
+        c.v = rand2(S, INNER, 1.0f);
+        c.g = rand2(S, INNER, 1.0f);
+        c.o = h3_new_2d(B, H3_BF16, S, INNER);
+        c.t = (h3_vsa_tiles){.num_tiles = pl->num_tiles, .num_prefix_tiles = pl->num_prefix_tiles, .topk = pl->topk,
+                             .tile_elems = pl->tile_elems};
+        c.t.tile_sizes = h3_new_1d(B, H3_I32, pl->num_tiles);
+        c.t.tile_order = h3_new_1d(B, H3_I32, S);
+        c.t.untile_index = h3_new_1d(B, H3_I32, S);
+        h3_tensor_upload_i32(B, &c.t.tile_sizes, pl->tile_sizes, NULL);
+        h3_tensor_upload_i32(B, &c.t.tile_order, pl->tile_order, NULL);
+        h3_tensor_upload_i32(B, &c.t.untile_index, pl->untile_index, NULL);
+        if (!vsa_ok("inputs")) {
+            h3_arena_reset(B, mark);
+            h3_vsa_plan_free(pl);
+            continue;
+        }
+        r->S = S;
+        r->n = pl->num_tiles;
+        r->P = pl->num_prefix_tiles;
+        r->k = pl->topk;
+        r->kernel = h3_backend_cuda_vsa_kernel(B, H3_BF16, HD, pl->tile_elems);
+        r->ctas = h3_backend_cuda_vsa_ctas_per_sm(B, H3_BF16, HD, pl->tile_elems);
+        r->dense_flop = 4.0 * (double)S * (double)S * INNER;
+        printf("VSA %s: S %lld, %lld tiles (%lld prefix), k %lld; dense attention...\n", vc->label, (long long)S,
+               (long long)r->n, (long long)r->P, (long long)r->k);
+        fflush(stdout);
+        r->dense_ms = vsa_time(&c, VSA_DENSE, 1, o->reps);
+        r->vsa_ms = vsa_time(&c, VSA_GATE, 2, o->reps);
+        r->useful_flop = isnan(r->vsa_ms) ? NAN : vsa_useful_flop(pl);
+        r->nogate_ms = vsa_time(&c, VSA_NOGATE, 1, o->reps);
+        r->mma_ms = ci == 0 ? vsa_time(&c, VSA_MMA, 1, o->reps) : NAN;
+        /* on Hopper, the other consumer of the wgmma kernel too */
+        int pipe = h3_backend_cuda_set_vsa_pipelined(B, 0);
+        h3_backend_cuda_set_vsa_pipelined(B, !pipe);
+        r->alt_kernel = h3_backend_cuda_vsa_kernel(B, H3_BF16, HD, pl->tile_elems);
+        h3_backend_cuda_set_vsa_pipelined(B, pipe);
+        int has_alt = strcmp(r->alt_kernel, r->kernel) != 0;
+        r->alt_ms = has_alt ? vsa_time(&c, VSA_ALT, 1, o->reps) : NAN;
+        float ms[3] = {NAN, NAN, NAN}, alt[3] = {NAN, NAN, NAN};
+        if (h3_backend_cuda_vsa_profile(B, 1, &st) == H3_OK) {
+            vsa_run(&c, VSA_GATE);
+            if (h3_backend_cuda_vsa_stage_ms(B, ms, &st) != H3_OK) fprintf(stderr, "h3-bench: %s\n", st.message);
+            if (has_alt) {
+                vsa_run(&c, VSA_ALT);
+                if (h3_backend_cuda_vsa_stage_ms(B, alt, &st) != H3_OK) fprintf(stderr, "h3-bench: %s\n", st.message);
+            }
+            h3_backend_cuda_vsa_profile(B, 0, NULL);
+        }
+        vsa_ok("stages");
+        for (int i = 0; i < 3; i++) r->stage_ms[i] = ms[i];
+        r->alt_fine_ms = alt[2];
+        r->ok = 1;
+        printf("  dense %.2f ms, vsa %.2f ms (%.2fx)\n", r->dense_ms, r->vsa_ms, r->dense_ms / r->vsa_ms);
+        h3_arena_reset(B, mark);
+        h3_vsa_plan_free(pl);
+    }
+}
+
+/* Inserts `row` before the line holding `marker` in the file at path. */
+static int insert_before_marker(const char *path, const char *marker, const char *row) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    char buf[65536];
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (len + got + 1 > cap) {
+            cap = 2 * (len + got + 1);
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return 0;
+            }
+            text = t;
+        }
+        memcpy(text + len, buf, got);
+        len += got;
+    }
+    fclose(f);
+    if (!text) return 0;
+    text[len] = 0;
+    char *at = strstr(text, marker);
+    if (!at) {
+        free(text);
+        return 0;
+    }
+    while (at > text && at[-1] != '\n') at--;
+    f = fopen(path, "wb");
+    int ok = f && fwrite(text, 1, (size_t)(at - text), f) == (size_t)(at - text) && fputs(row, f) >= 0 &&
+             fwrite(at, 1, strlen(at), f) == strlen(at);
+    if (f && fclose(f) != 0) ok = 0;
+    free(text);
+    return ok;
+}
+
+static void report_vsa(const options *o, const vsa_result *res, const char *gpu) {
+    printf("\nVSA-H3 vs our dense attention (56 heads x 128, 64-row tiles, sparsity 0.9, gate on; useful TF/s over\n"
+           "valid query rows x valid keys of the selected tiles; target: the block-sparse kernel >= 85%% of the dense\n"
+           "kernel's TF/s; FastVideo's Triton kernel takes 16.1 ms at the reference shape on an H200, spec §4.3):\n");
+    printf("%-22s %7s %11s %4s %9s %8s %9s %8s %8s %8s %22s %8s %8s\n", "shape", "S", "tiles P+vid", "k", "dense ms",
+           "dense TF", "vsa ms", "useful TF", "of dense", "speedup", "stages ms prep/crs/fine", "fine TF", "of dense");
+    for (int i = 0; i < N_VSA_CASES; i++) {
+        const vsa_result *r = &res[i];
+        if (!r->ok) continue;
+        double dtf = tflops(r->dense_flop, r->dense_ms), vtf = tflops(r->useful_flop, r->vsa_ms);
+        double ftf = tflops(r->useful_flop, r->stage_ms[2]);
+        char tiles[32], stages[40];
+        snprintf(tiles, sizeof tiles, "%lld+%lld", (long long)r->P, (long long)(r->n - r->P));
+        snprintf(stages, sizeof stages, "%.2f/%.2f/%.2f", r->stage_ms[0], r->stage_ms[1], r->stage_ms[2]);
+        printf("%-22s %7lld %11s %4lld %9.2f %8.1f %9.2f %8.1f %7.1f%% %7.2fx %22s %8.1f %7.1f%%\n", vsa_cases[i].label,
+               (long long)r->S, tiles, (long long)r->k, r->dense_ms, dtf, r->vsa_ms, vtf, 100 * vtf / dtf,
+               r->dense_ms / r->vsa_ms, stages, ftf, 100 * ftf / dtf);
+        printf("%-22s without the gate %.2f ms; kernel %s, %d CTAs/SM\n", "", r->nogate_ms, r->kernel, r->ctas);
+        if (!isnan(r->alt_ms))
+            printf("%-22s %s: %.2f ms = %.1f useful TF/s (%.1f%% of dense), fine kernel %.2f ms = %.1f TF/s (%.1f%%)\n",
+                   "", r->alt_kernel, r->alt_ms, tflops(r->useful_flop, r->alt_ms),
+                   100 * tflops(r->useful_flop, r->alt_ms) / dtf, r->alt_fine_ms, tflops(r->useful_flop, r->alt_fine_ms),
+                   100 * tflops(r->useful_flop, r->alt_fine_ms) / dtf);
+        if (i == 0)
+            printf("%-22s mma.sync (portable) %.2f ms = %.1f useful TF/s; vs FastVideo Triton 16.1 ms: %.2fx\n", "",
+                   r->mma_ms, tflops(r->useful_flop, r->mma_ms), 16.1 / r->vsa_ms);
+    }
+    if (strcmp(o->perf_md, "-") == 0) return;
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M", gmtime(&now));
+    for (int i = 0; i < N_VSA_CASES; i++) {
+        const vsa_result *r = &res[i];
+        if (!r->ok) continue;
+        double dtf = tflops(r->dense_flop, r->dense_ms), vtf = tflops(r->useful_flop, r->vsa_ms);
+        double ftf = tflops(r->useful_flop, r->stage_ms[2]);
+        char row[1024], alt[160] = "";
+        if (!isnan(r->alt_ms))
+            snprintf(alt, sizeof alt, "; %s %.2f ms, fine %.2f ms (%.0f%%)", r->alt_kernel, r->alt_ms, r->alt_fine_ms,
+                     100 * tflops(r->useful_flop, r->alt_fine_ms) / dtf);
+        snprintf(row, sizeof row,
+                 "| %s | %s | %s | %s | %lld | %lld | %.2f (%.0f TF/s) | %.2f (%.0f TF/s) | %.2fx | %.2f / %.2f / %.2f | "
+                 "%.0f | %.0f%% | %s, %d/SM%s |\n",
+                 date, gpu, o->commit, vsa_cases[i].label, (long long)r->S, (long long)r->k, r->dense_ms, dtf,
+                 r->vsa_ms, vtf, r->dense_ms / r->vsa_ms, r->stage_ms[0], r->stage_ms[1], r->stage_ms[2], ftf,
+                 100 * ftf / dtf, r->kernel, r->ctas, alt);
+        if (!insert_before_marker(o->perf_md, "<!-- vsa-runs -->", row))
+            fprintf(stderr, "h3-bench: no '<!-- vsa-runs -->' line in %s; VSA row not recorded\n", o->perf_md);
+    }
+    printf("VSA rows recorded in %s\n", o->perf_md);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
-            "                [--perf-md FILE|-] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n");
+            "                [--perf-md FILE|-] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
+            "                [--vsa on|off|only]\n");
 }
 
 static int parse(int argc, char **argv, options *o) {
@@ -344,6 +642,7 @@ static int parse(int argc, char **argv, options *o) {
     o->reference = "tools/h3_bench_reference.py";
     o->python = "python3";
     o->dump_dir = "/tmp/h3-bench-dump";
+    o->vsa = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return 0;
@@ -355,6 +654,8 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--reference")) o->reference = v;
         else if (!strcmp(a, "--python")) o->python = v;
         else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
+        else if (!strcmp(a, "--vsa") && (!strcmp(v, "on") || !strcmp(v, "off") || !strcmp(v, "only")))
+            o->vsa = !strcmp(v, "off") ? 0 : !strcmp(v, "on") ? 1 : 2;
         else return 0;
         i++;
     }
@@ -379,6 +680,13 @@ int main(int argc, char **argv) {
     }
     const char *gpu = h3_backend_cuda_device_name(B);
     printf("h3-bench: %s (sm_%d), %d blocks, commit %s\n", gpu, h3_backend_cuda_sm(B), o.blocks, o.commit);
+    vsa_result vres[N_VSA_CASES];
+    if (o.vsa == 2) { /* --vsa only: VSA-H3 and our dense attention at its shapes, nothing else */
+        bench_vsa(&o, vres);
+        report_vsa(&o, vres, gpu);
+        h3_backend_destroy(B);
+        return 0;
+    }
 
     block_weights *w = calloc((size_t)o.blocks, sizeof *w);
     for (int i = 0; i < o.blocks; i++) make_block(&w[i]);
@@ -419,6 +727,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "h3-bench: dump failed; the reference runs without parity\n");
         h3_arena_reset(B, mark);
     }
+
+    if (o.vsa) bench_vsa(&o, vres);
 
     JsonNode *ref = strcmp(o.reference, "none") ? run_reference(&o) : NULL;
     double peak = ref_num(ref, "gemm_peak_tflops");
@@ -526,6 +836,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "h3-bench: cannot append to %s\n", o.perf_md);
         }
     }
+    if (o.vsa) report_vsa(&o, vres, gpu);
     if (ref) json_node_unref(ref);
     free(w);
     h3_backend_destroy(B);

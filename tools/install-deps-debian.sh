@@ -12,4 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good \
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav \
+  gstreamer1.0-plugins-base-apps valgrind \
   python3 python3-gi gir1.2-gstreamer-1.0 ffmpeg >/dev/null

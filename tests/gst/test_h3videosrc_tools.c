@@ -6,13 +6,14 @@
  *    frames and audio samples actually stored;
  *  - examples/h3-multi-prompt (C) and examples/multi_prompt.py (PyGObject):
  *    two prompts, one model load;
- *  - examples/first-run.sh, mp4.sh and hls.sh at a tiny size.
+ *  - examples/quickstart.sh, mp4.sh and hls.sh at a tiny size.
  *
  * Paths come from meson: H3_EXAMPLE_C (the built C example), H3_EXAMPLE_PY
  * and H3_PYTHON (a python3 with gi; the test is skipped without one),
  * H3_EXAMPLES_DIR (the scripts). */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
+#include <sys/wait.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -290,32 +291,42 @@ GST_START_TEST (test_example_python)
 
 GST_END_TEST;
 
-/* examples/first-run.sh, mp4.sh and hls.sh at the test size: each must
- * produce H.264 + AAC of the clip's duration. */
+/* examples/quickstart.sh (without its install and build steps), mp4.sh and
+ * hls.sh at the test size: each must produce H.264 + AAC of the clip's
+ * duration. */
+/* Runs an example script at the test size under timeout(1). Returns its
+ * output, or NULL when it had to be killed after 60 s. */
 static gchar *
 run_script (const gchar * name, const gchar * arg1, const gchar * arg2)
 {
   const gchar *dir = g_getenv ("H3_EXAMPLES_DIR");
-  gchar *script, *out;
+  gchar *script, *out = NULL, *out_err = NULL;
   gchar **env;
   gint status;
+  GError *error = NULL;
 
   fail_unless (dir != NULL, "H3_EXAMPLES_DIR is not set");
   script = g_build_filename (dir, name, NULL);
   {
-    gchar *argv[] = { "sh", script, (gchar *) arg1, (gchar *) arg2, NULL };
-    gchar *out_err = NULL;
-    GError *error = NULL;
+    gchar *argv[] = { "timeout", "60", "sh", script, (gchar *) arg1,
+      (gchar *) arg2, NULL
+    };
     env = g_environ_setenv (g_get_environ (), "H3VIDEOSRC_PROPS",
         "width=64 height=32 num-frames=22 steps=2", TRUE);
     fail_unless (g_spawn_sync (NULL, argv, env, G_SPAWN_SEARCH_PATH, NULL,
             NULL, &out, &out_err, &status, &error), "%s: %s", script,
         error ? error->message : "");
+  }
+  if (WIFEXITED (status) && WEXITSTATUS (status) == 124) {
+    GST_WARNING ("%s did not end within 60 s:\n%s\n%s", script, out,
+        out_err);
+    g_clear_pointer (&out, g_free);
+  } else {
     fail_unless (g_spawn_check_wait_status (status, NULL),
         "%s failed:\n%s\n%s", script, out, out_err);
-    g_free (out_err);
-    g_strfreev (env);
   }
+  g_free (out_err);
+  g_strfreev (env);
   g_free (script);
   return out;
 }
@@ -348,20 +359,33 @@ GST_START_TEST (test_example_scripts)
   gchar *hls = g_build_filename (dir, "hls", NULL);
   gchar *playlist = g_build_filename (hls, "playlist.m3u8", NULL);
   gchar *segment = g_build_filename (hls, "segment00000.ts", NULL);
-  gchar *text = NULL;
+  gchar *text = NULL, *out = NULL;
 
-  g_free (run_script ("first-run.sh", mkv, NULL));
+  out = run_script ("quickstart.sh", "--no-setup", mkv);
+  fail_unless (out != NULL, "quickstart.sh hung");
+  g_free (out);
   check_encoded (mkv);
-  g_free (run_script ("mp4.sh", PROMPT, mp4));
+  out = run_script ("mp4.sh", PROMPT, mp4);
+  fail_unless (out != NULL, "mp4.sh hung");
+  g_clear_pointer (&out, g_free);
   check_encoded (mp4);
-  g_free (run_script ("hls.sh", PROMPT, hls));
+  /* GStreamer 1.22's splitmuxsink (inside hlssink2) now and then never
+   * posts EOS after the last fragment, about one run in ten, well after
+   * h3videosrc pushed EOS on both pads: gst-launch then waits forever.
+   * Only that hang is retried; every completed run is checked in full. */
+  for (gint attempt = 0; attempt < 3 && !out; attempt++) {
+    remove_dir (hls);
+    out = run_script ("hls.sh", PROMPT, hls);
+  }
+  fail_unless (out != NULL, "hls.sh hung three times in a row");
+  g_free (out);
   fail_unless (g_file_get_contents (playlist, &text, NULL, NULL));
   fail_unless (strstr (text, "segment00000.ts") != NULL, "%s", text);
   fail_unless (strstr (text, "#EXT-X-ENDLIST") != NULL, "%s", text);
   {
     gchar *argv[] = { "gst-discoverer-1.0", segment, NULL };
     gint status;
-    gchar *out = run_tool (argv, &status);
+    out = run_tool (argv, &status);
     fail_unless_equals_int (status, 0);
     fail_unless (strstr (out, "H.264") && strstr (out, "AAC"), "%s", out);
     g_free (out);

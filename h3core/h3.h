@@ -34,7 +34,8 @@ typedef struct h3_engine h3_engine;
 typedef enum h3_compute {
     H3_COMPUTE_AUTO = 0, /* CUDA when a usable GPU is present, else the CPU (the reason is logged) */
     H3_COMPUTE_CPU,
-    H3_COMPUTE_CUDA
+    H3_COMPUTE_CUDA,
+    H3_COMPUTE_CUDA_F32 /* CUDA in float32 (weights and activations): slow, for parity checks only */
 } h3_compute;
 
 /* The two execution modes of the `backend` property. */

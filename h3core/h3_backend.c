@@ -84,6 +84,7 @@ void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl) {
     memset(b, 0, sizeof *b);
     b->ops = ops;
     b->impl = impl;
+    b->compute_dtype = ops->compute_dtype;
     b->chunk_min_size = ARENA_DEFAULT_CHUNK;
 }
 
@@ -124,7 +125,7 @@ h3_status_code h3_backend_synchronize(h3_backend *b, h3_status *status) {
 }
 
 const char *h3_backend_name(const h3_backend *b) { return b->ops->name; }
-h3_dtype h3_backend_compute_dtype(const h3_backend *b) { return b->ops->compute_dtype; }
+h3_dtype h3_backend_compute_dtype(const h3_backend *b) { return b->compute_dtype; }
 
 void h3_backend_destroy(h3_backend *b) {
     if (!b) return;

@@ -60,6 +60,8 @@ h3_tensor h3_tensor_2d(const h3_tensor *t, int64_t rows, int64_t cols);
 h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status *status);
 /* device = CUDA ordinal. Defined only when built with CUDA. */
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status);
+/* The same in float32 (weights and activations): parity checks only. */
+h3_status_code h3_backend_cuda_create_exact(int device, h3_backend **out, h3_status *status);
 void h3_backend_destroy(h3_backend *b);
 const char *h3_backend_name(const h3_backend *b);
 h3_dtype h3_backend_compute_dtype(const h3_backend *b);

@@ -22,6 +22,8 @@
 #include "h3_backend_impl.h"
 #include "h3_kernels.h"
 
+#include <glib.h>
+
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -44,8 +46,21 @@ typedef struct gemm_plan {
     cublasLtMatmulAlgo_t algo;
 } gemm_plan;
 
+/* Host-to-device copies of more than STAGE_MIN bytes go through a ring of
+ * pinned buffers: the CPU copies chunk k+1 out of the (mmap'd) file while the
+ * copy engine moves chunk k, and the caller's memory is free again when
+ * upload returns. A pageable cudaMemcpy would stage through the driver's own
+ * small buffer and serialise the page faults of the file with the DMA. */
+#define STAGE_SLOTS 4
+#define STAGE_BYTES ((size_t)32 << 20)
+#define STAGE_MIN ((size_t)1 << 20)
+
 typedef struct cuda_impl {
     int device, sm;
+    void *stage[STAGE_SLOTS];         /* pinned, allocated at the first large upload */
+    cudaEvent_t stage_done[STAGE_SLOTS];
+    int stage_next, stage_state;      /* state: 0 not tried, 1 ready, -1 unavailable (pageable copies) */
+    int exact; /* h3_backend_cuda_create_exact: f32 weights and activations */
     char name[256];
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -122,6 +137,10 @@ static void cuda_destroy(h3_backend *b) {
     if (c->stream) cudaStreamSynchronize(c->stream);
     for (int i = 0; i < 4; i++)
         if (c->vsa_events[i]) cudaEventDestroy(c->vsa_events[i]);
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        if (c->stage[i]) cudaFreeHost(c->stage[i]);
+        if (c->stage_done[i]) cudaEventDestroy(c->stage_done[i]);
+    }
     cudaFree(c->workspace);
     cudaFree(c->scratch);
     cudaFree(c->flag);
@@ -132,9 +151,8 @@ static void cuda_destroy(h3_backend *b) {
 }
 
 static h3_dtype cuda_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) {
-    (void)b;
     (void)file_dtype;
-    if (type == H3_WEIGHT_F32) return H3_F32;
+    if (type == H3_WEIGHT_F32 || impl_of(b)->exact) return H3_F32;
     if (type == H3_WEIGHT_F16) return H3_F16;
     return H3_BF16;
 }
@@ -155,10 +173,42 @@ static void cuda_free(h3_backend *b, void *p) {
 }
 
 /* Synchronous: callers free or reuse host buffers right after. */
+/* The pinned ring, once. Without it (pinned memory refused, or
+ * H3_CUDA_UPLOAD=pageable to compare) uploads are plain pageable copies;
+ * that is slower, not wrong, and said once on the log. */
+static int stage_ready(cuda_impl *c) {
+    if (c->stage_state) return c->stage_state > 0;
+    const char *env = getenv("H3_CUDA_UPLOAD");
+    const char *why = env && !strcmp(env, "pageable") ? "H3_CUDA_UPLOAD=pageable" : NULL;
+    for (int i = 0; i < STAGE_SLOTS && !why; i++) {
+        if (cudaHostAlloc(&c->stage[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            why = "pinned host memory refused";
+        }
+    }
+    c->stage_state = why ? -1 : 1;
+    if (why) g_warning("h3core cuda:%d: uploads use pageable copies (%s); weight loading is slower", c->device, why);
+    return c->stage_state > 0;
+}
+
 static int cuda_upload(h3_backend *b, void *dst, const void *src, size_t bytes) {
     cuda_impl *c = impl_of(b);
-    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
-    return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
+    if (bytes < STAGE_MIN || !stage_ready(c)) {
+        if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
+        return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
+    }
+    for (size_t off = 0; off < bytes; off += STAGE_BYTES) {
+        size_t n = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+        int s = c->stage_next;
+        c->stage_next = (s + 1) % STAGE_SLOTS;
+        if (!ok(b, cudaEventSynchronize(c->stage_done[s]), "upload")) return 1; /* slot's last copy is done */
+        memcpy(c->stage[s], (const char *)src + off, n);
+        if (!ok(b, cudaMemcpyAsync((char *)dst + off, c->stage[s], n, cudaMemcpyHostToDevice, c->stream), "upload") ||
+            !ok(b, cudaEventRecord(c->stage_done[s], c->stream), "upload"))
+            return 1;
+    }
+    return 0; /* in flight on the stream; src is no longer needed */
 }
 
 static int cuda_download(h3_backend *b, void *dst, const void *src, size_t bytes) {
@@ -530,7 +580,8 @@ static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tens
 
 static const char *vsa_kernel_name(const h3k_vsa_args *a) {
     int path = h3k_vsa_path(a);
-    return path == H3K_ATTN_WGMMA && a->pipelined ? "wgmma-pipelined" : h3k_attention_path_name(path);
+    if (path == H3K_ATTN_WGMMA && a->pipelined) return a->pipelined == 2 ? "wgmma-paired" : "wgmma-pipelined";
+    return h3k_attention_path_name(path);
 }
 
 static void cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
@@ -605,8 +656,34 @@ static void cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor
        "rgb8_from_planar");
 }
 
+/* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch
+ * item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ, then the bias per
+ * channel. Returns 0 when the conv does not fit (16-bit, grouped, or too small to pay), for the direct kernel. */
+static int conv1d_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int stride, int padding, int dilation, int groups) {
+    cuda_impl *c = impl_of(b);
+    int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2], Cout = y->shape[1], Lout = y->shape[2];
+    int K = (int)w->shape[2];
+    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
+        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
+        return 0;
+    float *col = scratch(b, (size_t)(Lout * Cin * K) * sizeof(float));
+    if (!col) return 1; /* the failure is recorded */
+    for (int64_t i = 0; i < B && !h3_backend_failed(b); i++) {
+        const float *xb = (const float *)x->data + i * Cin * Lin;
+        float *yb = (float *)y->data + i * Cout * Lout;
+        if (!ok(b, h3k_im2col1d(col, xb, Cin, Lin, Lout, K, stride, padding, dilation, c->stream), "conv1d: im2col"))
+            return 1;
+        gemm(b, yb, CUDA_R_32F, col, w->data, CUDA_R_32F, Cout, Lout, Cin * K, NULL);
+    }
+    if (bias && !h3_backend_failed(b))
+        ok(b, h3k_add_channel_bias(y->data, bias->data, B, Cout, Lout, c->stream), "conv1d: bias");
+    return 1;
+}
+
 static void cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                         int stride, int padding, int dilation, int groups) {
+    if (conv1d_gemm(b, y, x, w, bias, stride, padding, dilation, groups)) return;
     ok(b, h3k_conv1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias), x->shape[0],
                      x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2], stride, padding, dilation,
                      groups, impl_of(b)->stream),
@@ -728,6 +805,12 @@ static h3_cuda_attention_path attention_from_env(void) {
     if (!e || !*e) return H3_CUDA_ATTENTION_AUTO;
     if (!strcasecmp(e, "wgmma")) return H3_CUDA_ATTENTION_WGMMA;
     if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_ATTENTION_WGMMA_SIMPLE;
+    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_ATTENTION_WGMMA_FA3;
+    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_ATTENTION_WGMMA_FA3_S2;
+    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_ATTENTION_WGMMA_FA3_NOPP;
+    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_ATTENTION_WGMMA_FA3_LAZY;
+    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_ATTENTION_WGMMA_FA3_N176;
+    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_ATTENTION_WGMMA_FA3_N192;
     if (!strcasecmp(e, "mma")) return H3_CUDA_ATTENTION_MMA;
     if (!strcasecmp(e, "generic")) return H3_CUDA_ATTENTION_GENERIC;
     return H3_CUDA_ATTENTION_AUTO;
@@ -762,7 +845,8 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     c->sm = sm;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     c->attention = attention_from_env();
-    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") && atoi(getenv("H3_CUDA_VSA_PIPELINED")) != 0; /* H3_CUDA_VSA */
+    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") ? atoi(getenv("H3_CUDA_VSA_PIPELINED")) : 0; /* H3_CUDA_VSA */
+    c->vsa_pipelined = c->vsa_pipelined < 0 || c->vsa_pipelined > 2 ? 1 : c->vsa_pipelined;
     h3_backend_init(b, &cuda_ops, c);
     b->chunk_min_size = (size_t)256 << 20;
     const char *what = "stream";
@@ -787,6 +871,21 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     *out = b;
     return H3_OK;
 }
+
+/* Exact mode: the same kernels on float32 weights (bf16/f16 files widen
+ * exactly) and float32 activations, GEMMs in true fp32 (no TF32), attention
+ * through the generic fp32 kernel. Slow and memory-hungry; it exists so that
+ * the GPU's kernels can be held to the float32 goldens at float32 tolerance,
+ * which separates a kernel bug from bf16 rounding. */
+h3_status_code h3_backend_cuda_create_exact(int device, h3_backend **out, h3_status *status) {
+    h3_status_code rc = h3_backend_cuda_create(device, out, status);
+    if (rc != H3_OK) return rc;
+    impl_of(*out)->exact = 1;
+    (*out)->compute_dtype = H3_F32;
+    return H3_OK;
+}
+
+int h3_backend_cuda_is_exact(h3_backend *b) { return impl_of(b)->exact; }
 
 void *h3_backend_cuda_stream(h3_backend *b) { return impl_of(b)->stream; }
 const char *h3_backend_cuda_device_name(h3_backend *b) { return impl_of(b)->name; }
@@ -830,7 +929,7 @@ const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_d
 int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
     cuda_impl *c = impl_of(b);
     int old = c->vsa_pipelined;
-    c->vsa_pipelined = on != 0;
+    c->vsa_pipelined = on < 0 || on > 2 ? 1 : on; /* 0 simple, 1 pipelined, 2 paired */
     return old;
 }
 

@@ -19,6 +19,9 @@ extern "C" {
  * why, when none, goes to `why` (may be NULL). */
 int h3_cuda_device_count(char *why, size_t why_size);
 
+/* Exact mode (h3_backend_cuda_create_exact in h3_backend.h)? */
+int h3_backend_cuda_is_exact(h3_backend *b);
+
 /* The backend's only stream, as a cudaStream_t. */
 void *h3_backend_cuda_stream(h3_backend *b);
 const char *h3_backend_cuda_device_name(h3_backend *b);
@@ -29,7 +32,8 @@ int h3_backend_cuda_sm(h3_backend *b);
 void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, float lo, float hi);
 
 /* Attention kernels. AUTO (the default, or H3_CUDA_ATTENTION=auto|wgmma|mma|generic
- * in the environment; also wgmma-simple) picks wgmma on Hopper for bf16 head_dim 128 non-causal
+ * in the environment; also wgmma-simple and wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) picks wgmma on Hopper
+ * for bf16 head_dim 128 non-causal
  * calls, mma.sync for other bf16/f16 calls with head_dim 64 or 128, and the
  * generic kernel otherwise. A forced path that does not fit a call falls
  * back to the next one down. */
@@ -37,8 +41,14 @@ typedef enum h3_cuda_attention_path {
     H3_CUDA_ATTENTION_AUTO = 0,
     H3_CUDA_ATTENTION_GENERIC = 1,
     H3_CUDA_ATTENTION_MMA = 2,
-    H3_CUDA_ATTENTION_WGMMA = 3,        /* warp-specialised, ping-pong (the default on Hopper) */
-    H3_CUDA_ATTENTION_WGMMA_SIMPLE = 4  /* one barrier per tile: the first version, kept as a cross-check */
+    H3_CUDA_ATTENTION_WGMMA = 3,        /* k_attn_wgmma2: warp-specialised, ping-pong, one GEMM of cover */
+    H3_CUDA_ATTENTION_WGMMA_SIMPLE = 4, /* one barrier per tile: the first version, kept as a cross-check */
+    H3_CUDA_ATTENTION_WGMMA_FA3 = 5,    /* FlashAttention-3 turn order, 3 K/V stages, ping-pong (wgmma-fa3) */
+    H3_CUDA_ATTENTION_WGMMA_FA3_S2 = 6, /* the same with 2 stages (wgmma-fa3-s2): the default on Hopper */
+    H3_CUDA_ATTENTION_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
+    H3_CUDA_ATTENTION_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
+    H3_CUDA_ATTENTION_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
+    H3_CUDA_ATTENTION_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192) */
 } h3_cuda_attention_path;
 
 /* Sets the path for later calls; returns the previous setting. */
@@ -53,12 +63,14 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
  * 64-row tiles; mma.sync for bf16/f16, head_dim 64/128 and tiles of at most
  * 64 rows; the generic kernel otherwise (H3_CUDA_ATTENTION=mma or generic
  * forces the lower ones). Name of the kernel a call with these parameters
- * runs now ("wgmma", "wgmma-pipelined", "mma.sync", "generic"). */
+ * runs now ("wgmma", "wgmma-pipelined", "wgmma-paired", "mma.sync", "generic"). */
 const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems);
 /* The Hopper VSA kernel's consumer: 0 (the default) one tile at a time,
  * 1 FlashAttention-3's intra-warpgroup overlap (the softmax of tile j+1
- * while P·V of tile j runs). H3_CUDA_VSA_PIPELINED=1 in the environment
- * sets 1 at creation. Returns the previous setting. */
+ * while P·V of tile j runs), 2 paired (two query tiles of a head a CTA,
+ * the union of their key lists streamed once; other values: 1).
+ * H3_CUDA_VSA_PIPELINED=1 or 2 in the environment sets it at creation.
+ * Returns the previous setting. */
 int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on);
 /* For tests and benchmarks: copies what the last h3_op_vsa_attention left in
  * the backend's scratch to the host, when no op has used the scratch since

@@ -86,6 +86,7 @@ typedef struct h3_arena_chunk {
 struct h3_backend {
     const h3_backend_ops *ops;
     void *impl;
+    h3_dtype compute_dtype; /* ops->compute_dtype unless the backend chose another (CUDA's exact mode) */
     h3_status error; /* sticky: first error wins */
     /* activation arena */
     h3_arena_chunk *chunks;

@@ -17,7 +17,7 @@
  * Per forward, the timestep MLP runs once and every block's AdaLN projection
  * is evaluated once for the distinct timesteps and rearranged into six
  * tables [3·n_t, D] (shift/scale/gate for attention and MLP, row ti·3 + tag)
- * that h3_op_modulate / h3_op_gated_residual address with a per-row
+ * that h3_op_rms_norm_modulate / h3_op_gated_residual address with a per-row
  * selector; the final layer has two tables [n_t, D] selected by the row's
  * timestep index. The refined text rows, the RoPE tables and the indices
  * are per-request state built by h3_dit_begin. */
@@ -596,6 +596,116 @@ h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3
     return load_dit(b, dir, tp ? tp : &single, adapter, out, status);
 }
 
+/* ---- random weights (benchmarks) -------------------------------------------------- */
+
+typedef struct random_ctx {
+    h3_dit *dit;
+    uint64_t seed, index; /* tensor `index` draws from a stream seeded by (seed, index) */
+    void *buf;
+    size_t cap;
+    uint16_t *levels16; /* [65536] the tensor's value levels, bf16 and f32 */
+    float *levels32;
+} random_ctx;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Uniform values for one plan entry: matrices [N, K] in ±sqrt(3/K) (unit
+ * variance out for unit variance in), norm weights in [0.8, 1.2], biases in
+ * ±0.05. BF16 unless the plan keeps the weight in F32, so the backend gets
+ * what a checkpoint would give it, sharded the same way. */
+static h3_status_code random_request(const weight_request *r, void *user, h3_status *status) {
+    random_ctx *ctx = user;
+    h3_dit *dit = ctx->dit;
+    int64_t rows = r->kind == SOURCE_QKV && r->n_names == 3 ? 3 * r->shape[0] : r->shape[0];
+    int64_t cols = r->ndim == 2 ? r->shape[1] : 1;
+    size_t n = (size_t)(rows * cols);
+    int f32 = r->type == H3_WEIGHT_F32;
+    size_t bytes = n * (f32 ? 4 : 2);
+    if (bytes > ctx->cap) {
+        free(ctx->buf);
+        ctx->buf = malloc(bytes);
+        ctx->cap = ctx->buf ? bytes : 0;
+        if (!ctx->buf) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: no host memory for %zu bytes", bytes);
+    }
+    float lo, hi;
+    if (r->ndim == 2) {
+        hi = sqrtf(3.0f / (float)cols);
+        lo = -hi;
+    } else if (ends_with(r->names[0], ".bias")) {
+        lo = -0.05f, hi = 0.05f;
+    } else {
+        lo = 0.8f, hi = 1.2f;
+    }
+    /* 16 random bits per value through a table of 65536 levels: cheap
+     * enough for the 645 M values of a block. */
+    uint16_t *levels16 = ctx->levels16;
+    float *levels32 = ctx->levels32;
+    for (int u = 0; u < 65536; u++) {
+        levels32[u] = lo + (hi - lo) * ((float)u + 0.5f) / 65536.0f;
+        levels16[u] = h3_f32_to_bf16(levels32[u]);
+    }
+    uint64_t state = ctx->seed * 0x9e3779b97f4a7c15ull + ++ctx->index;
+    for (size_t i = 0; i < n; i += 4) {
+        uint64_t z = splitmix64(&state);
+        for (size_t k = 0; k < 4 && i + k < n; k++, z >>= 16) {
+            if (f32) ((float *)ctx->buf)[i + k] = levels32[z & 0xffff];
+            else ((uint16_t *)ctx->buf)[i + k] = levels16[z & 0xffff];
+        }
+    }
+    h3_st_tensor t = {.name = r->names[0], .dtype = f32 ? H3_ST_F32 : H3_ST_BF16, .ndim = r->ndim,
+                      .shape = {rows, cols}, .numel = rows * cols, .data = ctx->buf, .nbytes = bytes,
+                      .file_path = "(random weights)"};
+    return h3_tp_weight_load(dit->b, &dit->tp, &t, r->role, r->type, r->dst, status);
+}
+
+h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                    const h3_tp *tp, h3_dit **out, h3_status *status) {
+    *out = NULL;
+    h3_status_code rc = check_config("random dit", cfg, status);
+    if (rc != H3_OK) return rc;
+    if (num_blocks < 1 || num_blocks > cfg->num_layers)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "random dit: %d blocks (1..%d)", num_blocks,
+                       cfg->num_layers);
+    h3_dit *dit = calloc(1, sizeof *dit);
+    if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    h3_tp single = H3_TP_SINGLE;
+    dit->b = b;
+    dit->tp = tp ? *tp : single;
+    dit->cfg = *cfg;
+    dit->cfg.num_layers = num_blocks;
+    dit->ckpt_layout = H3_DIT_DIFFUSERS; /* names only; the weights never touch a file */
+    rc = split_for_tp(dit, "random dit", status);
+    if (rc == H3_OK) {
+        dit->refiner = calloc((size_t)dit->cfg.num_refiner_layers + 1, sizeof *dit->refiner);
+        dit->blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->blocks);
+        if (!dit->refiner || !dit->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    }
+    random_ctx ctx = {.dit = dit, .seed = seed};
+    ctx.levels16 = malloc(65536 * sizeof *ctx.levels16);
+    ctx.levels32 = malloc(65536 * sizeof *ctx.levels32);
+    if (rc == H3_OK && (!ctx.levels16 || !ctx.levels32)) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    if (rc == H3_OK) rc = walk_plan(&dit->cfg, dit->ckpt_layout, dit, random_request, &ctx, status);
+    free(ctx.buf);
+    free(ctx.levels16);
+    free(ctx.levels32);
+    if (rc != H3_OK) {
+        h3_dit_free(dit);
+        return rc;
+    }
+    *out = dit;
+    return H3_OK;
+}
+
 const h3_dit_config *h3_dit_get_config(const h3_dit *dit) { return &dit->cfg; }
 h3_dit_checkpoint_layout h3_dit_get_checkpoint_layout(const h3_dit *dit) { return dit->ckpt_layout; }
 
@@ -640,12 +750,13 @@ static void attention(h3_dit *dit, const dit_block *blk, block_scratch *s, const
     h3_op_linear(b, &s->q, &s->h, &wq, NULL);
     h3_op_linear(b, &s->k, &s->h, &wk, NULL);
     h3_op_linear(b, &s->v, &s->h, &wv, NULL);
-    h3_op_rms_norm(b, &s->q, &s->q, &blk->norm_q, c->head_dim, c->qk_norm_eps);
-    h3_op_rms_norm(b, &s->k, &s->k, &blk->norm_k, c->head_dim, c->qk_norm_eps);
-    if (cos) {
+    if (cos) { /* per-head RMSNorm then RoPE on channels [0, rot), fused: one pass over q and k */
         int rot = 6 * c->rope_freq_dim;
-        h3_op_rope(b, &s->q, cos, sin, dit->heads, c->head_dim, rot);
-        h3_op_rope(b, &s->k, cos, sin, dit->heads, c->head_dim, rot);
+        h3_op_qk_norm_rope(b, &s->q, &blk->norm_q, c->qk_norm_eps, cos, sin, dit->heads, c->head_dim, rot);
+        h3_op_qk_norm_rope(b, &s->k, &blk->norm_k, c->qk_norm_eps, cos, sin, dit->heads, c->head_dim, rot);
+    } else {
+        h3_op_rms_norm(b, &s->q, &s->q, &blk->norm_q, c->head_dim, c->qk_norm_eps);
+        h3_op_rms_norm(b, &s->k, &s->k, &blk->norm_k, c->head_dim, c->qk_norm_eps);
     }
     if (cos && dit->vsa_plan) { /* FastH3: VSA-H3 on the main blocks (h3_vsa.h) */
         if (blk->gate_active) h3_op_linear(b, &s->gate, &s->h, &blk->gate, NULL);
@@ -879,15 +990,13 @@ static void main_block(h3_dit *dit, const dit_block *blk, h3_tensor *x, block_sc
                        int n_rows, const h3_tensor *select) {
     h3_backend *b = dit->b;
     const h3_dit_config *c = &dit->cfg;
-    int64_t D = c->hidden_size;
     h3_tensor shift1 = table(mod, 0, n_rows), scale1 = table(mod, 1, n_rows), gate1 = table(mod, 2, n_rows);
     h3_tensor shift2 = table(mod, 3, n_rows), scale2 = table(mod, 4, n_rows), gate2 = table(mod, 5, n_rows);
-    h3_op_rms_norm(b, &s->h, x, &blk->norm1, D, c->norm_eps);
-    h3_op_modulate(b, &s->h, &s->h, &shift1, &scale1, select);
+    /* RMSNorm + modulate fused (h3_backend.h): one pass over X instead of two */
+    h3_op_rms_norm_modulate(b, &s->h, x, &blk->norm1, c->norm_eps, &shift1, &scale1, select);
     attention(dit, blk, s, &dit->rope_cos, &dit->rope_sin);
     h3_op_gated_residual(b, x, &gate1, &s->y, select);
-    h3_op_rms_norm(b, &s->h, x, &blk->norm2, D, c->norm_eps);
-    h3_op_modulate(b, &s->h, &s->h, &shift2, &scale2, select);
+    h3_op_rms_norm_modulate(b, &s->h, x, &blk->norm2, c->norm_eps, &shift2, &scale2, select);
     feed_forward(dit, blk, s);
     h3_op_gated_residual(b, x, &gate2, &s->y, select);
 }
@@ -1001,8 +1110,7 @@ static h3_status_code run_blocks(h3_dit *dit, const h3_tensor *video_rows, const
         if (rc != H3_OK) return rc;
     }
     h3_tensor shift = table(&m->final, 0, n_t), scale = table(&m->final, 1, n_t);
-    h3_op_rms_norm(b, &x, &x, &dit->out_norm, D, c->final_norm_eps);
-    h3_op_modulate(b, &x, &x, &shift, &scale, final_sel);
+    h3_op_rms_norm_modulate(b, &x, &x, &dit->out_norm, c->final_norm_eps, &shift, &scale, final_sel);
     project_out(dit, video_velocity, &x, &dit->proj_out_w, &dit->proj_out_b, &dit->video_index);
     project_out(dit, audio_velocity, &x, &dit->audio_out_w, &dit->audio_out_b, &dit->audio_index);
     return h3_backend_check(b, status);

@@ -86,6 +86,18 @@ h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_stat
 h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status);
 void h3_dit_free(h3_dit *dit);
 
+/* For benchmarks and tests: a model of cfg's shapes with `num_blocks` main
+ * blocks (1..cfg->num_layers) and random weights, no checkpoint needed (the
+ * release's 50 blocks would be 62 GB). Values are uniform and deterministic
+ * in `seed`: matrices [N, K] in ±sqrt(3/K), norm weights in [0.8, 1.2],
+ * biases in ±0.05, drawn as BF16 (F32 for the fp32 islands) and handed to
+ * the backend like checkpoint tensors, so weight dtypes, packing and the
+ * tensor-parallel split (tp NULL = one rank) are the loader's. The model
+ * then runs h3_dit_begin / h3_dit_forward like a loaded one, over
+ * num_blocks blocks. Costs about a second of host time per full-size block. */
+h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                    const h3_tp *tp, h3_dit **out, h3_status *status);
+
 /* FastH3 (h3_adapter.h, h3_vsa.h) ---------------------------------------------
  * h3_dit_load(_tp) with an adapter fused in: the adapter is bound to the
  * checkpoint (every key mapped and shape-checked) before any weight is

@@ -142,21 +142,27 @@ static double now_seconds(void) { return (double)g_get_monotonic_time() / 1e6; }
 
 /* ---- model directory ------------------------------------------------------ */
 
-const char *h3_default_model_dir(void) {
-    static char *dir;
-    if (dir) return dir;
+static gpointer find_default_model_dir(gpointer unused) {
+    (void)unused;
     const char *env = g_getenv("H3_DEFAULT_MODEL_DIR");
-    if (env && *env) return dir = g_strdup(env);
+    if (env && *env) return g_strdup(env);
 #ifdef H3_DATADIR
     char *installed = g_build_filename(H3_DATADIR, "tiny-h3", NULL);
-    if (g_file_test(installed, G_FILE_TEST_IS_DIR)) return dir = installed;
+    if (g_file_test(installed, G_FILE_TEST_IS_DIR)) return installed;
     g_free(installed);
 #endif
 #ifdef H3_BUILD_MODEL_DIR
-    return dir = g_strdup(H3_BUILD_MODEL_DIR);
+    return g_strdup(H3_BUILD_MODEL_DIR);
 #else
-    return dir = g_strdup("tiny-h3");
+    return g_strdup("tiny-h3");
 #endif
+}
+
+/* Resolved once per process (elements in several pipelines may ask at the
+ * same time, hence GOnce); the string lives as long as the process. */
+const char *h3_default_model_dir(void) {
+    static GOnce once = G_ONCE_INIT;
+    return g_once(&once, find_default_model_dir, NULL);
 }
 
 static int is_dir(const char *base, const char *sub) {
@@ -393,24 +399,33 @@ static h3_status_code set_attention(h3_dit *dit, const h3_request *r, h3_status 
 
 /* ---- open / close ------------------------------------------------------------ */
 
+#ifdef H3_HAVE_CUDA
+static h3_status_code create_cuda(h3_compute compute, int device, h3_backend **out, h3_status *status) {
+    if (compute == H3_COMPUTE_CUDA_F32) return h3_backend_cuda_create_exact(device, out, status);
+    return h3_backend_cuda_create(device, out, status);
+}
+#endif
+
 /* The one backend of an engine without a device list (devices "auto"). */
 static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
-    if (o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_AUTO) {
+    int need_cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
+    if (need_cuda || o->compute == H3_COMPUTE_AUTO) {
 #ifdef H3_HAVE_CUDA
         int device = 0;
         h3_status cs = {0};
-        if (h3_backend_cuda_create(device, &e->backend, &cs) == H3_OK) {
-            snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d", device);
+        if (create_cuda(o->compute, device, &e->backend, &cs) == H3_OK) {
+            snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d%s", device,
+                     o->compute == H3_COMPUTE_CUDA_F32 ? " (f32)" : "");
             return H3_OK;
         }
-        if (o->compute == H3_COMPUTE_CUDA) {
+        if (need_cuda) {
             *status = cs;
             return cs.code;
         }
         snprintf(e->stats.fallback, sizeof e->stats.fallback, "compute=auto fell back to the CPU: %.200s", cs.message);
         engine_log(e, H3_LOG_WARNING, "%s", e->stats.fallback);
 #else
-        if (o->compute == H3_COMPUTE_CUDA)
+        if (need_cuda)
             return h3_fail(status, H3_ERR_UNSUPPORTED, "compute=cuda: this build of h3core has no CUDA backend "
                                                        "(rebuild with -Dcuda=enabled)");
         snprintf(e->stats.fallback, sizeof e->stats.fallback,
@@ -437,7 +452,7 @@ static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3
         long n = strtol(d + 4, &end, 10);
         if (end == d + 4 || *end || n < 1 || n > H3_COMM_MAX_RANKS)
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s': cpu:N needs N in 1..%d", d, H3_COMM_MAX_RANKS);
-        if (o->compute == H3_COMPUTE_CUDA)
+        if (o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32)
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s' runs on the CPU but compute=cuda", d);
         e->n_ranks = (int)n;
         for (int r = 0; r < e->n_ranks; r++) e->devices[r] = -1;
@@ -545,7 +560,7 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
         rc = h3_backend_cpu_create(threads, &r->backend, &bs);
     } else {
 #ifdef H3_HAVE_CUDA
-        rc = h3_backend_cuda_create(device, &r->backend, &bs);
+        rc = create_cuda(e->compute, device, &r->backend, &bs);
 #else
         rc = h3_fail(&bs, H3_ERR_UNSUPPORTED, "no CUDA backend in this build");
 #endif
@@ -592,8 +607,8 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
             at += (size_t)snprintf(e->stats.compute + at, sizeof e->stats.compute - at, "%s%d", r ? "," : "",
                                    e->devices[r]);
     }
-    snprintf(e->stats.compute + at, sizeof e->stats.compute - at, " (tp%d, %s)", n,
-             h3_comm_group_name(h3_tp_team_group(e->team)));
+    snprintf(e->stats.compute + at, sizeof e->stats.compute - at, " (tp%d, %s%s)", n,
+             h3_comm_group_name(h3_tp_team_group(e->team)), e->compute == H3_COMPUTE_CUDA_F32 ? ", f32" : "");
     /* Planned departures (the plan) and agreed ones (the probes), in full in the log. */
     g_strlcpy(e->stats.fallback, e->plan.note, sizeof e->stats.fallback);
     if (e->plan.note[0] && e->decision.fallback[0]) g_strlcat(e->stats.fallback, "; ", sizeof e->stats.fallback);
@@ -612,6 +627,17 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     e->log = o->log;
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
+    /* Test hook for applications (the element's tests use it): a device
+     * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
+     * so that a stray variable is never a silent failure. */
+    const char *fault = g_getenv("H3_INJECT_FAULT");
+    if (fault && *fault) {
+        if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
+            engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
+                       e->fault_rank, e->fault_step);
+        else
+            engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP", fault);
+    }
     double t0 = now_seconds();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
     h3_status_code rc = resolve_layout(e, dir, status);

@@ -25,6 +25,7 @@
 #include "h3_safetensors.h"
 
 #define MAX_LATENT_CHANNELS 64
+#define MAX_BATCH 8 /* spatial tiles decoded together: a row of 1280 px is 7 */
 
 typedef struct vae_block {
     h3_tensor norm1, norm2, scale1, scale2;
@@ -318,6 +319,8 @@ static h3_status_code load_block(h3_video_vae *v, const h3_checkpoint *ck, int i
     VEC(scale1, "scale1");
     VEC(scale2, "scale2");
 #undef VEC
+    blk->scale1 = h3_tensor_2d(&blk->scale1, 1, v->dim); /* one-row tables for h3_op_gated_residual */
+    blk->scale2 = h3_tensor_2d(&blk->scale2, 1, v->dim);
     if (native) {
         if ((rc = load_native_attention(v, ck, p, blk, status)) != H3_OK) return rc;
     } else {
@@ -497,42 +500,43 @@ static h3_tensor as_dtype(h3_backend *b, const h3_tensor *x, h3_dtype dt) {
     return y;
 }
 
-/* x += scale ⊙ y, with the product promoted to float32 like torch. */
-static void scaled_residual(h3_backend *b, h3_tensor *x, const h3_tensor *y, const h3_tensor *scale) {
-    h3_tensor y32 = y->dtype == H3_F32 ? *y : as_dtype(b, y, H3_F32);
-    h3_op_mul_row_vector(b, &y32, &y32, scale);
-    h3_op_add(b, x, x, &y32);
-}
-
+/* One ViT block on the residual x (float32): n_tiles tiles of S/n_tiles
+ * rows each, stacked, so the GEMMs and row ops run over all of them at
+ * once and only attention goes tile by tile. Fused where the backend has
+ * the fusion, with torch's numerics kept: the RMSNorms compute in float32
+ * and write the GEMMs' input dtype directly (torch's .float() ... .to(fp16));
+ * q/k head norm and RoPE are one pass (h3_op_qk_norm_rope, weightless); the
+ * layer-scaled residual x += scale ⊙ float(y) is h3_op_gated_residual with
+ * the scale as a one-row table and the all-zero selector `sel` [S]. */
 static void block_forward(h3_video_vae *v, const vae_block *k, h3_tensor *x, const h3_tensor *cos,
-                          const h3_tensor *sin) {
+                          const h3_tensor *sin, const h3_tensor *sel, int n_tiles) {
     h3_backend *b = v->b;
-    int64_t S = h3_tensor_rows(x), D = v->dim;
+    int64_t S = h3_tensor_rows(x), D = v->dim, St = S / n_tiles;
     size_t mark = h3_arena_mark(b);
     /* attention */
-    h3_tensor n32 = h3_new_2d(b, H3_F32, S, D);
-    h3_op_rms_norm(b, &n32, x, &k->norm1, D, v->norm_eps);
-    h3_tensor n = as_dtype(b, &n32, v->act);
+    h3_tensor n = h3_new_2d(b, v->act, S, D);
+    h3_op_rms_norm(b, &n, x, &k->norm1, D, v->norm_eps);
     h3_tensor q = h3_new_2d(b, v->act, S, D), kk = h3_new_2d(b, v->act, S, D), vv = h3_new_2d(b, v->act, S, D);
     h3_op_linear(b, &q, &n, &k->wq, &k->bq);
     h3_op_linear(b, &kk, &n, &k->wk, &k->bk);
     h3_op_linear(b, &vv, &n, &k->wv, &k->bv);
-    h3_op_rms_norm(b, &q, &q, NULL, v->head_dim, v->norm_eps);
-    h3_op_rms_norm(b, &kk, &kk, NULL, v->head_dim, v->norm_eps);
-    h3_op_rope(b, &q, cos, sin, v->heads, v->head_dim, v->rot_dim);
-    h3_op_rope(b, &kk, cos, sin, v->heads, v->head_dim, v->rot_dim);
+    h3_op_qk_norm_rope(b, &q, NULL, v->norm_eps, cos, sin, v->heads, v->head_dim, v->rot_dim);
+    h3_op_qk_norm_rope(b, &kk, NULL, v->norm_eps, cos, sin, v->heads, v->head_dim, v->rot_dim);
     h3_tensor o = h3_new_2d(b, v->act, S, D), p = h3_new_2d(b, v->act, S, D);
-    h3_op_attention(b, &o, &q, &kk, &vv, v->heads, v->heads, v->head_dim, 0, (float)(1.0 / sqrt(v->head_dim)));
+    for (int t = 0; t < n_tiles; t++) { /* each tile attends only to itself */
+        h3_tensor ot = h3_tensor_rows_view(&o, t * St, St), qt = h3_tensor_rows_view(&q, t * St, St);
+        h3_tensor kt = h3_tensor_rows_view(&kk, t * St, St), vt = h3_tensor_rows_view(&vv, t * St, St);
+        h3_op_attention(b, &ot, &qt, &kt, &vt, v->heads, v->heads, v->head_dim, 0, (float)(1.0 / sqrt(v->head_dim)));
+    }
     h3_op_linear(b, &p, &o, &k->wo, &k->bo);
-    scaled_residual(b, x, &p, &k->scale1);
+    h3_op_gated_residual(b, x, &k->scale1, &p, sel);
     /* feed-forward */
-    h3_op_rms_norm(b, &n32, x, &k->norm2, D, v->norm_eps);
-    n = as_dtype(b, &n32, v->act);
+    h3_op_rms_norm(b, &n, x, &k->norm2, D, v->norm_eps);
     h3_tensor u = h3_new_2d(b, v->act, S, 2 * (int64_t)v->ffn_dim), g = h3_new_2d(b, v->act, S, v->ffn_dim);
     h3_op_linear(b, &u, &n, &k->w1, &k->b1);
     h3_op_swiglu(b, &g, &u, v->value_first);
     h3_op_linear(b, &p, &g, &k->w2, &k->b2);
-    scaled_residual(b, x, &p, &k->scale2);
+    h3_op_gated_residual(b, x, &k->scale2, &p, sel);
     h3_arena_reset(b, mark);
 }
 
@@ -568,35 +572,37 @@ static void rope_tables(const h3_video_vae *v, int t, int h, int w, float *cos_t
     }
 }
 
-/* tokens [N, C] float32 (de-normalized latents of the tile) -> out [N, P]
- * (act dtype), P = 3 x pt x p x p pixel values per token. */
-static void tile_forward(h3_video_vae *v, const h3_tensor *tokens, const h3_tensor *cos, const h3_tensor *sin,
-                         h3_tensor *out) {
+/* tokens [G·N, C] float32 (de-normalized latents of G tiles, N tokens
+ * each) -> out [G·N, P] (act dtype), P = 3 x pt x p x p pixel values per
+ * token. Each tile's sequence is its N tokens, the registers and the zero
+ * token (S = N + R + 1 rows of x); cos/sin and sel cover G·S rows. */
+static void tile_forward(h3_video_vae *v, const h3_tensor *tokens, int G, const h3_tensor *cos, const h3_tensor *sin,
+                         const h3_tensor *sel, h3_tensor *out) {
     h3_backend *b = v->b;
-    int64_t N = h3_tensor_rows(tokens), C = v->z_channels, D = v->dim, R = v->n_registers;
+    int64_t N = h3_tensor_rows(tokens) / G, C = v->z_channels, D = v->dim, R = v->n_registers, S = N + R + 1;
     size_t mark = h3_arena_mark(b);
-    h3_tensor x = h3_new_2d(b, H3_F32, N + R + 1, D);
-    h3_tensor z = as_dtype(b, tokens, v->act), zq = h3_new_2d(b, v->act, N, C);
+    h3_tensor x = h3_new_2d(b, H3_F32, G * S, D);
+    h3_tensor z = as_dtype(b, tokens, v->act), zq = h3_new_2d(b, v->act, G * N, C);
     h3_op_linear(b, &zq, &z, &v->pq_w, &v->pq_b); /* post_quant_conv */
-    h3_tensor xs = h3_tensor_rows_view(&x, 0, N);
-    if (v->act == H3_F32) {
-        h3_op_linear(b, &xs, &zq, &v->in_w, &v->in_b);
-    } else {
-        h3_tensor e = h3_new_2d(b, v->act, N, D);
-        h3_op_linear(b, &e, &zq, &v->in_w, &v->in_b);
-        h3_op_copy(b, &xs, &e); /* cat(fp16 tokens, fp32 registers) promotes */
+    h3_tensor e = h3_new_2d(b, v->act, G * N, D);
+    h3_op_linear(b, &e, &zq, &v->in_w, &v->in_b);
+    for (int g = 0; g < G; g++) {
+        h3_tensor xs = h3_tensor_rows_view(&x, g * S, N), es = h3_tensor_rows_view(&e, g * N, N);
+        h3_op_copy(b, &xs, &es); /* cat(fp16 tokens, fp32 registers) promotes */
+        if (R > 0) {
+            h3_tensor xr = h3_tensor_rows_view(&x, g * S + N, R);
+            h3_op_copy(b, &xr, &v->registers);
+        }
+        h3_tensor xz = h3_tensor_rows_view(&x, g * S + N + R, 1);
+        h3_op_fill(b, &xz, 0.0f);
     }
-    if (R > 0) {
-        h3_tensor xr = h3_tensor_rows_view(&x, N, R);
-        h3_op_copy(b, &xr, &v->registers);
+    for (int i = 0; i < v->n_layers; i++) block_forward(v, &v->blocks[i], &x, cos, sin, sel, G);
+    h3_tensor ln = h3_new_2d(b, v->act, G * N, D);
+    for (int g = 0; g < G; g++) { /* LayerNorm in float32, written in the GEMM's dtype */
+        h3_tensor xs = h3_tensor_rows_view(&x, g * S, N), ls = h3_tensor_rows_view(&ln, g * N, N);
+        h3_op_layer_norm(b, &ls, &xs, &v->norm_out_w, &v->norm_out_b, v->norm_eps);
     }
-    h3_tensor xz = h3_tensor_rows_view(&x, N + R, 1);
-    h3_op_fill(b, &xz, 0.0f);
-    for (int i = 0; i < v->n_layers; i++) block_forward(v, &v->blocks[i], &x, cos, sin);
-    h3_tensor ln = h3_new_2d(b, H3_F32, N, D);
-    h3_op_layer_norm(b, &ln, &xs, &v->norm_out_w, &v->norm_out_b, v->norm_eps);
-    h3_tensor lna = as_dtype(b, &ln, v->act);
-    h3_op_linear(b, out, &lna, &v->out_w, &v->out_b);
+    h3_op_linear(b, out, &ln, &v->out_w, &v->out_b);
     h3_arena_reset(b, mark);
 }
 
@@ -682,6 +688,9 @@ typedef struct decode_state {
     int wt, wf; /* latents and frames per window */
     tile_axis ty, tx;
     h3_tensor latent, cos, sin, canvas, tail;
+    h3_tensor sel; /* I32 [batch·S] zeros: the layer scales' one-row table selector */
+    int64_t S;     /* rows of one tile's sequence: tokens + registers + the zero token */
+    int batch;     /* tiles decoded together (cos/sin/sel hold batch·S rows) */
     /* Raw tiles [3, wf, ty.len, tx.len]: 2 rows x tx.n of them, reused row
      * by row; under TP every tile of the window, views into `gathered`
      * ([rounds·N, tile elements]: round k holds tiles kN..kN+N-1). */
@@ -722,20 +731,16 @@ static h3_status_code sink_frames(decode_state *d, frame_sink *s, int f0, int n,
     return H3_OK;
 }
 
-/* Gathers the tile's latents as tokens [t, y, x][c] and de-normalizes them. */
-static h3_tensor gather_tokens(decode_state *d, int t0, int y0, int x0, int th, int tw) {
+/* Gathers the tile's latents as tokens [t, y, x][c] into tok (float32,
+ * [wt·th·tw, C]); the caller de-normalizes. */
+static void gather_tokens(decode_state *d, h3_tensor *tok, int t0, int y0, int x0, int th, int tw) {
     h3_video_vae *v = d->v;
-    h3_backend *b = v->b;
     int64_t C = v->z_channels, HW = (int64_t)d->Hl * d->Wl;
-    h3_tensor tok = h3_new_2d(b, H3_F32, (int64_t)d->wt * th * tw, C);
     int64_t shape[4] = {d->wt, th, tw, C};
     int64_t sstride[4] = {HW, d->Wl, 1, (int64_t)d->T * HW}, dstride[4] = {(int64_t)th * tw * C, tw * C, C, 1};
     h3_view sv = make_view(4, shape, t0 * HW + (int64_t)y0 * d->Wl + x0, sstride);
     h3_view dv = make_view(4, shape, 0, dstride);
-    h3_op_copy_view(b, &tok, &dv, &d->latent, &sv);
-    h3_op_mul_row_vector(b, &tok, &tok, &v->std_t);
-    h3_op_add_row_vector(b, &tok, &tok, &v->mean_t);
-    return tok;
+    h3_op_copy_view(v->b, tok, &dv, &d->latent, &sv);
 }
 
 /* Token output [N, P] -> raw tile [3, pt*t, p*h, p*w]:
@@ -781,24 +786,45 @@ static void stitch_tile(decode_state *d, int i, int j) {
 
 static int cancelled(const volatile int *flag) { return flag && *flag; }
 
-/* One tile through the ViT into its raw tile buffer. */
-static void decode_tile(decode_state *d, int w, int i, int j, h3_tensor *raw) {
+/* G tiles through the ViT together (tile t = tiles[t] in row-major order
+ * of the window, into raws[t]): one pass of GEMMs over all their tokens is
+ * faster than G passes over one tile's 1,797. */
+static void decode_tiles(decode_state *d, int w, const int *tiles, int G, h3_tensor *const *raws) {
     h3_video_vae *v = d->v;
     h3_backend *b = v->b;
     int th = d->ty.len / v->ratio, tw = d->tx.len / v->ratio;
-    int64_t P = (int64_t)v->out_channels * v->ratio_t * v->ratio * v->ratio;
+    int64_t P = (int64_t)v->out_channels * v->ratio_t * v->ratio * v->ratio, N = (int64_t)d->wt * th * tw;
     size_t mark = h3_arena_mark(b);
-    h3_tensor tok = gather_tokens(d, w * v->tokens_chunk, d->ty.start[i] / v->ratio, d->tx.start[j] / v->ratio, th, tw);
-    h3_tensor out = h3_new_2d(b, v->act, h3_tensor_rows(&tok), P);
-    tile_forward(v, &tok, &d->cos, &d->sin, &out);
-    unpatchify(d, &out, raw, th, tw);
+    h3_tensor tok = h3_new_2d(b, H3_F32, G * N, v->z_channels);
+    for (int g = 0; g < G; g++) {
+        int i = tiles[g] / d->tx.n, j = tiles[g] % d->tx.n;
+        h3_tensor tg = h3_tensor_rows_view(&tok, g * N, N);
+        gather_tokens(d, &tg, w * v->tokens_chunk, d->ty.start[i] / v->ratio, d->tx.start[j] / v->ratio, th, tw);
+    }
+    h3_op_mul_row_vector(b, &tok, &tok, &v->std_t);
+    h3_op_add_row_vector(b, &tok, &tok, &v->mean_t);
+    h3_tensor out = h3_new_2d(b, v->act, G * N, P);
+    h3_tensor cos = h3_tensor_rows_view(&d->cos, 0, G * d->S), sin = h3_tensor_rows_view(&d->sin, 0, G * d->S);
+    h3_tensor sel = h3_tensor_rows_view(&d->sel, 0, G * d->S);
+    tile_forward(v, &tok, G, &cos, &sin, &sel, &out);
+    for (int g = 0; g < G; g++) {
+        h3_tensor og = h3_tensor_rows_view(&out, g * N, N);
+        unpatchify(d, &og, raws[g], th, tw);
+    }
     h3_arena_reset(b, mark);
+}
+
+static void decode_tile(decode_state *d, int w, int i, int j, h3_tensor *raw) {
+    int t = i * d->tx.n + j;
+    decode_tiles(d, w, &t, 1, &raw);
 }
 
 /* Tensor parallel: rank r decodes tiles r, r+N, ... (row-major); after each
  * round of N tiles an all-gather gives every rank the round's tiles; rank 0
  * then stitches the window in the usual order. The tiles are computed by
- * the same code on the same weights, so the result is the one-rank result. */
+ * the same code on the same weights, so the result is the one-rank result
+ * (bit for bit on the CPU; on a GPU one rank batches a row of tiles through
+ * the GEMMs, which can change their rounding). */
 static h3_status_code decode_window_tp(decode_state *d, int w, const volatile int *cancel_flag, h3_status *status) {
     h3_video_vae *v = d->v;
     h3_backend *b = v->b;
@@ -823,11 +849,15 @@ static h3_status_code decode_window(decode_state *d, int w, const volatile int *
     h3_video_vae *v = d->v;
     h3_backend *b = v->b;
     if (d->all_tiles) return decode_window_tp(d, w, cancel_flag, status);
+    /* A row of tiles at a time (at most MAX_BATCH), then its stitching. */
     for (int i = 0; i < d->ty.n; i++) {
-        for (int j = 0; j < d->tx.n; j++) {
+        for (int j0 = 0; j0 < d->tx.n; j0 += d->batch) {
             if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "video VAE decode cancelled");
-            decode_tile(d, w, i, j, raw_tile(d, i, j));
-            stitch_tile(d, i, j);
+            int G = d->tx.n - j0 < d->batch ? d->tx.n - j0 : d->batch, tiles[MAX_BATCH];
+            h3_tensor *raws[MAX_BATCH];
+            for (int g = 0; g < G; g++) tiles[g] = i * d->tx.n + j0 + g, raws[g] = raw_tile(d, i, j0 + g);
+            decode_tiles(d, w, tiles, G, raws);
+            for (int g = 0; g < G; g++) stitch_tile(d, i, j0 + g);
             h3_status_code rc = h3_backend_check(b, status);
             if (rc != H3_OK) return rc;
         }
@@ -873,8 +903,15 @@ static h3_status_code decode_setup(decode_state *d, const float *latents, frame_
     int64_t lshape[4] = {v->z_channels, d->T, d->Hl, d->Wl};
     d->latent = h3_new(b, H3_F32, 4, lshape);
     int64_t S = (int64_t)d->wt * th * tw + v->n_registers + 1;
-    d->cos = h3_new_2d(b, H3_F32, S, v->rot_dim);
-    d->sin = h3_new_2d(b, H3_F32, S, v->rot_dim);
+    d->S = S;
+    /* Batching pays on 16-bit GPU backends (GEMMs of 1,797 rows leave SMs idle);
+     * the float32 (CPU) path and tensor parallelism decode tile by tile, so
+     * that every rank count gives bit-identical output there. */
+    d->batch = d->all_tiles || v->act == H3_F32 ? 1 : d->tx.n < MAX_BATCH ? d->tx.n : MAX_BATCH;
+    int64_t BS = d->batch * S;
+    d->cos = h3_new_2d(b, H3_F32, BS, v->rot_dim);
+    d->sin = h3_new_2d(b, H3_F32, BS, v->rot_dim);
+    d->sel = h3_new_2d(b, H3_I32, BS, 1);
     int64_t cshape[4] = {C, d->wf, d->Hp, d->Wp};
     d->canvas = h3_new(b, v->act, 4, cshape);
     int tail_n = d->wf - v->tokens_chunk * v->ratio_t - v->frame_pre_padding;
@@ -906,11 +943,21 @@ static h3_status_code decode_setup(decode_state *d, const float *latents, frame_
     h3_status_code rc = h3_backend_check(b, status);
     if (rc != H3_OK) return rc;
     if ((rc = h3_tensor_upload_f32(b, &d->latent, latents, status)) != H3_OK) return rc;
-    float *cs = malloc((size_t)(2 * S * v->rot_dim) * sizeof(float));
+    int32_t *zeros = calloc((size_t)BS, sizeof *zeros);
+    if (!zeros) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: no memory for the selector");
+    rc = h3_tensor_upload_i32(b, &d->sel, zeros, status);
+    free(zeros);
+    if (rc != H3_OK) return rc;
+    float *cs = malloc((size_t)(2 * BS * v->rot_dim) * sizeof(float));
     if (!cs) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: no memory for RoPE tables");
-    rope_tables(v, d->wt, th, tw, cs, cs + S * v->rot_dim);
+    float *sn = cs + BS * v->rot_dim;
+    rope_tables(v, d->wt, th, tw, cs, sn);
+    for (int g = 1; g < d->batch; g++) { /* every tile of a batch has the same positions */
+        memcpy(cs + g * S * v->rot_dim, cs, (size_t)(S * v->rot_dim) * sizeof(float));
+        memcpy(sn + g * S * v->rot_dim, sn, (size_t)(S * v->rot_dim) * sizeof(float));
+    }
     rc = h3_tensor_upload_f32(b, &d->cos, cs, status);
-    if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &d->sin, cs + S * v->rot_dim, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &d->sin, sn, status);
     free(cs);
     return rc;
 }

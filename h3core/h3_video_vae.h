@@ -43,7 +43,8 @@ typedef void (*h3_video_progress_fn)(void *opaque, int done, int total);
  * 16*H_lat x 16*W_lat pixels). De-normalizes with latents_mean/std, decodes
  * window by window and hands finished frames to emit (uint8, clamp and round
  * half to even after ImageNet de-normalization). emit returning non-zero, or
- * *cancel_flag becoming non-zero (polled between tiles and windows), stops
+ * *cancel_flag becoming non-zero (polled between tiles, or rows of tiles
+ * decoded together, and windows), stops
  * the decode with H3_ERR_CANCELLED. cancel_flag may be NULL. */
 h3_status_code h3_video_vae_decode(h3_video_vae *vae, const float *latents, int T, int H_lat, int W_lat,
                                    h3_video_emit_fn emit, void *opaque, const volatile int *cancel_flag,

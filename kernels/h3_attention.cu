@@ -3,7 +3,10 @@
  * Three paths, picked per call from the device and the problem
  * (h3k_attention_path):
  *  - wgmma (sm_90a, Hopper): bf16, head_dim 128, non-causal, the DiT's hot
- *    case. 256 threads = two warpgroups, each owning 64 query rows of a
+ *    case. The default is k_attn_fa3 (FlashAttention-3's turn order: S of
+ *    tile j and P·V of tile j-1 issued together, softmax under both; see its
+ *    comment); k_attn_wgmma2 and the first version described here stay
+ *    selectable. 256 threads = two warpgroups, each owning 64 query rows of a
  *    128-row tile; K and Vᵀ tiles of 128 keys stream through shared memory
  *    (cp.async, two stages) in the 128-byte-swizzled K-major layout that
  *    wgmma reads through matrix descriptors. S = Q·Kᵀ runs from shared
@@ -622,6 +625,386 @@ __global__ void __launch_bounds__(288, 1)
 #endif
 }
 
+#ifdef H3_HAVE_WGMMA
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+/* Pins registers that an in-flight wgmma reads or writes: the compiler may
+ * not move their uses across this point nor reuse them before it. */
+template <int N> __device__ __forceinline__ void fence_f(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void fence_u(uint32_t *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+__device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* mbar_wait without the trap: a trap anywhere in a setmaxnreg'd branch makes
+ * ptxas fall back to the entry budget (168 registers: spills and serialized
+ * wgmma, C7512). A wait that times out sets *late; the consumer traps once
+ * its wgmma work is done, so a barrier that never completes still ends the
+ * launch with an error. */
+__device__ __forceinline__ void mbar_wait_late(uint32_t bar, uint32_t parity, int *late) {
+    int n = 0;
+    while (!mbar_try(bar, parity))
+        if (++n > (1 << 26)) {
+            *late = 1;
+            break;
+        }
+}
+template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* S = Q·Kᵀ with KN keys a tile: m64nKNk16. */
+__device__ __forceinline__ void wgmma_ss_n176(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87"
+        "}, "
+        "%88, %89, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+__device__ __forceinline__ void wgmma_ss_n192(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, "
+        "%96, %97, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+template <int KN> __device__ __forceinline__ void wgmma_s(float *d, uint64_t da, uint64_t db, int scale_d);
+template <> __device__ __forceinline__ void wgmma_s<128>(float *d, uint64_t da, uint64_t db, int scale_d) {
+    wgmma_ss(d, da, db, scale_d);
+}
+template <> __device__ __forceinline__ void wgmma_s<176>(float *d, uint64_t da, uint64_t db, int scale_d) {
+    wgmma_ss_n176(d, da, db, scale_d);
+}
+template <> __device__ __forceinline__ void wgmma_s<192>(float *d, uint64_t da, uint64_t db, int scale_d) {
+    wgmma_ss_n192(d, da, db, scale_d);
+}
+
+/* Online softmax of one 64×KN S tile held raw (unscaled) in s: s becomes
+ * P = 2^(s·scale_log2 - m·scale_log2), m the running raw row max, corr the
+ * factor O and l take, rs this tile's row sums (per thread). One FFMA and one
+ * MUFU.EX2 per score; max and sum run on 4 partial chains a row. LAZY keeps
+ * the old max unless the new one is larger by more than 2^8 (FlashAttention-4's
+ * conditional rescaling): P stays <= 256, exact after the final 1/l, and corr
+ * is exactly 1 for most tiles, so the O rescale can be skipped. */
+template <int KN, bool LAZY>
+__device__ __forceinline__ void fa3_softmax(float *s, float m[2], float corr[2], float rs[2], float scale_log2,
+                                            bool tail, int64_t k0, int64_t Skv, int t) {
+    if (tail) {
+#pragma unroll
+        for (int i = 0; i < KN / 2; i++)
+            if (k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) s[i] = -INFINITY;
+    }
+    float a[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = m[r];
+#pragma unroll
+    for (int n = 0; n < KN / 8; n++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) a[r][(n & 1) * 2 + c] = fmaxf(a[r][(n & 1) * 2 + c], s[4 * n + 2 * r + c]);
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = fmaxf(fmaxf(a[r][0], a[r][1]), fmaxf(a[r][2], a[r][3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        if (LAZY) mx = (mx - m[r]) * scale_log2 > 8.0f ? mx : m[r]; /* m = -inf: takes mx */
+        base[r] = mx == -INFINITY ? 0.0f : mx * scale_log2;
+        corr[r] = ex2_ftz(m[r] * scale_log2 - base[r]); /* m = -inf (first tile): 0 */
+        m[r] = mx;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < KN / 8; n++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                int i = 4 * n + 2 * r + c;
+                s[i] = ex2_ftz(fmaf(s[i], scale_log2, -base[r]));
+                a[r][(n & 1) * 2 + c] += s[i];
+            }
+#pragma unroll
+    for (int r = 0; r < 2; r++) rs[r] = (a[r][0] + a[r][1]) + (a[r][2] + a[r][3]);
+}
+#endif
+
+/* Byte sizes of k_attn_fa3's tile images for KN keys: K as two 64-channel
+ * boxes of KN rows × 128 bytes; Vᵀ as ceil(KN/64) boxes of 128 channel rows
+ * × 64 keys (the last one partly used when 64 does not divide KN). */
+template <int KN> __host__ __device__ constexpr int fa3_kbytes() { return KN * 256; }
+template <int KN> __host__ __device__ constexpr int fa3_vbytes() { return (KN + 63) / 64 * 16384; }
+
+/* FlashAttention-3's consumer on pre-packed K/Vᵀ tile images of KN keys
+ * (k_pack_k_n, k_pack_v_n; for KN = 128 the images of k_attn_wgmma2).
+ * 384 threads: warpgroup 0 is the producer (one thread issues the bulk
+ * copies; setmaxnreg gives its registers away), warpgroups 1 and 2 consume
+ * 64 query rows each with 240 registers a thread. Per key tile j a consumer
+ * issues S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back, then runs the
+ * softmax of S_j while P_{j-1}·V_{j-1} (and the other warpgroup's GEMMs) run:
+ * two GEMMs of cover instead of one. K and V have their own full/empty
+ * barriers. STAGES K and V tiles are in flight. PINGPONG passes a token
+ * between the consumers around each GEMM pair (named barriers 1, 2), so their
+ * GEMMs alternate on the tensor cores. Registers (ptxas -v reports the entry
+ * budget, 168): O 64 + S KN/2 + P KN/4 live at once, within the 240 that
+ * setmaxnreg grants each consumer thread (no spills at KN <= 192). */
+template <int STAGES, bool PINGPONG, bool LAZY, int KN>
+__global__ void __launch_bounds__(384, 1)
+    k_attn_fa3(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
+               int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
+#ifdef H3_HAVE_WGMMA
+    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>(), NS = KN / 2, KS = KN / 16;
+    extern __shared__ __align__(1024) uint8_t smem_fa3[];
+    uint32_t sbase = (smem_u32(smem_fa3) + 1023u) & ~1023u;
+    uint32_t sQ = sbase, sK = sbase + kWgTileBytes, sV = sK + STAGES * KB;
+    uint32_t fullK = sV + STAGES * VB, fullV = fullK + 8 * STAGES, emptyK = fullV + 8 * STAGES,
+             emptyV = emptyK + 8 * STAGES;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int h = blockIdx.y, kh = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * kWgTile;
+    int64_t ldq = (int64_t)H * 128;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(fullK + 8 * s, 1);
+            mbar_init(fullV + 8 * s, 1);
+            mbar_init(emptyK + 8 * s, 8);
+            mbar_init(emptyV + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    {
+        const __nv_bfloat16 *qg = q + (int64_t)h * 128;
+        for (int i = tid; i < 128 * 16; i += 384) {
+            int row = i >> 4, ch = i & 15;
+            int64_t gr = q0 + row;
+            bool valid = gr < Sq;
+            cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_proxy_async();
+    }
+    __syncthreads();
+
+    if (warp < 4) { /* producer: K_j, then V_{j-1}, the order the consumers take them */
+        reg_dealloc<24>();
+        if (tid == 0) {
+            const uint8_t *kb = kp + (int64_t)kh * n_tiles * KB;
+            const uint8_t *vb = vp + (int64_t)kh * n_tiles * VB;
+            for (int j = 0; j <= n_tiles; j++) {
+                if (j < n_tiles) {
+                    int st = j % STAGES, u = j / STAGES;
+                    if (u > 0) mbar_wait(emptyK + 8 * st, (u - 1) & 1);
+                    mbar_expect_tx(fullK + 8 * st, KB);
+                    bulk_load(sK + st * KB, kb + (int64_t)j * KB, KB, fullK + 8 * st);
+                }
+                if (j > 0) {
+                    int jv = j - 1, st = jv % STAGES, u = jv / STAGES;
+                    if (u > 0) mbar_wait(emptyV + 8 * st, (u - 1) & 1);
+                    mbar_expect_tx(fullV + 8 * st, VB);
+                    bulk_load(sV + st * VB, vb + (int64_t)jv * VB, VB, fullV + 8 * st);
+                }
+            }
+        }
+    } else {
+        reg_alloc<240>();
+        int late = 0;
+        int wg = (warp >> 2) - 1, w4 = warp & 3, g = lane >> 2, t = lane & 3;
+        uint32_t qtile = sQ + wg * 64 * 128;
+        int mine = 1 + wg, other = 2 - wg;
+        float oacc[64], s[NS];
+        uint32_t pa[KS][4];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2], rs[2];
+#pragma unroll
+        for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
+        if (PINGPONG && wg == 1) named_arrive(1); /* warpgroup 0 issues first */
+
+        /* tile 0: S alone. No branch may sit between a wgmma and its wait
+         * (ptxas would serialize them, C7520): barrier waits come before the
+         * issue, releases after the wait. */
+        mbar_wait_late(fullK, 0, &late);
+        if (PINGPONG) named_sync(mine);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++)
+            wgmma_s<KN>(s, wg_desc_k(qtile, kk), wg_desc(sK + (kk >> 2) * (KN * 128) + (kk & 3) * 32), kk > 0);
+        wg_commit();
+        if (PINGPONG) named_arrive(other);
+        wg_wait0();
+        fence_f<NS>(s);
+        if (lane == 0) mbar_arrive(emptyK);
+        fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, KN > Skv, 0, Skv, t);
+        l[0] = rs[0];
+        l[1] = rs[1];
+#pragma unroll
+        for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(s[i], s[i + 1]);
+
+        for (int j = 1; j < n_tiles; j++) {
+            int st = j % STAGES, sp = (j - 1) % STAGES;
+            uint32_t ktile = sK + st * KB, vtile = sV + sp * VB;
+            mbar_wait_late(fullK + 8 * st, (j / STAGES) & 1, &late);
+            mbar_wait_late(fullV + 8 * sp, ((j - 1) / STAGES) & 1, &late);
+            if (PINGPONG) named_sync(mine);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++)
+                wgmma_s<KN>(s, wg_desc_k(qtile, kk), wg_desc(ktile + (kk >> 2) * (KN * 128) + (kk & 3) * 32), kk > 0);
+            wg_commit();
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+            wg_commit();
+            if (PINGPONG) named_arrive(other);
+            wg_wait1();
+            fence_f<NS>(s);
+            int64_t k0 = (int64_t)j * KN;
+            fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
+            wg_wait0();
+            fence_f<64>(oacc);
+            fence_u<KS * 4>(&pa[0][0]);
+            if (lane == 0) {
+                mbar_arrive(emptyK + 8 * st);
+                mbar_arrive(emptyV + 8 * sp);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+            if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+                for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+            }
+#pragma unroll
+            for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(s[i], s[i + 1]);
+        }
+
+        /* the last P·V */
+        {
+            int sp = (n_tiles - 1) % STAGES;
+            mbar_wait_late(fullV + 8 * sp, ((n_tiles - 1) / STAGES) & 1, &late);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(sV + sp * VB, kk), 1);
+            wg_commit();
+            wg_wait0();
+            fence_f<64>(oacc);
+            fence_u<KS * 4>(&pa[0][0]);
+        }
+        if (PINGPONG && wg == 0) named_sync(mine); /* warpgroup 1's last token */
+
+        float inv[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+            inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        }
+        __nv_bfloat16 *og = o + (int64_t)h * 128;
+        int64_t rbase = q0 + wg * 64 + w4 * 16 + g;
+#pragma unroll
+        for (int i = 0; i < 64; i += 2) {
+            int r = (i >> 1) & 1;
+            int64_t row = rbase + 8 * r;
+            int col = 8 * (i >> 2) + 2 * t;
+            if (row < Sq)
+                *(uint32_t *)(og + row * ldq + col) =
+                    Mma<__nv_bfloat16>::pack(oacc[i] * inv[r], oacc[i + 1] * inv[r]);
+        }
+        if (late) __trap();
+    }
+#else
+    __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
+#endif
+}
+
+/* K [Skv, Hkv·128] -> per (kv head, KN-key tile) k_attn_fa3's K image; rows
+ * past Skv are zero. */
+template <int KN> __global__ void k_pack_k_n(uint8_t *kp, const __nv_bfloat16 *k, int64_t Skv, int Hkv, int n_tiles) {
+    int64_t total = (int64_t)Hkv * n_tiles * KN * 16;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % (KN * 16));
+        int64_t tile = idx / (KN * 16);
+        int tt = (int)(tile % n_tiles), hh = (int)(tile / n_tiles);
+        int r = c >> 4, ch = c & 15;
+        int64_t key = (int64_t)tt * KN + r;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (key < Skv) v = *(const uint4 *)(k + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
+        *(uint4 *)(kp + tile * fa3_kbytes<KN>() + (ch >> 3) * (KN * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4)) = v;
+    }
+}
+
+/* V [Skv, Hkv·128] -> per (kv head, KN-key tile) the Vᵀ image, one 64-key box
+ * per block (blockIdx.x = tile · boxes + box), through shared memory. */
+template <int KN>
+__global__ void __launch_bounds__(256) k_pack_v_n(uint8_t *vp, const __nv_bfloat16 *v, int64_t Skv, int Hkv,
+                                                 int n_tiles) {
+    const int NB = (KN + 63) / 64;
+    __shared__ __align__(16) uint16_t tile[64][128];
+    int tt = blockIdx.x / NB, bx = blockIdx.x % NB, hh = blockIdx.y;
+    for (int i = threadIdx.x; i < 1024; i += 256) {
+        int r = i >> 4, ch = i & 15;
+        int kr = bx * 64 + r;
+        int64_t key = (int64_t)tt * KN + kr;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (kr < KN && key < Skv) val = *(const uint4 *)(v + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
+        *(uint4 *)&tile[r][ch * 8] = val;
+    }
+    __syncthreads();
+    uint8_t *dst = vp + ((int64_t)hh * n_tiles + tt) * fa3_vbytes<KN>() + bx * 16384;
+    for (int i = threadIdx.x; i < 1024; i += 256) {
+        int d = i & 127, kc = i >> 7;
+        uint16_t e[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) e[u] = tile[kc * 8 + u][d];
+        *(uint4 *)(dst + d * 128 + ((kc ^ (d & 7)) << 4)) = *(const uint4 *)e;
+    }
+}
+
 /* K [Skv, Hkv·128] -> per (kv head, 128-key tile) the 32 KB shared-memory
  * image k_attn_wgmma2 copies in one piece; rows past Skv are zero. */
 __global__ void k_pack_k(uint8_t *kp, const __nv_bfloat16 *k, int64_t Skv, int Hkv, int n_tiles) {
@@ -882,6 +1265,47 @@ int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream) {
     return (int)cudaGetLastError();
 }
 
+/* k_attn_fa3 after packing K and Vᵀ into its tile images (scratch). */
+int64_t fa3_tiles(const h3k_attention_args *a, int kn) { return (a->Skv + kn - 1) / kn; }
+
+template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k_attention_args *a, cudaStream_t stream) {
+    static uint64_t configured; /* one bit per device: the shared-memory limit is set per device */
+    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>();
+    const int smem = kWgTileBytes + STAGES * (KB + VB) + 1024 + 32 * STAGES;
+    if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return (int)e;
+    uint64_t bit = (uint64_t)1 << (dev & 63);
+    if (!(configured & bit)) {
+        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem);
+        if (e != cudaSuccess) return (int)e;
+        configured |= bit;
+    }
+    int n_tiles = (int)fa3_tiles(a, KN);
+    uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
+    int64_t chunks = (int64_t)a->n_kv_heads * n_tiles * KN * 16;
+    int64_t pk_blocks = (chunks + 255) / 256;
+    unsigned kblocks = (unsigned)(pk_blocks < 16384 ? pk_blocks : 16384);
+    if (KN == 128) { /* the same images as k_attn_wgmma2's */
+        k_pack_k<<<kblocks, 256, 0, stream>>>(kp, (const __nv_bfloat16 *)a->k, a->Skv, a->n_kv_heads, n_tiles);
+        k_pack_v<<<dim3((unsigned)n_tiles, (unsigned)a->n_kv_heads), 256, 0, stream>>>(
+            vp, (const __nv_bfloat16 *)a->v, a->Skv, a->n_kv_heads, n_tiles);
+    } else {
+        k_pack_k_n<KN><<<kblocks, 256, 0, stream>>>(kp, (const __nv_bfloat16 *)a->k, a->Skv, a->n_kv_heads, n_tiles);
+        k_pack_v_n<KN><<<dim3((unsigned)(n_tiles * ((KN + 63) / 64)), (unsigned)a->n_kv_heads), 256, 0, stream>>>(
+            vp, (const __nv_bfloat16 *)a->v, a->Skv, a->n_kv_heads, n_tiles);
+    }
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
+    k_attn_fa3<STAGES, PINGPONG, LAZY, KN><<<grid, 384, smem, stream>>>(
+        (__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq, a->Skv, n_tiles, a->n_heads,
+        a->n_kv_heads, a->scale * kLog2e);
+    return (int)cudaGetLastError();
+}
+
 int launch_generic(const h3k_attention_args *a, cudaStream_t stream) {
     dim3 grid((unsigned)((a->Sq + kGenWarps - 1) / kGenWarps), (unsigned)a->n_heads);
     float sl = a->scale * kLog2e;
@@ -904,7 +1328,16 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
     case H3K_ATTN_GENERIC: return H3K_ATTN_GENERIC;
     case H3K_ATTN_MMA: return mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     case H3K_ATTN_WGMMA_SIMPLE: return wg ? H3K_ATTN_WGMMA_SIMPLE : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
-    default: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    case H3K_ATTN_FA3:
+    case H3K_ATTN_FA3_S2:
+    case H3K_ATTN_FA3_NOPP:
+    case H3K_ATTN_FA3_LAZY:
+    case H3K_ATTN_FA3_N176:
+    case H3K_ATTN_FA3_N192: return wg ? a->path : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    case H3K_ATTN_WGMMA: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong (H200, 2026-12-03: 605 TF/s at S 34,710 against
+     * k_attn_wgmma2's 428-435 and cuDNN SDPA's 579) */
+    default: return wg ? H3K_ATTN_FA3_S2 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     }
 }
 
@@ -914,12 +1347,25 @@ extern "C" const char *h3k_attention_path_name(int path) {
     case H3K_ATTN_MMA: return "mma.sync";
     case H3K_ATTN_WGMMA: return "wgmma";
     case H3K_ATTN_WGMMA_SIMPLE: return "wgmma-simple";
+    case H3K_ATTN_FA3: return "wgmma-fa3";
+    case H3K_ATTN_FA3_S2: return "wgmma-fa3-s2";
+    case H3K_ATTN_FA3_NOPP: return "wgmma-fa3-nopp";
+    case H3K_ATTN_FA3_LAZY: return "wgmma-fa3-lazy";
+    case H3K_ATTN_FA3_N176: return "wgmma-fa3-n176";
+    case H3K_ATTN_FA3_N192: return "wgmma-fa3-n192";
     default: return "auto";
     }
 }
 
 extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
     int path = h3k_attention_path(a);
+    if (path >= H3K_ATTN_FA3 && path <= H3K_ATTN_FA3_N192) {
+        int kn = path == H3K_ATTN_FA3_N176 ? 176 : path == H3K_ATTN_FA3_N192 ? 192 : 128;
+        size_t image = kn == 176 ? fa3_kbytes<176>() + fa3_vbytes<176>()
+                       : kn == 192 ? fa3_kbytes<192>() + fa3_vbytes<192>()
+                                   : fa3_kbytes<128>() + fa3_vbytes<128>();
+        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, kn) * image;
+    }
     if (path == H3K_ATTN_WGMMA) return 2 * (size_t)a->n_kv_heads * (size_t)wg2_tiles(a) * kWgTileBytes;
     if (path == H3K_ATTN_WGMMA_SIMPLE) return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
     return 0;
@@ -932,6 +1378,12 @@ extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
     switch (h3k_attention_path(a)) {
     case H3K_ATTN_WGMMA: return launch_wgmma2(a, stream);
     case H3K_ATTN_WGMMA_SIMPLE: return launch_wgmma(a, stream);
+    case H3K_ATTN_FA3: return launch_fa3<3, true, false, 128>(a, stream);
+    case H3K_ATTN_FA3_S2: return launch_fa3<2, true, false, 128>(a, stream);
+    case H3K_ATTN_FA3_NOPP: return launch_fa3<3, false, false, 128>(a, stream);
+    case H3K_ATTN_FA3_LAZY: return launch_fa3<2, true, true, 128>(a, stream);
+    case H3K_ATTN_FA3_N176: return launch_fa3<2, true, true, 176>(a, stream);
+    case H3K_ATTN_FA3_N192: return launch_fa3<2, true, true, 192>(a, stream);
     case H3K_ATTN_MMA:
         return a->dt == H3K_BF16 ? launch_mma_dt<__nv_bfloat16>(a, stream) : launch_mma_dt<__half>(a, stream);
     default: return launch_generic(a, stream);

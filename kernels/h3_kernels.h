@@ -103,6 +103,10 @@ int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64
 int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt, int64_t B,
                int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride, int padding, int dilation,
                int groups, cudaStream_t stream);
+/* conv1d as GEMMs (float32, groups 1): the im2col [Lout, Cin·K] of one batch item, and the bias per channel. */
+int h3k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride, int padding,
+                 int dilation, cudaStream_t stream);
+int h3k_add_channel_bias(float *y, const float *bias, int64_t B, int64_t C, int64_t L, cudaStream_t stream);
 int h3k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
                          int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride,
                          int padding, cudaStream_t stream);
@@ -119,7 +123,10 @@ int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int xdt, const v
 
 /* ---- attention ------------------------------------------------------------- */
 /* Which kernel runs an attention call. */
-enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3, H3K_ATTN_WGMMA_SIMPLE = 4 };
+enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3, H3K_ATTN_WGMMA_SIMPLE = 4,
+       /* k_attn_fa3 variants (sm_90a), kept in this order (h3k_attention_scratch tests the range) */
+       H3K_ATTN_FA3 = 5, H3K_ATTN_FA3_S2 = 6, H3K_ATTN_FA3_NOPP = 7, H3K_ATTN_FA3_LAZY = 8, H3K_ATTN_FA3_N176 = 9,
+       H3K_ATTN_FA3_N192 = 10 };
 
 typedef struct h3k_attention_args {
     void *o;
@@ -165,7 +172,7 @@ typedef struct h3k_vsa_args {
     const int32_t *tile_sizes;   /* device, [num_tiles] */
     const int32_t *untile_index; /* device, [S]: padded slot of each packed row */
     int path;                    /* H3K_ATTN_*: AUTO/WGMMA pick the best fit, MMA, GENERIC */
-    int pipelined;               /* wgmma path: the FA3-style pipelined consumer instead of the simple one */
+    int pipelined;               /* wgmma path: 0 the simple consumer, 1 the FA3-style pipelined one, 2 paired */
     int sm;
     void *scratch;
     size_t scratch_size;

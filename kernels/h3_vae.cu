@@ -269,6 +269,39 @@ extern "C" int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64
     return launched();
 }
 
+/* The GEMM path of conv1d (float32, groups 1): col[t][ci·K + k] = x[ci, t·stride + k·dilation − padding]
+ * (0 outside) for one batch item, [Lout, Cin·K] row-major, so that y_b = w · colᵀ is one GEMM. */
+__global__ void k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride,
+                           int padding, int dilation) {
+    int64_t CK = Cin * K;
+    GRID_STRIDE(i, Lout * CK) {
+        int64_t t = i / CK, r = i - t * CK, ci = r / K;
+        int64_t pos = t * stride + (r - ci * K) * dilation - padding;
+        col[i] = pos >= 0 && pos < Lin ? x[ci * Lin + pos] : 0.0f;
+    }
+}
+
+/* y[b, c, t] += bias[c] over y [B, C, L] float32. */
+__global__ void k_add_channel_bias(float *y, const float *bias, int64_t C, int64_t L, int64_t n) {
+    GRID_STRIDE(i, n) y[i] += bias[(i / L) % C];
+}
+
+extern "C" int h3k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride,
+                            int padding, int dilation, cudaStream_t stream) {
+    if (Lout <= 0 || Cin <= 0 || K <= 0) return 0;
+    k_im2col1d<<<grid_for(Lout * Cin * K), kThreads, 0, stream>>>(col, x, Cin, Lin, Lout, K, stride, padding,
+                                                                    dilation);
+    return launched();
+}
+
+extern "C" int h3k_add_channel_bias(float *y, const float *bias, int64_t B, int64_t C, int64_t L,
+                                    cudaStream_t stream) {
+    int64_t n = B * C * L;
+    if (n <= 0) return 0;
+    k_add_channel_bias<<<grid_for(n), kThreads, 0, stream>>>(y, bias, C, L, n);
+    return launched();
+}
+
 extern "C" int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
                           int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride,
                           int padding, int dilation, int groups, cudaStream_t stream) {

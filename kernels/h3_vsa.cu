@@ -979,6 +979,233 @@ __global__ void __launch_bounds__(160, 2)
 #endif
 }
 
+/* ---- 6d. paired wgmma fine kernel (sm_90a) -------------------------------------------------------- */
+
+/* Why a second Hopper kernel: each listed key tile costs 32 KB (K and Vᵀ
+ * images) for 64 query rows, so the one-tile-a-CTA kernels above move
+ * ~90 GB through L2 at the reference shape, ~7 TB/s at the measured 12.8 ms
+ * (and ~6.7 TB/s at 10 s, ~6.2 at 15 s): the fine stage is bound by L2
+ * bandwidth, not by the tensor cores, which is why the pipelined consumer
+ * did not help. k_vsa_pair gives a CTA two query tiles of one head (one
+ * consumer warpgroup each) and streams the union of their key lists once:
+ * a key tile both lists hold (every prefix tile; for a prefix query tile,
+ * every tile; for neighbouring video tiles, the overlap of their top-k) is
+ * copied once for both. 288 threads: warps 0-3 consume query tile A, warps
+ * 4-7 query tile B (absent at the end of an odd run), warp 8 produces.
+ * Both lists are ascending (prefix tiles, then the top-k ascending), so the
+ * producer merges them; each slot of the six-stage ring carries its tile,
+ * size and a mask of the consumers that use it, and every consumer waits on
+ * and releases every slot (one arrive per warp), doing the GEMMs only for
+ * its own. A slot with mask −1 ends the stream. The merge visits each
+ * list's entries in list order even if a list were not sorted (less
+ * sharing, same result). Each consumer runs k_vsa_wgmma<false>'s loop (S,
+ * softmax, P·V; the other warpgroup's GEMMs fill its softmax) with the
+ * dense kernel's cheaper softmax (scale folded into one FFMA, ex2.approx). */
+const int kPairStages = 6;
+/* Two Q images + six stages of K and Vᵀ, then barriers and slot info:
+ * 224 KB + 1 KB alignment slack + 256 bytes, within the 227 KB a CTA may
+ * have; one CTA an SM. */
+const int kPairTiles = (2 + 2 * kPairStages) * kWgImg;
+const int kPairSmem = kPairTiles + 1024 + 256;
+
+#ifdef H3_HAVE_WGMMA
+__device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* wg_softmax with the dense kernel's arithmetic: m is the running raw (unscaled) row max, each p one
+ * FFMA and one MUFU.EX2; max and sum on two chains a row. */
+__device__ __forceinline__ void wg_softmax_fast(const float s[32], float p[32], int ks, int t, float scale_log2,
+                                                float m[2], float corr[2], float rs[2]) {
+    bool tail = ks < kRows;
+    float a[2][2] = {{m[0], m[0]}, {m[1], m[1]}};
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        float x = s[i];
+        if (tail && 8 * (i >> 2) + 2 * t + (i & 1) >= ks) x = -INFINITY;
+        p[i] = x;
+        a[(i >> 1) & 1][(i >> 2) & 1] = fmaxf(a[(i >> 1) & 1][(i >> 2) & 1], x);
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = fmaxf(a[r][0], a[r][1]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        base[r] = mx == -INFINITY ? 0.0f : mx * scale_log2;
+        corr[r] = ex2_ftz(m[r] * scale_log2 - base[r]); /* m = −inf (first tile): 0 */
+        m[r] = mx;
+        a[r][0] = a[r][1] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        p[i] = ex2_ftz(fmaf(p[i], scale_log2, -base[(i >> 1) & 1]));
+        a[(i >> 1) & 1][(i >> 2) & 1] += p[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) rs[r] = a[r][0] + a[r][1];
+}
+
+/* CTA b of k_vsa_pair -> head and query tiles A, B (B = −1: none): prefix pairs first (dense rows,
+ * ~9× the work), then video pairs, both within one head. */
+__device__ __forceinline__ void vsa_pair_item(int64_t b, int64_t n, int64_t P, int H, int *h, int64_t *qa,
+                                              int64_t *qb) {
+    int64_t pp = (P + 1) / 2, vp = (n - P + 1) / 2, pre = (int64_t)H * pp;
+    int64_t first, end;
+    if (b < pre) {
+        *h = (int)(b / pp);
+        first = 2 * (b - (int64_t)*h * pp);
+        end = P;
+    } else {
+        b -= pre;
+        *h = (int)(b / vp);
+        first = P + 2 * (b - (int64_t)*h * vp);
+        end = n;
+    }
+    *qa = first;
+    *qb = first + 1 < end ? first + 1 : -1;
+}
+
+/* Entry e of a key list as a tile index clamped into [0, n) (a corrupt list reads in bounds), or
+ * INT32_MAX past its end. */
+__device__ __forceinline__ int64_t pair_key(const key_list &k, int64_t e, int64_t n) {
+    if (e >= k.count) return INT32_MAX;
+    int64_t t = k.at(e);
+    return t < 0 ? 0 : t >= n ? n - 1 : t;
+}
+#endif
+
+__global__ void __launch_bounds__(288, 1)
+    k_vsa_pair(__nv_bfloat16 *o, const __nv_bfloat16 *gate, const uint8_t *qimg, const uint8_t *kimg,
+               const uint8_t *vimg, const float *oc, const int32_t *lists, const int32_t *slot, const int32_t *sizes,
+               int64_t n, int64_t P, int64_t topk, int dense_all, int H, float scale_log2) {
+#ifdef H3_HAVE_WGMMA
+    extern __shared__ __align__(1024) uint8_t smem_vsa_pair[];
+    uint32_t base = smem_u32(smem_vsa_pair), sbase = (base + 1023u) & ~1023u;
+    uint32_t sQ = sbase, sK = sbase + 2 * kWgImg, sV = sK + kWgImg; /* stage s: sK/sV + s·2·kWgImg */
+    /* barriers: q at +0, full[s] at +8 + 8s, empty[s] at +56 + 8s; slot info (tile, size, mask) at +128 */
+    uint32_t bars = sbase + kPairTiles, qbar = bars, full = bars + 8, empty = bars + 8 + 8 * kPairStages;
+    volatile int *info = (volatile int *)(smem_vsa_pair + (bars - base) + 128);
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int h;
+    int64_t qa, qb;
+    vsa_pair_item(blockIdx.x, n, P, H, &h, &qa, &qb);
+    if (tid == 0) {
+        mbar_init(qbar, 1);
+        for (int s = 0; s < kPairStages; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == 8) { /* producer: lane 0 merges the two lists and issues the copies */
+        if (lane != 0) return;
+        const uint8_t *kb = kimg + (int64_t)h * n * kWgImg, *vb = vimg + (int64_t)h * n * kWgImg;
+        mbar_expect_tx(qbar, qb >= 0 ? 2 * kWgImg : kWgImg);
+        bulk_load(sQ, qimg + ((int64_t)h * n + qa) * kWgImg, kWgImg, qbar);
+        if (qb >= 0) bulk_load(sQ + kWgImg, qimg + ((int64_t)h * n + qb) * kWgImg, kWgImg, qbar);
+        key_list la = vsa_keys(lists, n, P, topk, dense_all, h, qa), lb = {nullptr, 0};
+        if (qb >= 0) lb = vsa_keys(lists, n, P, topk, dense_all, h, qb);
+        int64_t ia = 0, ib = 0, ta = pair_key(la, 0, n), tb = pair_key(lb, 0, n);
+        int st = 0;
+        uint32_t use = 0;
+        for (;;) {
+            int64_t kt = ta < tb ? ta : tb;
+            int mask = kt == INT32_MAX ? -1 : (ta == kt ? 1 : 0) | (tb == kt ? 2 : 0);
+            if (use > 0) mbar_wait(empty + 8 * st, (use - 1) & 1);
+            info[3 * st + 2] = mask;
+            if (mask < 0) {
+                mbar_arrive(full + 8 * st); /* the end: no copy, a plain arrive completes the phase */
+                return;
+            }
+            info[3 * st] = (int)kt;
+            info[3 * st + 1] = tile_size(sizes, kt, kRows);
+            mbar_expect_tx(full + 8 * st, 2 * kWgImg);
+            bulk_load(sK + st * 2 * kWgImg, kb + kt * kWgImg, kWgImg, full + 8 * st);
+            bulk_load(sV + st * 2 * kWgImg, vb + kt * kWgImg, kWgImg, full + 8 * st);
+            if (mask & 1) ta = pair_key(la, ++ia, n);
+            if (mask & 2) tb = pair_key(lb, ++ib, n);
+            if (++st == kPairStages) {
+                st = 0;
+                use++;
+            }
+        }
+    }
+
+    int wg = warp >> 2, w4 = warp & 3, g = lane >> 2, t = lane & 3;
+    int64_t qt = wg == 0 ? qa : qb;
+    int mine = 1 << wg;
+    uint32_t sQw = sQ + wg * kWgImg;
+    float oacc[64], s[32], p[32], corr[2], rs[2];
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    mbar_wait(qbar, 0); /* completes for both warpgroups: the producer expects only the images it loads */
+    int st = 0;
+    uint32_t use = 0;
+    for (;;) {
+        mbar_wait(full + 8 * st, use & 1);
+        int mask = info[3 * st + 2];
+        if (mask < 0) break;
+        if (mask & mine) { /* warpgroup-uniform: every thread read the same slot */
+            int ks = info[3 * st + 1];
+            wg_scores(s, sQw, sK + st * 2 * kWgImg);
+            wg_wait0();
+            wg_softmax_fast(s, p, ks, t, scale_log2, m, corr, rs);
+            wg_pack(p, pa);
+            wg_rescale(oacc, l, corr, rs);
+            wg_pv(oacc, pa, sV + st * 2 * kWgImg);
+            wg_wait0();
+        }
+        if (lane == 0) mbar_arrive(empty + 8 * st);
+        if (++st == kPairStages) {
+            st = 0;
+            use++;
+        }
+    }
+    if (qt < 0) return;
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    int qsize = tile_size(sizes, qt, kRows);
+    const float *ocr = oc ? oc + ((int64_t)h * n + qt) * 128 : nullptr;
+    int64_t ld = (int64_t)H * 128;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int rb = w4 * 16 + g + 8 * r;
+        if (rb >= qsize) continue;
+        int row = slot[qt * kRows + rb];
+        if (row < 0) continue;
+        __nv_bfloat16 *orow = o + (int64_t)row * ld + (int64_t)h * 128;
+        const __nv_bfloat16 *grow = gate ? gate + (int64_t)row * ld + (int64_t)h * 128 : nullptr;
+#pragma unroll
+        for (int i = 2 * r; i < 64; i += 4) { /* accumulators i, i + 1: row rb, channels 8(i/4) + 2t, +1 */
+            int col = 8 * (i >> 2) + 2 * t;
+            float v0 = oacc[i] * inv[r], v1 = oacc[i + 1] * inv[r];
+            if (grow) {
+                float2 c = *(const float2 *)(ocr + col);
+                float2 gv = Mma<__nv_bfloat16>::unpack(*(const uint32_t *)(grow + col));
+                v0 += Mma<__nv_bfloat16>::round(c.x) * gv.x;
+                v1 += Mma<__nv_bfloat16>::round(c.y) * gv.y;
+            }
+            *(uint32_t *)(orow + col) = Mma<__nv_bfloat16>::pack(v0, v1);
+        }
+    }
+#else
+    __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
+#endif
+}
+
 /* ============================ host side ============================ */
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1104,6 +1331,21 @@ int launch_wgmma(const h3k_vsa_args *a, const vsa_layout &L, char *sc, const fin
     return (int)cudaGetLastError();
 }
 
+int launch_pair(const h3k_vsa_args *a, const vsa_layout &L, char *sc, const fine_args &f, cudaStream_t stream) {
+    cudaError_t e = cudaFuncSetAttribute(k_vsa_pair, cudaFuncAttributeMaxDynamicSharedMemorySize, kPairSmem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_vsa_pair, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess) return (int)e;
+    int64_t n = a->num_tiles, P = a->num_prefix_tiles;
+    unsigned grid = (unsigned)((int64_t)a->n_heads * ((P + 1) / 2 + (n - P + 1) / 2));
+    k_vsa_pair<<<grid, 288, kPairSmem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->gate,
+                                                 (const uint8_t *)(sc + L.qimg), (const uint8_t *)(sc + L.kimg),
+                                                 (const uint8_t *)(sc + L.vimg), f.oc, f.lists, f.slot, a->tile_sizes,
+                                                 n, P, a->topk, f.dense_all, a->n_heads, f.scale_log2);
+    return (int)cudaGetLastError();
+}
+
 int launch_generic(const h3k_vsa_args *a, const fine_args &f, cudaStream_t stream) {
     int64_t slots = a->num_tiles * a->tile_elems;
     dim3 grid((unsigned)((slots + kGenWarps - 1) / kGenWarps), (unsigned)a->n_heads);
@@ -1196,7 +1438,11 @@ extern "C" int h3k_vsa_attention(const h3k_vsa_args *a, cudaStream_t stream) {
     f.dense_all = L.dense;
     f.scale_log2 = (float)(1.0 / sqrt((double)a->head_dim)) * kLog2e;
     switch (L.path) {
-    case H3K_ATTN_WGMMA: rc = a->pipelined ? launch_wgmma<true>(a, L, sc, f, stream) : launch_wgmma<false>(a, L, sc, f, stream); break;
+    case H3K_ATTN_WGMMA:
+        rc = a->pipelined == 2 ? launch_pair(a, L, sc, f, stream)
+             : a->pipelined    ? launch_wgmma<true>(a, L, sc, f, stream)
+                               : launch_wgmma<false>(a, L, sc, f, stream);
+        break;
     case H3K_ATTN_MMA:
         if (a->dt == H3K_BF16)
             rc = a->head_dim == 64 ? launch_mma<__nv_bfloat16, 64>(a, L, sc, f, stream)
@@ -1227,6 +1473,7 @@ template <typename K> int occupancy(K kernel, int threads, int smem) {
 extern "C" int h3k_vsa_ctas_per_sm(const h3k_vsa_args *a) {
     switch (h3k_vsa_path(a)) {
     case H3K_ATTN_WGMMA:
+        if (a->pipelined == 2) return occupancy(k_vsa_pair, 288, kPairSmem);
         return a->pipelined ? occupancy(k_vsa_wgmma<true>, 160, kWgSmem) : occupancy(k_vsa_wgmma<false>, 160, kWgSmem);
     case H3K_ATTN_MMA:
         if (a->dt == H3K_BF16)

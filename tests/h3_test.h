@@ -45,6 +45,17 @@ static inline double h3_test_rel_l2(const float *a, const float *b, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Cosine similarity of a and b in double precision (1 when both are zero). */
+static inline double h3_test_cosine(const float *a, const float *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1 : 0);
+}
+
 static inline int h3_test_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, h3_test_passed, h3_test_failed);
     return h3_test_failed ? 1 : 0;

@@ -532,6 +532,8 @@ static void test_vae_ops(void) {
     test_conv(2, 16, 50, 24, 7, 1, 3, 1, 1, 1);
     test_conv(2, 16, 61, 8, 5, 2, 4, 3, 4, 0);
     test_conv(1, 32, 300, 32, 11, 1, 15, 3, 1, 1);
+    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* the f32 GEMM path (im2col), two batch items */
+    test_conv(2, 8, 200, 16, 4, 2, 1, 1, 1, 0);    /* GEMM path, strided, no bias */
     test_conv_transpose(2, 16, 20, 8, 8, 4, 2);
     test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
     test_resample(2, 8, 33, 12, 12, 2);
@@ -699,6 +701,7 @@ static void full_size(void) {
     full_attention(H3_CUDA_ATTENTION_AUTO);
     full_attention(H3_CUDA_ATTENTION_WGMMA_SIMPLE);
     full_attention(H3_CUDA_ATTENTION_MMA);
+    full_attention(H3_CUDA_ATTENTION_WGMMA); /* k_attn_wgmma2: no longer what AUTO runs on Hopper */
 }
 
 /* ---- VSA-H3 (h3_op_vsa_attention) ---------------------------------------------------------------
@@ -976,20 +979,36 @@ static void test_vsa(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_ga
     reset(mc, mg);
 }
 
+/* The Hopper consumers (h3_backend_cuda_set_vsa_pipelined: 0 simple, 1 pipelined, 2 paired), the
+ * backend's default first: vsa_consumer(0) is the default, 1 and 2 the others in ascending order. */
+static int vsa_consumer(int i) {
+    int c[3] = {default_pipelined, 0, 0}, m = 1;
+    for (int v = 0; v < 3; v++)
+        if (v != default_pipelined) c[m++] = v;
+    return c[i];
+}
+
+/* Which Hopper consumers test_vsa_kernels runs: -1 the first two (with generic and mma.sync), else
+ * only vsa_consumer(vsa_only_consumer). A new consumer runs in a later pass, so that a fault in it
+ * cannot take the checks of the others with it. */
+static int vsa_only_consumer = -1;
+
 /* Each kernel that fits the case once: generic, mma.sync, and the backend's own choice (AUTO:
- * wgmma on Hopper) with either consumer of the Hopper kernel. */
+ * wgmma on Hopper) with the Hopper kernel's consumers. */
 static void test_vsa_kernels(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_gate) {
-    h3_cuda_attention_path paths[4] = {H3_CUDA_ATTENTION_GENERIC, H3_CUDA_ATTENTION_MMA, H3_CUDA_ATTENTION_AUTO,
-                                       H3_CUDA_ATTENTION_AUTO};
-    const char *ran[4];
+    h3_cuda_attention_path paths[5] = {H3_CUDA_ATTENTION_GENERIC, H3_CUDA_ATTENTION_MMA, H3_CUDA_ATTENTION_AUTO,
+                                       H3_CUDA_ATTENTION_AUTO, H3_CUDA_ATTENTION_AUTO};
+    const char *ran[5];
     int n_ran = 0;
     int E = s->tile[0] * s->tile[1] * s->tile[2];
-    for (int p = 0; p < 4; p++) {
-        int old_pipe = h3_backend_cuda_set_vsa_pipelined(gpu, p == 3 ? !default_pipelined : default_pipelined);
+    for (int p = 0; p < 5; p++) {
+        if (vsa_only_consumer < 0 ? p == 4 : p != 2 + vsa_only_consumer) continue;
+        int old_pipe = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(p < 2 ? 0 : p - 2));
         h3_backend_cuda_set_attention_path(gpu, paths[p] == H3_CUDA_ATTENTION_AUTO ? default_path : paths[p]);
         const char *kernel = h3_backend_cuda_vsa_kernel(gpu, dt, dh, E);
         int dup = 0;
         for (int i = 0; i < n_ran; i++) dup |= strcmp(ran[i], kernel) == 0;
+        if (vsa_only_consumer >= 0) dup = strncmp(kernel, "wgmma", 5) != 0; /* off Hopper: ran in pass 1 */
         if (!dup) {
             ran[n_ran++] = kernel;
             test_vsa(s, dt, H, dh, with_gate, paths[p]);
@@ -1031,9 +1050,7 @@ static void test_vsa_bad_table(void) {
     h3_backend_destroy(g);
 }
 
-static void test_vsa_small(void) {
-    printf("VSA-H3 (h3_op_vsa_attention) against the CPU op:\n");
-    CHECK(h3_backend_has_vsa_attention(gpu), "the cuda backend does not report a VSA-H3 kernel");
+static void test_vsa_cases(void) {
     /* text 37 + audio 70: prefix tiles 37, 64, 6; grid 5x6x7 of 4x4x4: 8 video tiles, all partial but one */
     vsa_shape odd = {"text 37 audio 70, grid 5x6x7", {37, 0, 70}, 5, 6, 7, {4, 4, 4}, 0.5f};
     vsa_shape odd_dense = odd, odd_k1 = odd;
@@ -1070,7 +1087,16 @@ static void test_vsa_small(void) {
     test_vsa_kernels(&e30, H3_F32, 2, 16, 0);
     test_vsa_kernels(&odd, H3_BF16, 2, 96, 1); /* head_dim the tensor-core kernels do not take */
     test_vsa_kernels(&odd_dense, H3_F32, 2, 32, 0);
+}
+
+static void test_vsa_small(void) {
+    printf("VSA-H3 (h3_op_vsa_attention) against the CPU op:\n");
+    CHECK(h3_backend_has_vsa_attention(gpu), "the cuda backend does not report a VSA-H3 kernel");
+    test_vsa_cases();
     test_vsa_bad_table();
+    vsa_only_consumer = 2; /* the third Hopper consumer last */
+    test_vsa_cases();
+    vsa_only_consumer = -1;
 }
 
 /* float64 reference of query row i, head h: softmax over the valid rows of the listed key tiles
@@ -1224,11 +1250,14 @@ static void full_vsa_all(void) {
     full_vsa(H3_CUDA_ATTENTION_AUTO);
     h3_backend_cuda_set_attention_path(gpu, default_path);
     int wg = strncmp(h3_backend_cuda_vsa_kernel(gpu, H3_BF16, FULL_HD, 64), "wgmma", 5) == 0;
-    if (wg) { /* the other Hopper consumer, and the portable kernel */
-        int old = h3_backend_cuda_set_vsa_pipelined(gpu, !default_pipelined);
+    if (wg) { /* the other Hopper consumers, and the portable kernel */
+        int old = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(1));
         full_vsa(H3_CUDA_ATTENTION_AUTO);
         h3_backend_cuda_set_vsa_pipelined(gpu, old);
         full_vsa(H3_CUDA_ATTENTION_MMA);
+        old = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(2));
+        full_vsa(H3_CUDA_ATTENTION_AUTO);
+        h3_backend_cuda_set_vsa_pipelined(gpu, old);
     }
 }
 
@@ -1301,15 +1330,21 @@ int main(void) {
     }
 
     /* attention: every kernel on shapes with ragged tails */
-    h3_cuda_attention_path paths[4] = {H3_CUDA_ATTENTION_GENERIC, H3_CUDA_ATTENTION_MMA, H3_CUDA_ATTENTION_WGMMA,
-                                       H3_CUDA_ATTENTION_WGMMA_SIMPLE};
-    for (int p = 0; p < 4; p++) {
+    /* the last three (lazy rescale, 176- and 192-key tiles) run after everything else, below */
+    h3_cuda_attention_path paths[10] = {H3_CUDA_ATTENTION_GENERIC,        H3_CUDA_ATTENTION_MMA,
+                                        H3_CUDA_ATTENTION_WGMMA,          H3_CUDA_ATTENTION_WGMMA_SIMPLE,
+                                        H3_CUDA_ATTENTION_WGMMA_FA3,      H3_CUDA_ATTENTION_WGMMA_FA3_S2,
+                                        H3_CUDA_ATTENTION_WGMMA_FA3_NOPP, H3_CUDA_ATTENTION_WGMMA_FA3_LAZY,
+                                        H3_CUDA_ATTENTION_WGMMA_FA3_N176, H3_CUDA_ATTENTION_WGMMA_FA3_N192};
+    for (int p = 0; p < 7; p++) {
         /* a kernel set aside through H3_CUDA_ATTENTION is not forced either */
         if (paths[p] == H3_CUDA_ATTENTION_WGMMA && default_path != H3_CUDA_ATTENTION_AUTO &&
             default_path != H3_CUDA_ATTENTION_WGMMA)
             continue;
         test_attention(H3_BF16, 300, 300, 4, 4, 128, 0, paths[p]);
         test_attention(H3_BF16, 129, 513, 2, 2, 128, 0, paths[p]);
+        test_attention(H3_BF16, 100, 60, 2, 2, 128, 0, paths[p]);    /* one key tile */
+        test_attention(H3_BF16, 260, 1100, 4, 2, 128, 0, paths[p]);  /* 9 tiles: every stage reused; GQA */
         test_attention(H3_BF16, 77, 77, 8, 2, 128, 1, paths[p]);
         test_attention(H3_BF16, 200, 200, 4, 4, 64, 0, paths[p]);
         test_attention(H3_F16, 200, 130, 4, 1, 64, 0, paths[p]);
@@ -1324,9 +1359,24 @@ int main(void) {
     if (!attention_only) test_errors();
 
     if (!attention_only && !is_quick) full_size();
+    if (attention_only && !is_quick) { /* the Hopper kernels at the product shape */
+        full_attention(H3_CUDA_ATTENTION_WGMMA);
+        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3);
+        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3_S2);
+        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3_NOPP);
+    }
     /* VSA-H3 last: a new kernel that faults must not take the other checks with it */
     if (!attention_only) test_vsa_small();
     if (!attention_only && !is_quick) full_vsa_all();
+    /* k_attn_fa3 variants not yet run on a GPU when written (2026-12-03): last, like VSA above, so that
+     * a fault in one cannot take the other checks with it */
+    for (int p = 7; p < 10; p++) {
+        test_attention(H3_BF16, 300, 300, 4, 4, 128, 0, paths[p]);
+        test_attention(H3_BF16, 129, 513, 2, 2, 128, 0, paths[p]);
+        test_attention(H3_BF16, 100, 60, 2, 2, 128, 0, paths[p]);
+        test_attention(H3_BF16, 260, 1100, 4, 2, 128, 0, paths[p]);
+        if (!is_quick) full_attention(paths[p]);
+    }
 
     h3_backend_destroy(gpu);
     h3_backend_destroy(cpu);

@@ -510,6 +510,80 @@ static void test_e2e_forward(const char *golden, h3_dit *dit) {
     g_object_unref(p);
 }
 
+/* ---- random-weight model (benchmarks) ------------------------------------------------- */
+
+/* One forward of a random model over a small layout; returns the video velocity. */
+static float *random_forward(const h3_dit_config *cfg, int blocks, uint64_t seed, const h3_dit_layout *l,
+                             int64_t *n_video) {
+    h3_dit *dit = NULL;
+    h3_status st = {0};
+    CHECK(h3_dit_create_random(backend, cfg, blocks, seed, NULL, &dit, &st) == H3_OK, "random dit: %s", st.message);
+    if (!dit) return NULL;
+    CHECK(h3_dit_get_config(dit)->num_layers == blocks, "random dit has %d blocks, want %d",
+          h3_dit_get_config(dit)->num_layers, blocks);
+    int64_t vf = (int64_t)cfg->in_channels * cfg->patch_h * cfg->patch_w, af = cfg->audio_in_channels;
+    size_t mark = h3_arena_mark(backend);
+    float *text = malloc((size_t)(l->num_text * cfg->text_dim) * sizeof *text);
+    float *video = malloc((size_t)(l->num_video_rows * vf) * sizeof *video);
+    float *audio = malloc((size_t)(l->num_audio_rows * af) * sizeof *audio);
+    for (int64_t i = 0; i < l->num_text * cfg->text_dim; i++) text[i] = (float)sin(0.37 * (double)i);
+    for (int64_t i = 0; i < l->num_video_rows * vf; i++) video[i] = (float)cos(0.11 * (double)i);
+    for (int64_t i = 0; i < l->num_audio_rows * af; i++) audio[i] = (float)sin(0.23 * (double)i + 1.0);
+    float ts[H3_DIT_MAX_TIMESTEPS];
+    int n_t = 0;
+    int32_t *row_index = malloc((size_t)l->seq_len * sizeof *row_index);
+    CHECK(h3_dit_layout_timesteps(l, 0.25f, 0.5f, ts, &n_t, row_index, &st) == H3_OK, "timesteps: %s", st.message);
+    h3_tensor t = upload(text, l->num_text, cfg->text_dim);
+    h3_tensor v = upload(video, l->num_video_rows, vf), a = upload(audio, l->num_audio_rows, af);
+    h3_tensor vv = h3_new_2d(backend, H3_F32, l->num_video_rows, vf);
+    h3_tensor av = h3_new_2d(backend, H3_F32, l->num_audio_rows, af);
+    float *out = NULL;
+    h3_status_code rc = h3_dit_begin(dit, l, &t, &st);
+    if (rc == H3_OK) rc = h3_dit_forward(dit, &v, &a, ts, n_t, row_index, &vv, &av, &st);
+    CHECK(rc == H3_OK, "random dit forward: %s", st.message);
+    if (rc == H3_OK) out = download(&vv);
+    *n_video = l->num_video_rows * vf;
+    h3_dit_end(dit);
+    h3_arena_reset(backend, mark);
+    h3_dit_free(dit);
+    free(text);
+    free(video);
+    free(audio);
+    free(row_index);
+    return out;
+}
+
+static void test_random_model(void) {
+    h3_dit_config cfg;
+    h3_status st = {0};
+    CHECK(h3_dit_config_load(diffusers_dir(), &cfg, &st) == H3_OK, "tiny config: %s", st.message);
+    int32_t tags[5] = {1, 1, 1, 1, 1};
+    golden_geometry g = {.T = 2, .H_lat = 4, .W_lat = 6, .Na = 3, .L = 5};
+    h3_dit_layout *l = build_layout(&g, tags);
+    if (!l) return;
+    int64_t n = 0;
+    float *a = random_forward(&cfg, cfg.num_layers, 7, l, &n), *b = random_forward(&cfg, cfg.num_layers, 7, l, &n);
+    float *c = random_forward(&cfg, cfg.num_layers, 8, l, &n), *one = random_forward(&cfg, 1, 7, l, &n);
+    int finite = a != NULL;
+    for (int64_t i = 0; a && i < n; i++) finite &= isfinite(a[i]) != 0;
+    CHECK(finite, "random dit: non-finite velocity");
+    CHECK(a && b && memcmp(a, b, (size_t)n * sizeof *a) == 0, "random dit: same seed, different output");
+    CHECK(a && c && memcmp(a, c, (size_t)n * sizeof *a) != 0, "random dit: another seed, same output");
+    CHECK(one != NULL, "random dit: one block");
+    h3_dit *dit = NULL;
+    CHECK(h3_dit_create_random(backend, &cfg, 0, 1, NULL, &dit, &st) == H3_ERR_INVALID_ARGUMENT && !dit,
+          "random dit with 0 blocks: %s", st.message);
+    CHECK(h3_dit_create_random(backend, &cfg, cfg.num_layers + 1, 1, NULL, &dit, &st) == H3_ERR_INVALID_ARGUMENT &&
+              !dit,
+          "random dit with too many blocks: %s", st.message);
+    printf("random dit (tiny config, %d blocks): deterministic, seed-dependent, finite\n", cfg.num_layers);
+    free(a);
+    free(b);
+    free(c);
+    free(one);
+    h3_dit_layout_free(l);
+}
+
 /* ---- config and name mapping ---------------------------------------------------------- */
 
 static void test_config(void) {
@@ -833,6 +907,7 @@ int main(void) {
     test_e2e_forward("e2e_t2va_3steps", diffusers);
     test_e2e_forward("e2e_fl2va_3steps", native);
     test_errors(diffusers);
+    test_random_model();
     h3_dit_free(diffusers);
     h3_dit_free(native);
 

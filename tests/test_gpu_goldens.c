@@ -1,7 +1,16 @@
-/* test_gpu_goldens.c - the tiny-model goldens on the CUDA backend (bf16
- * compute, fp16 video VAE, fp32 audio VAE and islands), component by
- * component and end to end through the engine. Tolerance: relative L2
- * <= 1e-2 for bf16/fp16 paths (METHOD.md), 1e-4 for the fp32 audio VAE.
+/* test_gpu_goldens.c - the tiny-model goldens on the CUDA backend, component
+ * by component and end to end through the engine, twice:
+ *
+ *  - exact mode (h3_backend_cuda_create_exact: float32 weights and
+ *    activations, the same kernels): every component within the goldens'
+ *    float32 tolerance (1e-4 relative L2; end to end 1e-3, uint8 +-1). This
+ *    is what proves the kernels compute the reference's function.
+ *  - production mode (bf16 compute, fp16 video VAE, fp32 audio VAE and
+ *    islands): relative L2 <= 1e-2 (METHOD.md), against the official bf16
+ *    golden where one exists. Two places drift further for a known reason and
+ *    are held to a measured bound instead, see TEXT_BF16_TOLERANCE and
+ *    test_engine.
+ *
  * Skips (exit 77) with the reason when there is no CUDA backend or GPU. */
 #include <glib.h>
 #include <stdint.h>
@@ -9,6 +18,9 @@
 #include "h3.h"
 #include "h3_audio_vae.h"
 #include "h3_backend.h"
+#ifdef H3_HAVE_CUDA
+#include "h3_backend_cuda.h"
+#endif
 #include "h3_dit.h"
 #include "h3_dit_layout.h"
 #include "h3_safetensors.h"
@@ -18,8 +30,18 @@
 
 #define BF16_TOLERANCE 1e-2
 #define F32_TOLERANCE 1e-4
+#define E2E_F32_TOLERANCE 1e-3
+/* The conditioner taps layer 50 of the tiny model's 52: fifty layers of bf16
+ * residual adds on a 40-wide hidden state. The reference's own bf16 run
+ * (tools/h3_text_encoder_reference.py: the spec's rounding points, torch
+ * on the H200) lands TEXT_BF16_REFERENCE from the float32 golden; ours must
+ * stay within 1.5 times that. */
+#define TEXT_BF16_REFERENCE 2.5e-2 /* measured 2026-12-03 on the H200: 2.49e-2 (ours: 2.59e-2) */
+#define TEXT_BF16_TOLERANCE (1.5 * TEXT_BF16_REFERENCE)
 
 static h3_backend *gpu;
+static int exact; /* gpu is in exact (float32) mode */
+static const char *mode_name(void) { return exact ? "exact f32" : "bf16"; }
 
 static float *read_golden(h3_st_file *f, const char *name, size_t *n) {
     float *v = NULL;
@@ -105,9 +127,12 @@ static void test_dit(void) {
             double ev = h3_test_rel_l2(gv, want_v, nv), ea = h3_test_rel_l2(ga, want_a, na);
             double ev32 = h3_test_rel_l2(gv, f32_v, nv), ea32 = h3_test_rel_l2(ga, f32_a, na);
             double ref_v = h3_test_rel_l2(want_v, f32_v, nv), ref_a = h3_test_rel_l2(want_a, f32_a, na);
-            printf("gpu dit vs bf16 golden: video %.3e audio %.3e; vs f32 golden: video %.3e audio %.3e "
-                   "(reference bf16 vs f32: %.3e / %.3e)\n", ev, ea, ev32, ea32, ref_v, ref_a);
-            CHECK(ev <= BF16_TOLERANCE && ea <= BF16_TOLERANCE, "dit bf16 parity %.3e %.3e", ev, ea);
+            printf("gpu dit (%s) vs bf16 golden: video %.3e audio %.3e; vs f32 golden: video %.3e audio %.3e "
+                   "(reference bf16 vs f32: %.3e / %.3e)\n", mode_name(), ev, ea, ev32, ea32, ref_v, ref_a);
+            if (exact)
+                CHECK(ev32 <= F32_TOLERANCE && ea32 <= F32_TOLERANCE, "dit f32 parity %.3e %.3e", ev32, ea32);
+            else
+                CHECK(ev <= BF16_TOLERANCE && ea <= BF16_TOLERANCE, "dit bf16 parity %.3e %.3e", ev, ea);
             free(gv);
             free(ga);
         }
@@ -141,9 +166,15 @@ static void test_text_encoder(void) {
         if (rc == H3_OK) rc = h3_tensor_download_f32(gpu, &out, got, &st);
         CHECK(rc == H3_OK, "text encoder: %s", st.message);
         if (rc == H3_OK) {
-            double e = h3_test_rel_l2(got, want, ne);
-            printf("gpu text encoder: rel L2 %.3e\n", e);
-            CHECK(e <= BF16_TOLERANCE, "text encoder rel L2 %.3e", e);
+            double e = h3_test_rel_l2(got, want, ne), worst = 1;
+            for (size_t r = 0; r < n; r++) {
+                double c = h3_test_cosine(got + r * D, want + r * D, (size_t)D);
+                worst = c < worst ? c : worst;
+            }
+            printf("gpu text encoder (%s): rel L2 %.3e, min row cosine %.6f\n", mode_name(), e, worst);
+            CHECK(e <= (exact ? F32_TOLERANCE : TEXT_BF16_TOLERANCE), "text encoder (%s) rel L2 %.3e", mode_name(),
+                  e);
+            CHECK(exact || worst >= 0.999, "text encoder (bf16) min row cosine %.6f", worst);
         }
         free(got);
         h3_arena_reset(gpu, mark);
@@ -171,8 +202,8 @@ static void test_video_vae(void) {
         CHECK(rc == H3_OK, "video vae: %s", st.message);
         if (rc == H3_OK) {
             double e = h3_test_rel_l2(got, want, n);
-            printf("gpu video vae (fp16): rel L2 %.3e\n", e);
-            CHECK(e <= BF16_TOLERANCE, "video vae rel L2 %.3e", e);
+            printf("gpu video vae (%s): rel L2 %.3e\n", exact ? "exact f32" : "fp16", e);
+            CHECK(e <= (exact ? F32_TOLERANCE : BF16_TOLERANCE), "video vae (%s) rel L2 %.3e", mode_name(), e);
         }
         free(got);
     }
@@ -199,7 +230,7 @@ static void test_audio_vae(void) {
         CHECK(rc == H3_OK, "audio vae: %s", st.message);
         if (rc == H3_OK) {
             double e = h3_test_rel_l2(got, want, n);
-            printf("gpu audio vae (fp32): rel L2 %.3e\n", e);
+            printf("gpu audio vae (fp32, %s mode): rel L2 %.3e\n", mode_name(), e);
             CHECK(e <= F32_TOLERANCE, "audio vae rel L2 %.3e", e);
         }
         free(got);
@@ -241,11 +272,38 @@ static void on_latents(void *o, const float *v, int C, int T, int H, int W, cons
     c->audio_latents = g_memdup2(a, (size_t)2 * Ca * Na * 4);
 }
 
-/* The whole engine with compute=cuda (devices as given: "0" runs TP1). */
-static void test_engine(const char *devices) {
+/* The audio latents of a GPU run decoded by the CPU reference (float32):
+ * what the golden's audio would be if only the latents differed. */
+static float *cpu_decode_audio(const float *latents, int n_latents, size_t n_out) {
+    h3_backend *cpu = NULL;
+    h3_audio_vae *vae = NULL;
+    h3_status st = {0};
+    float *out = calloc(n_out, sizeof *out);
+    int ok = h3_backend_cpu_create(0, &cpu, &st) == H3_OK &&
+             h3_audio_vae_load(cpu, h3_test_data("models/tiny-h3/audio_vae"), &vae, &st) == H3_OK &&
+             h3_audio_vae_decode(vae, latents, n_latents, out, NULL, &st) == H3_OK;
+    CHECK(ok, "cpu decode of the gpu's audio latents: %s", st.message);
+    if (vae) h3_audio_vae_free(vae);
+    if (cpu) h3_backend_destroy(cpu);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The whole engine on CUDA (devices as given: "0" runs TP1 through NCCL).
+ * compute=cuda-f32 is held to the float32 end-to-end tolerance. With bf16 the
+ * latents are held to 1e-2; the decoded audio then lands further from the
+ * golden than its latents do, because the tiny random BigVGAN amplifies a
+ * latent difference (about 6x here). So the audio is checked where that
+ * says something: against the CPU reference's decode of the same latents
+ * (the decode is float32 on both), and the golden distance is printed. */
+static void test_engine(const char *devices, h3_compute compute) {
+    int f32 = compute == H3_COMPUTE_CUDA_F32;
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
-    o.compute = H3_COMPUTE_CUDA;
+    o.compute = compute;
     o.devices = devices;
     h3_engine *e = NULL;
     h3_status st = {0};
@@ -278,21 +336,38 @@ static void test_engine(const char *devices) {
         free(g);
         g = read_golden(f, "audio", &n);
         double es = g ? h3_test_rel_l2(c.audio, g, n) : 1;
+        float *cpu_audio = f32 ? NULL : cpu_decode_audio(c.audio_latents, c.plan.audio_latents, n);
+        double ed = cpu_audio ? h3_test_rel_l2(c.audio, cpu_audio, n) : 0;
+        double eg = cpu_audio && g ? h3_test_rel_l2(cpu_audio, g, n) : 0;
+        free(cpu_audio);
         free(g);
         const h3_st_tensor *u8 = h3_st_find(f, "videos_uint8");
         int maxd = 0;
         size_t over1 = 0;
+        double num = 0, den = 0;
         for (int64_t i = 0; u8 && i < u8->numel; i++) {
-            int d = abs((int)((const uint8_t *)u8->data)[i] - (int)c.video[i]);
+            int want = ((const uint8_t *)u8->data)[i], d = abs(want - (int)c.video[i]);
             maxd = d > maxd ? d : maxd;
             over1 += d > 1;
+            num += (double)d * d;
+            den += (double)want * want;
         }
+        double eu = den > 0 ? sqrt(num / den) : 1;
         h3_stats s;
         h3_engine_get_stats(e, &s);
-        printf("gpu engine (%s): latents %.3e, audio latents %.3e, audio %.3e, uint8 max |diff| %d (%zu values > 1), "
-               "%.3f s/step, total %.2f s\n", s.compute, el, ea, es, maxd, over1, s.per_step, s.total);
-        CHECK(el <= BF16_TOLERANCE && ea <= BF16_TOLERANCE && es <= BF16_TOLERANCE, "engine parity %.3e %.3e %.3e",
-              el, ea, es);
+        printf("gpu engine (%s): latents %.3e, audio latents %.3e, audio %.3e, uint8 rel L2 %.3e max |diff| %d "
+               "(%zu values > 1), %.3f s/step, total %.2f s\n", s.compute, el, ea, es, eu, maxd, over1, s.per_step,
+               s.total);
+        if (f32) {
+            CHECK(el <= E2E_F32_TOLERANCE && ea <= E2E_F32_TOLERANCE && es <= E2E_F32_TOLERANCE && maxd <= 1,
+                  "engine f32 parity %.3e %.3e %.3e, uint8 %d", el, ea, es, maxd);
+        } else {
+            printf("  audio: gpu vs cpu decode of the gpu's latents %.3e; that cpu decode vs the golden %.3e\n", ed,
+                   eg);
+            CHECK(el <= BF16_TOLERANCE && ea <= BF16_TOLERANCE && eu <= BF16_TOLERANCE,
+                  "engine bf16 parity %.3e %.3e, uint8 %.3e", el, ea, eu);
+            CHECK(ed <= F32_TOLERANCE, "engine audio decode %.3e from the cpu decode of the same latents", ed);
+        }
         CHECK(c.frames == c.plan.num_frames, "frames %d", c.frames);
     }
     h3_st_close(f);
@@ -313,12 +388,20 @@ int main(void) {
         printf("SKIP: no CUDA backend or GPU: %s\n", st.message);
         return 77;
     }
-    test_text_encoder();
-    test_dit();
-    test_video_vae();
-    test_audio_vae();
-    h3_backend_destroy(gpu);
-    test_engine("0");
+    for (exact = 0; exact < 2; exact++) {
+        if (exact && h3_backend_cuda_create_exact(0, &gpu, &st) != H3_OK) {
+            CHECK(0, "exact mode: %s", st.message);
+            break;
+        }
+        test_text_encoder();
+        test_dit();
+        test_video_vae();
+        test_audio_vae();
+        h3_backend_destroy(gpu);
+        gpu = NULL;
+    }
+    test_engine("0", H3_COMPUTE_CUDA);
+    test_engine("0", H3_COMPUTE_CUDA_F32);
     return h3_test_finish("test_gpu_goldens");
 #endif
 }

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: h3-generate --model DIR --prompt TEXT --seed N --width W --height H --num-frames F --steps N\n"
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
-            "                   [--compute auto|cpu|cuda] [--devices LIST]\n"
+            "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
             "                   [--quiet] --output OUT.safetensors\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
@@ -142,7 +142,8 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;
             else if (!strcmp(v, "cuda")) opt.compute = H3_COMPUTE_CUDA;
-            else return die("--compute '%s': must be auto, cpu or cuda", v);
+            else if (!strcmp(v, "cuda-f32")) opt.compute = H3_COMPUTE_CUDA_F32;
+            else return die("--compute '%s': must be auto, cpu, cuda or cuda-f32", v);
         } else {
             return die("unknown option %s (see --help)", a);
         }

@@ -917,6 +917,39 @@ GST_START_TEST (test_nothing_linked_is_stream_error)
 
 GST_END_TEST;
 
+/* A device failure in the middle of denoising (the engine's H3_INJECT_FAULT
+ * hook) reaches the bus as a RESOURCE/FAILED error with the engine's words,
+ * the progress ends in ERROR, and the pipeline shuts down cleanly. */
+GST_START_TEST (test_device_failure_mid_generation)
+{
+  Pipe p;
+  GstMessage *m;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+
+  g_setenv ("H3_INJECT_FAULT", "0:1", TRUE);
+  pipe_new (&p, "h3videosrc name=s prompt=\"" PROMPT "\" width=64 height=32 "
+      "num-frames=22 steps=4 s.video ! queue ! fakesink s.audio ! queue ! "
+      "fakesink");
+  m = pipe_run (&p);
+  g_unsetenv ("H3_INJECT_FAULT");
+  fail_unless (m != NULL, "EOS despite a device failure");
+  gst_message_parse_error (m, &err, &dbg);
+  fail_unless (err->domain == GST_RESOURCE_ERROR &&
+      err->code == GST_RESOURCE_ERROR_FAILED, "%s (%s)", err->message, dbg);
+  fail_unless (strstr (err->message, "injected fault") != NULL, "%s",
+      err->message);
+  fail_unless (p.video.buffers == 0 && p.audio.buffers == 0,
+      "%d video and %d audio buffers before the failure", p.video.buffers,
+      p.audio.buffers);
+  g_error_free (err);
+  g_free (dbg);
+  gst_message_unref (m);
+  pipe_free (&p);
+}
+
+GST_END_TEST;
+
 /* ---- tests: properties, queries, errors ----------------------------------- */
 
 GST_START_TEST (test_caps_negotiation_failure)
@@ -1253,6 +1286,7 @@ h3videosrc_suite (void)
   tcase_add_test (tc, test_null_within_one_second);
   tcase_add_test (tc, test_only_video_linked);
   tcase_add_test (tc, test_nothing_linked_is_stream_error);
+  tcase_add_test (tc, test_device_failure_mid_generation);
   tcase_add_test (tc, test_caps_negotiation_failure);
   tcase_add_test (tc, test_properties);
   tcase_add_test (tc, test_property_locked_while_playing);

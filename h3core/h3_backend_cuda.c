@@ -46,20 +46,27 @@ typedef struct gemm_plan {
     cublasLtMatmulAlgo_t algo;
 } gemm_plan;
 
-/* Host-to-device copies of more than STAGE_MIN bytes go through a ring of
- * pinned buffers: the CPU copies chunk k+1 out of the (mmap'd) file while the
- * copy engine moves chunk k, and the caller's memory is free again when
- * upload returns. A pageable cudaMemcpy would stage through the driver's own
- * small buffer and serialise the page faults of the file with the DMA. */
+/* Weight uploads (tools/h3-bench-load measures the three on the H200):
+ *  - pageable (the default): cudaMemcpy from the mmap'd file; the driver
+ *    stages through its own pinned buffers.
+ *  - pinned (H3_CUDA_UPLOAD=pinned): a ring of our pinned buffers; the CPU
+ *    copies chunk k+1 out of the file while the copy engine moves chunk k.
+ *    Measured slower than the driver's staging on 2026-12-03 (5.5 against
+ *    7.3 GB/s, file in the page cache): one memcpy thread is the limit.
+ *  - register (H3_CUDA_UPLOAD=register): the file's pages are page-locked
+ *    in place (cudaHostRegister, read-only) and copied by DMA with no CPU copy.
+ * Copies under STAGE_MIN bytes are always plain. */
 #define STAGE_SLOTS 4
 #define STAGE_BYTES ((size_t)32 << 20)
 #define STAGE_MIN ((size_t)1 << 20)
+enum { UPLOAD_PAGEABLE = 0, UPLOAD_PINNED, UPLOAD_REGISTER };
 
 typedef struct cuda_impl {
     int device, sm;
     void *stage[STAGE_SLOTS];         /* pinned, allocated at the first large upload */
     cudaEvent_t stage_done[STAGE_SLOTS];
     int stage_next, stage_state;      /* state: 0 not tried, 1 ready, -1 unavailable (pageable copies) */
+    int upload_mode;                  /* UPLOAD_*, from H3_CUDA_UPLOAD at creation */
     int exact; /* h3_backend_cuda_create_exact: f32 weights and activations */
     char name[256];
     cudaStream_t stream;
@@ -172,14 +179,11 @@ static void cuda_free(h3_backend *b, void *p) {
     cudaFree(p);
 }
 
-/* Synchronous: callers free or reuse host buffers right after. */
-/* The pinned ring, once. Without it (pinned memory refused, or
- * H3_CUDA_UPLOAD=pageable to compare) uploads are plain pageable copies;
- * that is slower, not wrong, and said once on the log. */
+/* The pinned ring, once. Without it (pinned memory refused) uploads are
+ * plain pageable copies; that is slower, not wrong, and said on the log. */
 static int stage_ready(cuda_impl *c) {
     if (c->stage_state) return c->stage_state > 0;
-    const char *env = getenv("H3_CUDA_UPLOAD");
-    const char *why = env && !strcmp(env, "pageable") ? "H3_CUDA_UPLOAD=pageable" : NULL;
+    const char *why = NULL;
     for (int i = 0; i < STAGE_SLOTS && !why; i++) {
         if (cudaHostAlloc(&c->stage[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
@@ -192,12 +196,35 @@ static int stage_ready(cuda_impl *c) {
     return c->stage_state > 0;
 }
 
+static int upload_plain(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
+    return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
+}
+
+/* Page-locks the source's pages in place for the copy. A refusal (some
+ * kernels refuse file-backed pages) turns this backend to pageable copies,
+ * said once on the log. */
+static int upload_registered(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    size_t page = 4096, start = (size_t)src & ~(page - 1), end = ((size_t)src + bytes + page - 1) & ~(page - 1);
+    if (cudaHostRegister((void *)start, end - start, cudaHostRegisterReadOnly) != cudaSuccess) {
+        cudaError_t e = cudaGetLastError();
+        g_warning("h3core cuda:%d: cudaHostRegister refused the weights' pages (%s); uploads use pageable copies",
+                  c->device, cudaGetErrorString(e));
+        c->upload_mode = UPLOAD_PAGEABLE;
+        return upload_plain(b, dst, src, bytes);
+    }
+    int rc = upload_plain(b, dst, src, bytes);
+    cudaHostUnregister((void *)start);
+    return rc;
+}
+
 static int cuda_upload(h3_backend *b, void *dst, const void *src, size_t bytes) {
     cuda_impl *c = impl_of(b);
-    if (bytes < STAGE_MIN || !stage_ready(c)) {
-        if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
-        return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
-    }
+    if (bytes < STAGE_MIN || c->upload_mode == UPLOAD_PAGEABLE) return upload_plain(b, dst, src, bytes);
+    if (c->upload_mode == UPLOAD_REGISTER) return upload_registered(b, dst, src, bytes);
+    if (!stage_ready(c)) return upload_plain(b, dst, src, bytes);
     for (size_t off = 0; off < bytes; off += STAGE_BYTES) {
         size_t n = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
         int s = c->stage_next;
@@ -845,6 +872,9 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     c->sm = sm;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     c->attention = attention_from_env();
+    const char *up = getenv("H3_CUDA_UPLOAD");
+    c->upload_mode = up && !strcmp(up, "pinned") ? UPLOAD_PINNED : up && !strcmp(up, "register") ? UPLOAD_REGISTER
+                                                                                               : UPLOAD_PAGEABLE;
     c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") ? atoi(getenv("H3_CUDA_VSA_PIPELINED")) : 0; /* H3_CUDA_VSA */
     c->vsa_pipelined = c->vsa_pipelined < 0 || c->vsa_pipelined > 2 ? 1 : c->vsa_pipelined;
     h3_backend_init(b, &cuda_ops, c);

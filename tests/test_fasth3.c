@@ -14,6 +14,7 @@
 
 #include "h3.h"
 #include "h3_scheduler.h"
+#include "h3_test_capture.h"
 #include "h3_test_fasth3.h"
 
 static char *tmpdir;
@@ -178,62 +179,10 @@ static void test_row_timesteps(const char *golden, int ladder_b) {
 
 /* ---- the engine ------------------------------------------------------------------------------ */
 
-typedef struct capture {
-    h3_plan plan;
-    uint8_t *video;
-    float *audio; /* interleaved */
-    float *latents, *audio_latents;
-    size_t n_latents, n_audio_latents;
-    int frames, forwards;
-    int64_t samples;
-} capture;
-
-static void on_progress(void *opaque, h3_phase phase, int done, int total) {
-    capture *c = opaque;
-    if (phase == H3_PHASE_DENOISE && done > 0) c->forwards++;
-}
-
-static int on_video(void *opaque, int first, int count, const uint8_t *rgb) {
-    capture *c = opaque;
-    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
-    if (first != c->frames || first + count > c->plan.num_frames) return 1;
-    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
-    c->frames += count;
-    return 0;
-}
-
-static int on_audio(void *opaque, int64_t first, int64_t count, const float *inter) {
-    capture *c = opaque;
-    if (first != c->samples || first + count > c->plan.audio_samples) return 1;
-    memcpy(c->audio + 2 * first, inter, (size_t)(2 * count) * sizeof(float));
-    c->samples += count;
-    return 0;
-}
-
-static void on_latents(void *opaque, const float *video, int C, int T, int H, int W, const float *audio, int Ca,
-                       int Na) {
-    capture *c = opaque;
-    c->n_latents = (size_t)C * T * H * W;
-    c->n_audio_latents = (size_t)2 * Ca * Na;
-    c->latents = g_memdup2(video, c->n_latents * sizeof(float));
-    c->audio_latents = g_memdup2(audio, c->n_audio_latents * sizeof(float));
-}
-
-static void capture_free(capture *c) {
-    g_free(c->video);
-    g_free(c->audio);
-    g_free(c->latents);
-    g_free(c->audio_latents);
-    memset(c, 0, sizeof *c);
-}
+typedef h3_test_capture capture;
 
 static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
-    h3_status_code rc = h3_engine_validate(e, r, &c->plan, st);
-    if (rc != H3_OK) return rc;
-    c->video = g_malloc0((size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3);
-    c->audio = g_malloc0((size_t)(2 * c->plan.audio_samples) * sizeof(float));
-    h3_callbacks cb = {on_progress, on_video, on_audio, on_latents, c};
-    return h3_engine_generate(e, r, &cb, st);
+    return h3_test_generate(e, r, c, NULL, st);
 }
 
 static h3_request golden_request(void) {
@@ -305,7 +254,7 @@ static void test_e2e(h3_engine *e, h3_fasth3_ladder ladder, const char *golden) 
     CHECK(c.frames == 124 && c.samples == c.plan.audio_samples, "%s: %d frames, %lld samples", golden, c.frames,
           (long long)c.samples);
     if (c.latents) compare_e2e(golden, &c);
-    capture_free(&c);
+    h3_test_capture_free(&c);
 }
 
 /* FNV-1a of the frames and samples. */
@@ -352,8 +301,8 @@ static void test_dense_engine(void) {
     r.ladder = H3_LADDER_B;
     CHECK(run(e, &r, &b, &st) == H3_OK, "ladder B: %s", st.message);
     CHECK(a.video && b.video && checksum(&a) == checksum(&b), "ladder B differs from the release's dmd steps");
-    capture_free(&a);
-    capture_free(&b);
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
     h3_engine_close(e);
 }
 
@@ -385,9 +334,9 @@ static void test_vsa_engine(void) {
     double d = a.latents && z.latents ? h3_test_rel_l2(a.latents, z.latents, a.n_latents) : 0;
     printf("e2e vsa 160x96: sparsity 0.9 vs 0 latents differ by rel L2 %.3e\n", d);
     CHECK(d > 1e-4, "sparsity had no effect (%.3e)", d);
-    capture_free(&a);
-    capture_free(&b);
-    capture_free(&z);
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
+    h3_test_capture_free(&z);
     h3_engine_close(e);
 }
 
@@ -412,8 +361,8 @@ static void test_tp(void) {
                                                    : INFINITY;
     printf("e2e vsa 160x96: tp2 vs tp1 latents rel L2 %.3e, audio %.3e\n", d, da);
     CHECK(d <= 1e-5 && da <= 1e-5, "vsa at tp2 differs from tp1: %.3e / %.3e", d, da);
-    capture_free(&a);
-    capture_free(&b);
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
     h3_engine_close(one);
     h3_engine_close(two);
 }

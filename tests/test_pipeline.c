@@ -6,81 +6,17 @@
 #include "h3.h"
 #include "h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
 
-typedef struct capture {
-    h3_plan plan;
-    uint8_t *video;
-    float *audio; /* interleaved */
-    float *latents, *audio_latents;
-    size_t n_latents, n_audio_latents;
-    int frames, calls_out_of_order;
-    int64_t samples;
-    int cancel_after_frames; /* >0: return non-zero from the video callback */
-    int progress_denoise, progress_done;
-    gint64 first_step_us; /* monotonic time of the first finished denoising step */
-} capture;
-
-static void on_progress(void *opaque, h3_phase phase, int done, int total) {
-    capture *c = opaque;
-    if (phase == H3_PHASE_DENOISE && done > 0 && !c->progress_denoise++) c->first_step_us = g_get_monotonic_time();
-    if (phase == H3_PHASE_DONE) c->progress_done++;
-}
-
-static int on_video(void *opaque, int first, int count, const uint8_t *rgb) {
-    capture *c = opaque;
-    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
-    if (first != c->frames || first + count > c->plan.num_frames) {
-        c->calls_out_of_order++;
-        return 1;
-    }
-    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
-    c->frames += count;
-    return c->cancel_after_frames && c->frames >= c->cancel_after_frames;
-}
-
-static int on_audio(void *opaque, int64_t first, int64_t count, const float *inter) {
-    capture *c = opaque;
-    if (first != c->samples || first + count > c->plan.audio_samples) {
-        c->calls_out_of_order++;
-        return 1;
-    }
-    memcpy(c->audio + 2 * first, inter, (size_t)(2 * count) * sizeof(float));
-    c->samples += count;
-    return 0;
-}
-
-static void on_latents(void *opaque, const float *video, int C, int T, int H, int W, const float *audio, int Ca,
-                       int Na) {
-    capture *c = opaque;
-    c->n_latents = (size_t)C * T * H * W;
-    c->n_audio_latents = (size_t)2 * Ca * Na;
-    c->latents = g_memdup2(video, c->n_latents * sizeof(float));
-    c->audio_latents = g_memdup2(audio, c->n_audio_latents * sizeof(float));
-}
-
-static void capture_free(capture *c) {
-    g_free(c->video);
-    g_free(c->audio);
-    g_free(c->latents);
-    g_free(c->audio_latents);
-    memset(c, 0, sizeof *c);
-}
-
-static h3_status_code run_with_flag(h3_engine *e, const h3_request *r, capture *c, const volatile int *flag,
-                                    h3_status *st);
-static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
-    return run_with_flag(e, r, c, NULL, st);
-}
+typedef h3_test_capture capture;
 
 static h3_status_code run_with_flag(h3_engine *e, const h3_request *r, capture *c, const volatile int *flag,
                                     h3_status *st) {
-    h3_status_code rc = h3_engine_validate(e, r, &c->plan, st);
-    if (rc != H3_OK) return rc;
-    c->video = g_malloc0((size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3);
-    c->audio = g_malloc0((size_t)(2 * c->plan.audio_samples) * sizeof(float));
-    h3_callbacks cb = {.progress = on_progress, .video_frames = on_video, .audio_samples = on_audio,
-                       .latents = on_latents, .opaque = c, .cancel_flag = flag};
-    return h3_engine_generate(e, r, &cb, st);
+    return h3_test_generate(e, r, c, flag, st);
+}
+
+static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
+    return h3_test_generate(e, r, c, NULL, st);
 }
 
 static h3_request golden_request(void) {
@@ -113,14 +49,14 @@ static void test_golden_t2va(h3_engine *e) {
     CHECK(run(e, &r, &c, &st) == H3_OK, "generate: %s", st.message);
     CHECK(c.plan.num_frames == 124 && c.plan.latent_frames == 37 && c.plan.audio_latents == 207, "plan %d/%d/%d",
           c.plan.num_frames, c.plan.latent_frames, c.plan.audio_latents);
-    CHECK(c.frames == 124 && c.samples == c.plan.audio_samples && !c.calls_out_of_order, "delivered %d frames %lld samples",
+    CHECK(c.frames == 124 && c.samples == c.plan.audio_samples && !c.out_of_order, "delivered %d frames %lld samples",
           c.frames, (long long)c.samples);
-    CHECK(c.progress_denoise == 2 && c.progress_done == 1, "progress %d/%d", c.progress_denoise, c.progress_done);
+    CHECK(c.forwards == 2 && c.done == 1, "progress %d/%d", c.forwards, c.done);
 
     h3_st_file *g;
     if (h3_st_open(h3_test_data("goldens/tiny-h3/e2e_t2va_3steps.safetensors"), &g, &st) != H3_OK) {
         CHECK(0, "golden: %s", st.message);
-        capture_free(&c);
+        h3_test_capture_free(&c);
         return;
     }
     size_t n;
@@ -168,7 +104,7 @@ static void test_golden_t2va(h3_engine *e) {
         CHECK(maxd <= 1, "uint8 max diff %d", maxd);
     }
     h3_st_close(g);
-    capture_free(&c);
+    h3_test_capture_free(&c);
 }
 
 static void test_validation(h3_engine *e) {
@@ -221,9 +157,9 @@ static void test_determinism(h3_engine *e) {
     CHECK(run(e, &r, &c, &st) == H3_OK, "run c: %s", st.message);
     CHECK(checksum(&a) == checksum(&b), "same seed gives different output");
     CHECK(checksum(&a) != checksum(&c), "different seed gives the same output");
-    capture_free(&a);
-    capture_free(&b);
-    capture_free(&c);
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
+    h3_test_capture_free(&c);
 }
 
 typedef struct cancel_job {
@@ -251,7 +187,7 @@ static gpointer generate_thread(gpointer data) {
 
 /* Waits (bounded) until the generation has made progress. */
 static void wait_for_denoise(cancel_job *j) {
-    for (int i = 0; i < 2000 && !j->c.progress_denoise; i++) g_usleep(5000);
+    for (int i = 0; i < 2000 && !j->c.forwards; i++) g_usleep(5000);
 }
 
 static void test_cancel(h3_engine *e) {
@@ -272,7 +208,7 @@ static void test_cancel(h3_engine *e) {
     printf("h3_engine_cancel returned after %.3f s (first step after %.3f s; bound %.3f s)\n", dt, first, bound);
     CHECK(j.rc == H3_ERR_CANCELLED, "cancel: rc %d (%s)", j.rc, j.st.message);
     CHECK(dt < bound, "cancel took %.3f s (bound %.3f s)", dt, bound);
-    capture_free(&j.c);
+    h3_test_capture_free(&j.c);
 
     /* The caller's flag raised before the generation even starts is not lost. */
     cancel_job k = {e};
@@ -282,7 +218,7 @@ static void test_cancel(h3_engine *e) {
     g_thread_join(t);
     dt = (double)(g_get_monotonic_time() - t0) / 1e6;
     CHECK(k.rc == H3_ERR_CANCELLED && dt < 1.0, "early caller flag: rc %d after %.3f s", k.rc, dt);
-    capture_free(&k.c);
+    h3_test_capture_free(&k.c);
 
     /* A consumer returning non-zero stops the decode. */
     h3_request r = golden_request();
@@ -292,12 +228,12 @@ static void test_cancel(h3_engine *e) {
     h3_status st = {0};
     CHECK(run(e, &r, &c, &st) == H3_ERR_CANCELLED, "consumer cancel: %s", st.message);
     CHECK(c.frames < c.plan.num_frames, "frames after consumer cancel %d", c.frames);
-    capture_free(&c);
+    h3_test_capture_free(&c);
 
     /* The engine serves the next request after a cancel. */
     c = (capture){0};
     CHECK(run(e, &r, &c, &st) == H3_OK && c.frames == 124, "after cancel: %s", st.message);
-    capture_free(&c);
+    h3_test_capture_free(&c);
 }
 
 static void test_open_errors(void) {

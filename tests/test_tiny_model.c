@@ -23,6 +23,7 @@
 #include "h3_random.h"
 #include "h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
 
 static const char *tool;
 
@@ -584,30 +585,7 @@ static void test_default_audio_decode(const char *dir) {
     g_free(sub);
 }
 
-typedef struct capture {
-    h3_plan plan;
-    uint8_t *video;
-    float *audio;
-    int frames;
-    int64_t samples;
-} capture;
-
-static int on_video(void *opaque, int first, int count, const uint8_t *rgb) {
-    capture *c = opaque;
-    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
-    if (first != c->frames || first + count > c->plan.num_frames) return 1;
-    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
-    c->frames += count;
-    return 0;
-}
-
-static int on_audio(void *opaque, int64_t first, int64_t count, const float *inter) {
-    capture *c = opaque;
-    if (first != c->samples || first + count > c->plan.audio_samples) return 1;
-    memcpy(c->audio + 2 * first, inter, (size_t)(2 * count) * sizeof(float));
-    c->samples += count;
-    return 0;
-}
+typedef h3_test_capture capture;
 
 /* The whole engine on the default model: text, denoising, both decoders. */
 static void test_default_engine(const char *dir) {
@@ -636,10 +614,7 @@ static void test_default_engine(const char *dir) {
         CHECK(c.plan.audio_samples == (int64_t)c.plan.audio_latents * 800, "plan: %lld samples for %d latents",
               (long long)c.plan.audio_samples, c.plan.audio_latents);
         size_t video_bytes = (size_t)c.plan.num_frames * c.plan.width * c.plan.height * 3;
-        c.video = g_malloc0(video_bytes);
-        c.audio = g_malloc0((size_t)(2 * c.plan.audio_samples) * sizeof(float));
-        h3_callbacks cb = {NULL, on_video, on_audio, NULL, &c};
-        CHECK(h3_engine_generate(e, &r, &cb, &st) == H3_OK, "generate: %s", st.message);
+        CHECK(h3_test_generate(e, &r, &c, NULL, &st) == H3_OK, "generate: %s", st.message);
         CHECK(c.frames == c.plan.num_frames && c.samples == c.plan.audio_samples, "delivered %d frames, %lld samples",
               c.frames, (long long)c.samples);
         int finite = 1;
@@ -659,8 +634,7 @@ static void test_default_engine(const char *dir) {
                c.frames, c.plan.width, c.plan.height, lo, hi, 100.0 * (double)saturated / (double)video_bytes,
                (long long)c.samples, c.plan.sample_rate, sd_audio);
     }
-    g_free(c.video);
-    g_free(c.audio);
+    h3_test_capture_free(&c);
     h3_engine_close(e);
 }
 

@@ -29,6 +29,7 @@
 #include "h3_dit_layout.h"
 #include "h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
 #include "h3_text_encoder.h"
 #include "h3_tp.h"
 #include "h3_video_vae.h"
@@ -1026,54 +1027,7 @@ static void test_vae(void) {
 
 /* ---- the engine ---------------------------------------------------------------------------------- */
 
-typedef struct capture {
-    h3_plan plan;
-    uint8_t *video;
-    float *audio, *latents, *audio_latents;
-    size_t n_latents, n_audio_latents;
-    int frames, bad_order;
-    int64_t samples;
-    int denoise_progress;
-} capture;
-
-static void on_progress(void *opaque, h3_phase phase, int done, int total) {
-    capture *c = opaque;
-    if (phase == H3_PHASE_DENOISE && done > 0) g_atomic_int_inc(&c->denoise_progress);
-}
-
-static int on_video(void *opaque, int first, int count, const uint8_t *rgb) {
-    capture *c = opaque;
-    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
-    if (first != c->frames || first + count > c->plan.num_frames) return ++c->bad_order, 1;
-    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
-    c->frames += count;
-    return 0;
-}
-
-static int on_audio(void *opaque, int64_t first, int64_t count, const float *inter) {
-    capture *c = opaque;
-    if (first != c->samples || first + count > c->plan.audio_samples) return ++c->bad_order, 1;
-    memcpy(c->audio + 2 * first, inter, (size_t)(2 * count) * sizeof(float));
-    c->samples += count;
-    return 0;
-}
-
-static void on_latents(void *opaque, const float *video, int C, int T, int H, int W, const float *audio, int Ca,
-                       int Na) {
-    capture *c = opaque;
-    c->n_latents = (size_t)C * T * H * W;
-    c->n_audio_latents = (size_t)2 * Ca * Na;
-    c->latents = g_memdup2(video, c->n_latents * sizeof(float));
-    c->audio_latents = g_memdup2(audio, c->n_audio_latents * sizeof(float));
-}
-
-static void capture_free(capture *c) {
-    g_free(c->video);
-    g_free(c->audio);
-    g_free(c->latents);
-    g_free(c->audio_latents);
-    memset(c, 0, sizeof *c);
-}
+typedef h3_test_capture capture;
 
 static h3_request request(void) {
     h3_request r = h3_request_default();
@@ -1088,12 +1042,7 @@ static h3_request request(void) {
 
 static h3_status_code generate(h3_engine *e, const h3_request *r, capture *c, h3_status *st) {
     memset(c, 0, sizeof *c);
-    h3_status_code rc = h3_engine_validate(e, r, &c->plan, st);
-    if (rc != H3_OK) return rc;
-    c->video = g_malloc0((size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3);
-    c->audio = g_malloc0((size_t)(2 * c->plan.audio_samples) * sizeof(float));
-    h3_callbacks cb = {on_progress, on_video, on_audio, on_latents, c};
-    return h3_engine_generate(e, r, &cb, st);
+    return h3_test_generate(e, r, c, NULL, st);
 }
 
 static h3_engine *open_engine(const char *dir, const char *devices, h3_status *st) {
@@ -1141,7 +1090,7 @@ static void test_engine_tiny(void) {
     CHECK(strstr(stats.compute, "tp2") != NULL, "stats.compute '%s'", stats.compute);
     printf("tiny engine cpu:2: compute '%s', fallback '%s'\n", stats.compute, stats.fallback);
     capture c;
-    CHECK(generate(e, &r, &c, &st) == H3_OK && c.frames == 124 && c.denoise_progress == 2 && !c.bad_order,
+    CHECK(generate(e, &r, &c, &st) == H3_OK && c.frames == 124 && c.forwards == 2 && !c.out_of_order,
           "cpu:2 generate: %s", st.message);
     h3_st_file *g;
     if (c.latents && h3_st_open(h3_test_data("goldens/tiny-h3/e2e_t2va_3steps.safetensors"), &g, &st) == H3_OK) {
@@ -1168,7 +1117,7 @@ static void test_engine_tiny(void) {
         free(gold.latents);
         free(gold.audio_latents);
         gold.latents = gold.audio_latents = NULL;
-        capture_free(&gold);
+        h3_test_capture_free(&gold);
         h3_st_close(g);
     }
     /* the one-rank engine (devices auto) gives what TP2 gives, to rounding */
@@ -1183,11 +1132,11 @@ static void test_engine_tiny(void) {
         printf("tiny engine cpu:1 (the rank machinery, one rank) vs auto: %s\n", same ? "bit-identical" : "DIFFERENT");
         CHECK(same, "cpu:1 differs from auto");
     }
-    capture_free(&cr);
-    capture_free(&c1);
+    h3_test_capture_free(&cr);
+    h3_test_capture_free(&c1);
     h3_engine_close(r1);
     h3_engine_close(one);
-    capture_free(&c);
+    h3_test_capture_free(&c);
     h3_engine_close(e);
 }
 
@@ -1259,22 +1208,22 @@ static void test_cancel(h3_engine *e) {
     w.r = request();
     w.r.steps = 1000; /* cheap steps: cancel takes effect at the next one */
     GThread *t = g_thread_new("long", long_generation, &w);
-    while (g_atomic_int_get(&w.c.denoise_progress) < 3 && !g_atomic_int_get(&w.done)) g_usleep(1000);
+    while (g_atomic_int_get(&w.c.forwards) < 3 && !g_atomic_int_get(&w.done)) g_usleep(1000);
     gint64 t0 = g_get_monotonic_time();
-    int at_cancel = g_atomic_int_get(&w.c.denoise_progress);
+    int at_cancel = g_atomic_int_get(&w.c.forwards);
     h3_engine_cancel(e);
     g_thread_join(t);
     double dt = (double)(g_get_monotonic_time() - t0) / 1e6;
-    int after = w.c.denoise_progress - at_cancel;
+    int after = w.c.forwards - at_cancel;
     printf("wide engine tp4: cancel at step %d returned after %d more step(s), %.3f s: %s\n", at_cancel, after, dt,
            w.st.message);
     CHECK(w.rc == H3_ERR_CANCELLED && after <= 1, "cancel: rc %d after %d steps (%s)", w.rc, after, w.st.message);
-    capture_free(&w.c);
+    h3_test_capture_free(&w.c);
     capture c;
     h3_status st;
     h3_request r = request();
     CHECK(generate(e, &r, &c, &st) == H3_OK && c.frames == 124, "after cancel: %s", st.message);
-    capture_free(&c);
+    h3_test_capture_free(&c);
 }
 
 static void test_engine_wide(void) {
@@ -1307,10 +1256,10 @@ static void test_engine_wide(void) {
         capture c;
         double dt = 0;
         h3_status_code rc = generate_watched(e, &c, &st, &dt);
-        CHECK(rc == H3_OK && c.frames == 124 && !c.bad_order, "wide %s generate: %s", devices, st.message);
+        CHECK(rc == H3_OK && c.frames == 124 && !c.out_of_order, "wide %s generate: %s", devices, st.message);
         snprintf(label, sizeof label, "wide engine tp%d vs tp1 (%.2f s)", n, dt);
         if (rc == H3_OK) compare_media(label, &c, &ref, TP_TOLERANCE);
-        capture_free(&c);
+        h3_test_capture_free(&c);
 
         if (n == 4 || n == 7) {
             /* An injected device fault on the last rank at the second step:
@@ -1322,14 +1271,14 @@ static void test_engine_wide(void) {
             CHECK(rc == H3_ERR_DEVICE && strstr(st.message, want), "%s fault: rc %d '%s'", devices, rc, st.message);
             printf("wide engine %s: fault on rank %d at step 1 ended the request in %.3f s: %s\n", devices, n - 1, dt,
                    st.message);
-            capture_free(&c);
+            h3_test_capture_free(&c);
             /* the same engine serves the next request, with the same result */
             h3_engine_inject_fault((struct h3_engine *)e, -1, 0);
             rc = generate_watched(e, &c, &st, &dt);
             CHECK(rc == H3_OK, "%s after the fault: %s", devices, st.message);
             snprintf(label, sizeof label, "wide engine tp%d after a fault vs tp1", n);
             if (rc == H3_OK) compare_media(label, &c, &ref, TP_TOLERANCE);
-            capture_free(&c);
+            h3_test_capture_free(&c);
         }
         if (n == 4) test_cancel(e);
         h3_engine_close(e);
@@ -1341,16 +1290,16 @@ static void test_engine_wide(void) {
         capture c;
         double dt;
         CHECK(generate_watched(e, &c, &st, &dt) == H3_ERR_DEVICE, "fault rank 0 step 0: %s", st.message);
-        capture_free(&c);
+        h3_test_capture_free(&c);
         h3_engine_close(e);
         e = open_engine(wide_dir, "cpu:4", &st);
         CHECK(e != NULL, "reopen: %s", st.message);
         if (e && generate_watched(e, &c, &st, &dt) == H3_OK) compare_media("wide engine tp4 reopened", &c, &ref, TP_TOLERANCE);
         else CHECK(0, "reopened generate: %s", st.message);
-        capture_free(&c);
+        h3_test_capture_free(&c);
         h3_engine_close(e);
     }
-    capture_free(&ref);
+    h3_test_capture_free(&ref);
 }
 
 static void test_engine_refusals(void) {

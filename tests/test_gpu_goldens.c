@@ -25,6 +25,7 @@
 #include "h3_dit_layout.h"
 #include "h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
 #include "h3_text_encoder.h"
 #include "h3_video_vae.h"
 
@@ -241,39 +242,11 @@ static void test_audio_vae(void) {
     h3_audio_vae_free(vae);
 }
 
-typedef struct e2e {
-    h3_plan plan;
-    uint8_t *video;
-    float *audio, *latents, *audio_latents;
-    int frames;
-} e2e;
-
-static int on_video(void *o, int first, int count, const uint8_t *rgb) {
-    e2e *c = o;
-    size_t fb = (size_t)c->plan.width * c->plan.height * 3;
-    memcpy(c->video + (size_t)first * fb, rgb, (size_t)count * fb);
-    c->frames += count;
-    return 0;
-}
-
-static int on_audio(void *o, int64_t first, int64_t count, const float *inter) {
-    e2e *c = o;
-    int64_t n = c->plan.audio_samples;
-    for (int64_t i = 0; i < count; i++) {
-        c->audio[first + i] = inter[2 * i];
-        c->audio[n + first + i] = inter[2 * i + 1];
-    }
-    return 0;
-}
-
-static void on_latents(void *o, const float *v, int C, int T, int H, int W, const float *a, int Ca, int Na) {
-    e2e *c = o;
-    c->latents = g_memdup2(v, (size_t)C * T * H * W * 4);
-    c->audio_latents = g_memdup2(a, (size_t)2 * Ca * Na * 4);
-}
+/* ---- the engine, end to end ------------------------------------------------------------ */
 
 /* The audio latents of a GPU run decoded by the CPU reference (float32):
- * what the golden's audio would be if only the latents differed. */
+ * what the golden's audio would be if only the latents differed. Planar
+ * [2][samples], like the goldens. */
 static float *cpu_decode_audio(const float *latents, int n_latents, size_t n_out) {
     h3_backend *cpu = NULL;
     h3_audio_vae *vae = NULL;
@@ -292,25 +265,30 @@ static float *cpu_decode_audio(const float *latents, int n_latents, size_t n_out
     return out;
 }
 
-/* The whole engine on CUDA (devices as given: "0" runs TP1 through NCCL).
- * compute=cuda-f32 is held to the float32 end-to-end tolerance. With bf16 the
- * latents are held to 1e-2; the decoded audio then lands further from the
- * golden than its latents do, because the tiny random BigVGAN amplifies a
- * latent difference (about 6x here). So the audio is checked where that
- * says something: against the CPU reference's decode of the same latents
- * (the decode is float32 on both), and the golden distance is printed. */
-static void test_engine(const char *devices, h3_compute compute) {
-    int f32 = compute == H3_COMPUTE_CUDA_F32;
+/* Interleaved stereo -> planar [2][n], as the goldens store it. */
+static float *planar(const h3_test_capture *c) {
+    int64_t n = c->plan.audio_samples;
+    float *p = malloc((size_t)(2 * n) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = c->audio[2 * i];
+        p[n + i] = c->audio[2 * i + 1];
+    }
+    return p;
+}
+
+static h3_engine *open_engine(h3_compute compute, const char *adapter) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
+    o.adapter_path = adapter ? h3_test_data(adapter) : NULL;
     o.compute = compute;
-    o.devices = devices;
+    o.devices = "0"; /* TP1 through NCCL */
     h3_engine *e = NULL;
     h3_status st = {0};
-    if (h3_engine_open(&o, &e, &st) != H3_OK) {
-        CHECK(0, "engine (devices %s): %s", devices, st.message);
-        return;
-    }
+    CHECK(h3_engine_open(&o, &e, &st) == H3_OK, "engine (%s): %s", adapter ? adapter : "base", st.message);
+    return e;
+}
+
+static h3_request golden_request(void) {
     h3_request r = h3_request_default();
     r.prompt = "a robot dancing";
     r.seed = 42;
@@ -318,34 +296,46 @@ static void test_engine(const char *devices, h3_compute compute) {
     r.height = 32;
     r.num_frames = 124;
     r.steps = 2;
-    e2e c = {0};
-    CHECK(h3_engine_validate(e, &r, &c.plan, &st) == H3_OK, "validate: %s", st.message);
-    c.video = calloc((size_t)c.plan.num_frames * 64 * 32 * 3, 1);
-    c.audio = calloc((size_t)(2 * c.plan.audio_samples), 4);
-    h3_callbacks cb = {.video_frames = on_video, .audio_samples = on_audio, .latents = on_latents, .opaque = &c};
-    h3_status_code rc = h3_engine_generate(e, &r, &cb, &st);
-    CHECK(rc == H3_OK, "generate (devices %s): %s", devices, st.message);
-    h3_st_file *f = open_golden("e2e_t2va_3steps");
+    return r;
+}
+
+/* One engine run against an end-to-end golden. compute=cuda-f32 is held to
+ * the float32 end-to-end tolerance. With bf16 the latents are held to 1e-2;
+ * the decoded audio then lands further from the golden than its latents do,
+ * because the tiny random BigVGAN amplifies a latent difference (about 6x
+ * here). So the audio is checked where that says something: against the CPU
+ * reference's decode of the same latents (the decode is float32 on both),
+ * and the golden distance is printed. */
+static void check_e2e(h3_engine *e, const h3_request *r, const char *golden, int f32) {
+    h3_test_capture c = {0};
+    h3_status st = {0};
+    h3_status_code rc = h3_test_generate(e, r, &c, NULL, &st);
+    CHECK(rc == H3_OK, "%s: generate: %s", golden, st.message);
+    h3_st_file *f = open_golden(golden);
     if (rc == H3_OK && f && c.latents) {
         size_t n;
         float *g = read_golden(f, "latents", &n);
-        double el = g ? h3_test_rel_l2(c.latents, g, n) : 1;
+        double el = g && n == c.n_latents ? h3_test_rel_l2(c.latents, g, n) : 1;
         free(g);
         g = read_golden(f, "audio_latents", &n);
-        double ea = g ? h3_test_rel_l2(c.audio_latents, g, n) : 1;
+        double ea = g && n == c.n_audio_latents ? h3_test_rel_l2(c.audio_latents, g, n) : 1;
         free(g);
         g = read_golden(f, "audio", &n);
-        double es = g ? h3_test_rel_l2(c.audio, g, n) : 1;
+        float *audio = planar(&c);
+        double es = g && n == (size_t)(2 * c.plan.audio_samples) ? h3_test_rel_l2(audio, g, n) : 1;
         float *cpu_audio = f32 ? NULL : cpu_decode_audio(c.audio_latents, c.plan.audio_latents, n);
-        double ed = cpu_audio ? h3_test_rel_l2(c.audio, cpu_audio, n) : 0;
+        double ed = cpu_audio ? h3_test_rel_l2(audio, cpu_audio, n) : 0;
         double eg = cpu_audio && g ? h3_test_rel_l2(cpu_audio, g, n) : 0;
         free(cpu_audio);
+        free(audio);
         free(g);
         const h3_st_tensor *u8 = h3_st_find(f, "videos_uint8");
         int maxd = 0;
         size_t over1 = 0;
         double num = 0, den = 0;
-        for (int64_t i = 0; u8 && i < u8->numel; i++) {
+        int64_t nv = (int64_t)c.plan.num_frames * c.plan.width * c.plan.height * 3;
+        CHECK(u8 && u8->numel == nv, "%s: videos_uint8 missing or of another size", golden);
+        for (int64_t i = 0; u8 && u8->numel == nv && i < nv; i++) {
             int want = ((const uint8_t *)u8->data)[i], d = abs(want - (int)c.video[i]);
             maxd = d > maxd ? d : maxd;
             over1 += d > 1;
@@ -355,26 +345,76 @@ static void test_engine(const char *devices, h3_compute compute) {
         double eu = den > 0 ? sqrt(num / den) : 1;
         h3_stats s;
         h3_engine_get_stats(e, &s);
-        printf("gpu engine (%s): latents %.3e, audio latents %.3e, audio %.3e, uint8 rel L2 %.3e max |diff| %d "
-               "(%zu values > 1), %.3f s/step, total %.2f s\n", s.compute, el, ea, es, eu, maxd, over1, s.per_step,
-               s.total);
+        printf("gpu engine %s (%s): latents %.3e, audio latents %.3e, audio %.3e, uint8 rel L2 %.3e max |diff| %d "
+               "(%zu values > 1), %.3f s/step\n", golden, s.compute, el, ea, es, eu, maxd, over1, s.per_step);
         if (f32) {
             CHECK(el <= E2E_F32_TOLERANCE && ea <= E2E_F32_TOLERANCE && es <= E2E_F32_TOLERANCE && maxd <= 1,
-                  "engine f32 parity %.3e %.3e %.3e, uint8 %d", el, ea, es, maxd);
+                  "%s f32 parity %.3e %.3e %.3e, uint8 %d", golden, el, ea, es, maxd);
         } else {
             printf("  audio: gpu vs cpu decode of the gpu's latents %.3e; that cpu decode vs the golden %.3e\n", ed,
                    eg);
             CHECK(el <= BF16_TOLERANCE && ea <= BF16_TOLERANCE && eu <= BF16_TOLERANCE,
-                  "engine bf16 parity %.3e %.3e, uint8 %.3e", el, ea, eu);
-            CHECK(ed <= F32_TOLERANCE, "engine audio decode %.3e from the cpu decode of the same latents", ed);
+                  "%s bf16 parity %.3e %.3e, uint8 %.3e", golden, el, ea, eu);
+            CHECK(ed <= F32_TOLERANCE, "%s audio decode %.3e from the cpu decode of the same latents", golden, ed);
         }
-        CHECK(c.frames == c.plan.num_frames, "frames %d", c.frames);
+        CHECK(c.frames == c.plan.num_frames && !c.out_of_order, "%s: %d frames, %d out of order", golden, c.frames,
+              c.out_of_order);
     }
     h3_st_close(f);
-    free(c.video);
-    free(c.audio);
-    g_free(c.latents);
-    g_free(c.audio_latents);
+    h3_test_capture_free(&c);
+}
+
+/* The base model (2 passes) and FastH3 with the dense adapter (4 passes on
+ * each ladder), on CUDA in bf16 or float32. */
+static void test_engine(h3_compute compute) {
+    int f32 = compute == H3_COMPUTE_CUDA_F32;
+    h3_request r = golden_request();
+    h3_engine *e = open_engine(compute, NULL);
+    if (e) check_e2e(e, &r, "e2e_t2va_3steps", f32);
+    h3_engine_close(e);
+    e = open_engine(compute, "adapters/tiny-h3/dense-datafree");
+    if (!e) return;
+    r.steps = 0; /* the adapter's 4 */
+    r.ladder = H3_LADDER_RELEASE;
+    check_e2e(e, &r, "e2e_t2va_fasth3_ladderB", f32);
+    r.ladder = H3_LADDER_A;
+    check_e2e(e, &r, "e2e_t2va_fasth3_ladderA", f32);
+    h3_engine_close(e);
+}
+
+/* FastH3 with the VSA adapter and VSA-H3 attention has no end-to-end
+ * golden: the CPU reference (whose VSA op matches the VSA goldens to 2e-7,
+ * test_vsa) is the reference. 160x96: 20 video tiles a frame group, k = 2. */
+static void test_vsa_engine(h3_compute compute) {
+    int f32 = compute == H3_COMPUTE_CUDA_F32;
+    h3_request r = golden_request();
+    r.attention = H3_ATTENTION_VSA;
+    r.width = 160;
+    r.height = 96;
+    r.steps = 0;
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.adapter_path = h3_test_data("adapters/tiny-h3/vsa-datafree");
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *cpu = NULL, *e = open_engine(compute, "adapters/tiny-h3/vsa-datafree");
+    h3_status st = {0};
+    CHECK(h3_engine_open(&o, &cpu, &st) == H3_OK, "cpu engine (vsa): %s", st.message);
+    h3_test_capture a = {0}, b = {0};
+    if (cpu) CHECK(h3_test_generate(cpu, &r, &a, NULL, &st) == H3_OK, "cpu vsa: %s", st.message);
+    if (e) CHECK(h3_test_generate(e, &r, &b, NULL, &st) == H3_OK, "gpu vsa: %s", st.message);
+    if (a.latents && b.latents && a.n_latents == b.n_latents && a.n_audio_latents == b.n_audio_latents) {
+        double el = h3_test_rel_l2(b.latents, a.latents, a.n_latents);
+        double ea = h3_test_rel_l2(b.audio_latents, a.audio_latents, a.n_audio_latents);
+        double tol = f32 ? E2E_F32_TOLERANCE : BF16_TOLERANCE;
+        printf("gpu engine vsa 160x96 (%s) vs the cpu reference: latents %.3e, audio latents %.3e\n",
+               f32 ? "f32" : "bf16", el, ea);
+        CHECK(el <= tol && ea <= tol, "vsa engine (%s) %.3e %.3e", f32 ? "f32" : "bf16", el, ea);
+    } else {
+        CHECK(0, "vsa engine: no latents to compare");
+    }
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
+    h3_engine_close(cpu);
     h3_engine_close(e);
 }
 
@@ -400,8 +440,10 @@ int main(void) {
         h3_backend_destroy(gpu);
         gpu = NULL;
     }
-    test_engine("0", H3_COMPUTE_CUDA);
-    test_engine("0", H3_COMPUTE_CUDA_F32);
+    test_engine(H3_COMPUTE_CUDA);
+    test_engine(H3_COMPUTE_CUDA_F32);
+    test_vsa_engine(H3_COMPUTE_CUDA);
+    test_vsa_engine(H3_COMPUTE_CUDA_F32);
     return h3_test_finish("test_gpu_goldens");
 #endif
 }

@@ -45,6 +45,7 @@
 #include "h3_backend.h"
 #include "h3_backend_cuda.h"
 #include "h3_dit.h" /* --forward: the product's forward */
+#include "h3_bench_tp.h" /* --forward with --devices / --tp-sweep / --backend vsa: over tensor-parallel ranks */
 #include "h3_vsa.h"
 #include "h3_audio_vae.h"
 #include "h3_safetensors.h"
@@ -77,6 +78,10 @@ typedef struct options {
     int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only; --vae-reps (default 2) */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
+    int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
+    int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
+    int fwd_vsa;       /* --backend fa|vsa: the forward's attention (vsa: VSA-H3, sparsity 0.9) */
+    int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
     const char *commit, *perf_md, *reference, *python, *dump_dir;
 } options;
 
@@ -1449,12 +1454,134 @@ static void report_real_forward(const fwd_result *r, const result *hand) {
     fflush(stdout);
 }
 
+/* ---- the forward over tensor-parallel ranks (--devices LIST, --tp-sweep, --backend fa|vsa) -------
+ * The same random model and layout as bench_real_forward, through h3_bench_tp_forward (the engine's
+ * team, communicator and handshake; one rank per listed GPU, each with its shard). Times are rank 0's
+ * wall clock between barriers (every rank synchronised), so they cover the slowest rank; no CUDA
+ * events and no hand-written block here. --tp-sweep runs every valid degree up to the device count on
+ * the first devices of the list, TP1 first, so each degree's efficiency against TP1 is measured. */
+
+static void tp_devices_text(const int *devices, int n, char *buf, size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "%s", devices[0] < 0 ? "cpu" : "cuda ");
+    for (int i = 0; i < n && devices[0] >= 0 && at < size - 8; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%d", i ? "," : "", devices[i]);
+    if (devices[0] < 0) snprintf(buf + at, size - at, " x%d", n);
+}
+
+/* A degree the model does not split over, refused before any section runs. */
+static int tp_degree_ok(const options *o) {
+    h3_dit_config cfg;
+    forward_config(&cfg);
+    h3_tp_plan plan;
+    h3_status st;
+    if (o->tp_sweep || h3_tp_plan_make(o->n_devices, &cfg, NULL, 0, 2, 0, 0, &plan, &st) == H3_OK) return 1;
+    fprintf(stderr, "h3-bench: --devices: %s\n", st.message);
+    return 0;
+}
+
+static int bench_tp_forward(const options *o) {
+    h3_dit_config cfg;
+    forward_config(&cfg);
+    int degrees[H3_COMM_MAX_RANKS], n_deg = 0;
+    if (o->tp_sweep) {
+        n_deg = h3_tp_valid_degrees(&cfg, degrees, o->n_devices);
+        if (n_deg == 0 || degrees[n_deg - 1] != o->n_devices)
+            printf("forward: --tp-sweep: %d devices is not a valid degree (it must divide the %d heads); the sweep "
+                   "stops at %d\n", o->n_devices, cfg.num_heads, n_deg ? degrees[n_deg - 1] : 0);
+    } else {
+        degrees[n_deg++] = o->n_devices;
+    }
+    /* 1280×736×124: 124 frames -> 37 latent frames of 46×80, 207 audio latents a channel */
+    int32_t tags[256];
+    for (int i = 0; i < 256; i++) tags[i] = H3_TAG_TEXT;
+    h3_bench_tp_params p = {.cfg = &cfg, .blocks = o->blocks, .model_seed = 20261203, .input_seed = seed++,
+                            .layout = {.text_token_tags = tags, .num_text = 256, .num_latent_frames = 37,
+                                       .latent_height = 46, .latent_width = 80, .num_audio_latents = 207,
+                                       .patch_t = cfg.patch_t, .patch_h = cfg.patch_h, .patch_w = cfg.patch_w},
+                            .t_video = 0.3f, .t_audio = 0.6f,
+                            .reps = o->forward_reps < 3 ? 3 : o->forward_reps > 64 ? 64 : o->forward_reps,
+                            .vsa = o->fwd_vsa, .vsa_sparsity = 0.9f, .log = stdout};
+    p.comm_reps = p.reps;
+    h3_bench_tp_result res[H3_COMM_MAX_RANKS];
+    int ok[H3_COMM_MAX_RANKS], all_ok = 1, t1 = -1;
+    int main_device = 0;
+    cudaError_t ce = cudaGetDevice(&main_device); /* NCCL's setup moves this thread; later sections use B on it */
+    if (ce != cudaSuccess) {
+        fprintf(stderr, "h3-bench: forward: cudaGetDevice: %s\n", cudaGetErrorString(ce));
+        return 0;
+    }
+    for (int i = 0; i < n_deg; i++) {
+        char devs[256];
+        tp_devices_text(o->devices, degrees[i], devs, sizeof devs);
+        printf("forward: TP%d on %s, %d random blocks, attention %s...\n", degrees[i], devs, o->blocks,
+               o->fwd_vsa ? "vsa" : "fa");
+        fflush(stdout);
+        h3_status st;
+        ok[i] = h3_bench_tp_forward(&p, o->devices, degrees[i], &res[i], &st) == H3_OK;
+        if (!ok[i]) fprintf(stderr, "h3-bench: forward tp%d: %s\n", degrees[i], st.message);
+        if ((ce = cudaSetDevice(main_device)) != cudaSuccess) {
+            fprintf(stderr, "h3-bench: forward: cudaSetDevice(%d): %s\n", main_device, cudaGetErrorString(ce));
+            return 0;
+        }
+        all_ok &= ok[i];
+        if (ok[i] && degrees[i] == 1) t1 = i;
+    }
+    printf("\nProduct forward over tensor parallelism (h3_dit_create_random sharded like the loader + "
+           "h3_dit_begin/h3_dit_forward),\n1280x736x124, %d of 50 blocks, attention %s:\n", o->blocks,
+           o->fwd_vsa ? "VSA-H3 at sparsity 0.90 (random model: no gates, so no compressed branch)" : "dense (fa)");
+    for (int i = 0; i < n_deg; i++) {
+        const h3_bench_tp_result *r = &res[i];
+        char devs[256];
+        tp_devices_text(o->devices, degrees[i], devs, sizeof devs);
+        if (!ok[i]) {
+            printf("  TP%d on %s: failed (see above)\n", degrees[i], devs);
+            continue;
+        }
+        printf("  TP%d on %s (%s, %s), S %lld, %d timesteps: random model built in %.1f s (slowest rank); begin "
+               "%.1f ms\n", r->size, devs, r->device, r->comm, (long long)r->S, r->n_t, r->create_s, r->begin_ms);
+        printf("    forward %.1f ms (median of %d between barriers; min %.1f, max %.1f) = %.2f ms/block; 50-block "
+               "forward %.2f s\n", r->fwd_ms, p.reps, r->fwd_min_ms, r->fwd_max_ms, r->fwd_ms / o->blocks,
+               r->fwd_ms * 50 / o->blocks / 1e3);
+        if (r->comm_ms > 0)
+            printf("    all-reduces alone (2 per block, [%lld, %d] f32, %.1f MB each): %.1f ms per forward = %.1f%% "
+                   "of it\n", (long long)r->S, cfg.hidden_size, (double)r->comm_bytes / 1e6, r->comm_ms,
+                   100 * r->comm_ms / r->fwd_ms);
+        if (t1 >= 0 && i != t1)
+            printf("    vs TP1 in this run: %.2fx faster, efficiency %.1f%%\n", res[t1].fwd_ms / r->fwd_ms,
+                   100 * res[t1].fwd_ms / (r->fwd_ms * r->size));
+        if (r->nonfinite) printf("    WARNING: %zu non-finite video velocities\n", r->nonfinite);
+        if (r->fallback[0]) printf("    tensor parallelism: %s\n", r->fallback);
+    }
+    if (n_deg > 1) {
+        printf("\n  %-4s %-16s %10s %9s %11s %14s %8s %10s\n", "TP", "devices", "fwd ms", "ms/block", "50-block s",
+               "all-reduce ms", "speedup", "efficiency");
+        for (int i = 0; i < n_deg; i++) {
+            if (!ok[i]) continue;
+            const h3_bench_tp_result *r = &res[i];
+            char devs[256];
+            tp_devices_text(o->devices, degrees[i], devs, sizeof devs);
+            double base = t1 >= 0 ? res[t1].fwd_ms : NAN;
+            printf("  %-4d %-16s %10.1f %9.2f %11.2f %14.1f %7.2fx %9.1f%%\n", r->size, devs, r->fwd_ms,
+                   r->fwd_ms / o->blocks, r->fwd_ms * 50 / o->blocks / 1e3, r->comm_ms, base / r->fwd_ms,
+                   100 * base / (r->fwd_ms * r->size));
+        }
+    }
+    fflush(stdout);
+    return all_ok;
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE|-] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--attention only]\n"
-            "                [--forward on|off|only]\n");
+            "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
+            "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
+            "                  (\"0,1,2,3\"; default \"0\": today's single-GPU forward next to the hand-written block;\n"
+            "                  the count must divide the 56 heads: 1, 2, 4, 7 or 8)\n"
+            "  --tp-sweep      the forward at TP1 and every valid degree up to the device count (first devices\n"
+            "                  of the list), with the speedup and efficiency against TP1\n"
+            "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n");
 }
 
 static int parse(int argc, char **argv, options *o) {
@@ -1471,8 +1598,15 @@ static int parse(int argc, char **argv, options *o) {
     o->vae_reps = 2;
     o->attn_only = 0;
     o->forward = 1;
+    const char *devices = "0";
+    o->tp_sweep = 0;
+    o->fwd_vsa = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--tp-sweep")) { /* a flag: no value */
+            o->tp_sweep = 1;
+            continue;
+        }
         if (!v) return 0;
         if (!strcmp(a, "--blocks")) o->blocks = atoi(v);
         else if (!strcmp(a, "--reps")) o->reps = atoi(v);
@@ -1490,9 +1624,18 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
         else if (!strcmp(a, "--forward") && (!strcmp(v, "on") || !strcmp(v, "off") || !strcmp(v, "only")))
             o->forward = !strcmp(v, "off") ? 0 : !strcmp(v, "on") ? 1 : 2;
+        else if (!strcmp(a, "--devices")) devices = v;
+        else if (!strcmp(a, "--backend") && (!strcmp(v, "fa") || !strcmp(v, "vsa"))) o->fwd_vsa = !strcmp(v, "vsa");
         else return 0;
         i++;
     }
+    h3_status st;
+    o->n_devices = h3_bench_parse_devices(devices, o->devices, H3_COMM_MAX_RANKS, &st);
+    if (o->n_devices == 0 || o->devices[0] < 0) {
+        fprintf(stderr, "h3-bench: --devices: %s\n", o->n_devices ? "GPU ordinals only (cpu:N is for the tests)" : st.message);
+        return 0;
+    }
+    o->fwd_tp = o->tp_sweep || o->fwd_vsa || o->n_devices > 1 || o->devices[0] != 0;
     return o->blocks >= 1 && o->blocks <= 50 && o->reps >= 1 && o->forward_reps >= 1 && o->vae_reps >= 1 &&
            o->vae_reps <= 16;
 }
@@ -1512,6 +1655,11 @@ int main(int argc, char **argv) {
     if (h3_backend_cuda_create(0, &B, &st) != H3_OK) {
         fprintf(stderr, "h3-bench: %s\n", st.message);
         return 1;
+    }
+    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && !o.attn_only && o.vsa != 2);
+    if (forward_runs && o.fwd_tp && !tp_degree_ok(&o)) {
+        h3_backend_destroy(B);
+        return 2;
     }
     const char *gpu = h3_backend_cuda_device_name(B);
     printf("h3-bench: %s (sm_%d), %d blocks, commit %s\n", gpu, h3_backend_cuda_sm(B), o.blocks, o.commit);
@@ -1533,6 +1681,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     fwd_result fres;
+    if (o.forward == 2 && o.fwd_tp) { /* --forward only over tensor-parallel ranks */
+        int ok = bench_tp_forward(&o);
+        h3_backend_destroy(B);
+        return ok ? 0 : 1;
+    }
     if (o.forward == 2) { /* --forward only: h3_dit_forward and the hand-written block, nothing else */
         bench_real_forward(&o, &fres);
         report_real_forward(&fres, NULL);
@@ -1579,7 +1732,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "h3-bench: dump failed; the reference runs without parity\n");
         h3_arena_reset(B, mark);
     }
-    if (o.forward) { /* the product's forward next to the hand-written one */
+    if (o.forward && o.fwd_tp) { /* over tensor-parallel ranks (--devices, --tp-sweep, --backend vsa) */
+        bench_tp_forward(&o);
+    } else if (o.forward) { /* the product's forward next to the hand-written one */
         bench_real_forward(&o, &fres);
         report_real_forward(&fres, &r);
     }

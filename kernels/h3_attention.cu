@@ -30,10 +30,7 @@
 #include <stdint.h>
 
 #include "h3_kernels.h"
-
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define H3_HAVE_WGMMA 1
-#endif
+#include "h3_tc.cuh" /* smem_u32, cp.async, ldmatrix, Mma, wgmma, mbarriers, bulk copies; H3_HAVE_WGMMA */
 
 namespace {
 
@@ -138,55 +135,12 @@ __global__ void __launch_bounds__(256) k_attn_generic(void *o, const void *q, co
 
 /* ======================= tensor-core helpers ======================= */
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16 bytes global -> shared, zero-filled when !valid (src must still be a
- * mapped address). */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
 
-template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *(uint32_t *)&h;
-    }
-};
-template <> struct Mma<__half> {
-    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *(uint32_t *)&h;
-    }
-};
 
 /* ========================== mma.sync path ========================== */
 
@@ -288,32 +242,7 @@ __global__ void __launch_bounds__(128) k_attn_mma(T *o, const T *q, const T *k, 
                 mx[e >> 1] = fmaxf(mx[e >> 1], x);
             }
         }
-        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-        }
-#pragma unroll
-        for (int n = 0; n < kMmaKeys / 8; n++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[n][e] = exp2f(s[n][e] - base[e >> 1]);
-                rs[e >> 1] += s[n][e];
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
-#pragma unroll
-        for (int d = 0; d < DH / 8; d++) {
-            oacc[d][0] *= corr[0];
-            oacc[d][1] *= corr[0];
-            oacc[d][2] *= corr[1];
-            oacc[d][3] *= corr[1];
-        }
+        mma_softmax_step<kMmaKeys / 8, DH>(s, mx, m, l, oacc);
 
         /* O += P·V, P from the S accumulators */
 #pragma unroll
@@ -365,24 +294,12 @@ __device__ __forceinline__ uint32_t sw128(int row, int ch) {
 }
 
 #ifdef H3_HAVE_WGMMA
-/* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
- * groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
-    uint64_t d = (uint64_t)((saddr & 0x3FFFF) >> 4);
-    d |= (uint64_t)1 << 16;           /* leading byte offset: unused for swizzled K-major */
-    d |= (uint64_t)(1024 >> 4) << 32; /* stride byte offset */
-    d |= (uint64_t)1 << 62;           /* SWIZZLE_128B */
-    return d;
-}
 
 /* Descriptor of k-step kk (16 columns) of a tile whose rows start at tile. */
 __device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
     return wg_desc(tile + (uint32_t)((kk >> 2) * (128 * 128) + (kk & 3) * 32));
 }
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -408,28 +325,6 @@ __device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t des
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-        :
-          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-}
 
 __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_bfloat16 *kg, int64_t ldk,
                                            const __nv_bfloat16 *vg, int64_t Skv, int64_t Skv_pad, int64_t k0,
@@ -447,36 +342,7 @@ __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_
 }
 
 
-/* mbarriers, bulk copies and named barriers of the warp-specialised kernel. */
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ bool mbar_try(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return done != 0;
-}
-/* A barrier that never completes is a bug: trap (the launch then fails with
- * an error the backend reports) instead of hanging the device. */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    long n = 0;
-    while (!mbar_try(bar, parity))
-        if (++n > (1l << 26)) __trap();
-}
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
+/* Named barriers of the warp-specialised kernels (mbarriers and bulk copies: h3_tc.cuh). */
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
@@ -573,14 +439,7 @@ __global__ void __launch_bounds__(288, 1)
             mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
         }
         float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-        }
+        softmax_row_max(mx, m, base, corr);
         uint32_t pa[8][4];
 #pragma unroll
         for (int i = 0; i < 64; i += 2) {
@@ -626,7 +485,6 @@ __global__ void __launch_bounds__(288, 1)
 }
 
 #ifdef H3_HAVE_WGMMA
-__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 /* Pins registers that an in-flight wgmma reads or writes: the compiler may
  * not move their uses across this point nor reuse them before it. */
 template <int N> __device__ __forceinline__ void fence_f(float *r) {
@@ -1112,14 +970,7 @@ __global__ void __launch_bounds__(256, 1)
             mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
         }
         float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-        }
+        softmax_row_max(mx, m, base, corr);
         uint32_t pa[8][4];
 #pragma unroll
         for (int i = 0; i < 64; i += 2) {

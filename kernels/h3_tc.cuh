@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -71,6 +72,51 @@ template <> struct Mma<__half> {
     static __device__ __forceinline__ float round(float x) { return __half2float(__float2half_rn(x)); }
     static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(const __half2 *)&u); }
 };
+
+/* Online softmax, the step every attention kernel shares. A row's scores
+ * are spread over the 4 threads of a quad (accumulator layout of mma.sync
+ * and wgmma alike); each thread holds two rows. mx holds this tile's row
+ * maxima of the thread's own scores (seeded with the running max m): reduce
+ * them over the quad, then give the exp2 base (0 for a row with no valid key
+ * yet, so -inf - -inf never happens) and the factor corr that rescales the
+ * running sum and output, and move m on. */
+__device__ __forceinline__ void softmax_row_max(float mx[2], float m[2], float base[2], float corr[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+        corr[r] = exp2f(m[r] - base[r]);
+        m[r] = mx[r];
+    }
+}
+
+/* The rest of the step for the mma.sync kernels: s[NB][4] (scaled by
+ * log2 e, masked to -inf) becomes probabilities, the running sums l and the
+ * output fragments oacc[DH/8][4] are rescaled. */
+template <int NB, int DH>
+__device__ __forceinline__ void mma_softmax_step(float (*s)[4], float mx[2], float m[2], float l[2],
+                                                 float (*oacc)[4]) {
+    float base[2], corr[2], rs[2] = {0.0f, 0.0f};
+    softmax_row_max(mx, m, base, corr);
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[nb][e] = exp2f(s[nb][e] - base[e >> 1]);
+            rs[e >> 1] += s[nb][e];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+#pragma unroll
+    for (int d = 0; d < DH / 8; d++) {
+        oacc[d][0] *= corr[0];
+        oacc[d][1] *= corr[0];
+        oacc[d][2] *= corr[1];
+        oacc[d][3] *= corr[1];
+    }
+}
 
 #ifdef H3_HAVE_WGMMA
 /* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row

@@ -645,32 +645,7 @@ __global__ void __launch_bounds__(128)
                 mx[e >> 1] = fmaxf(mx[e >> 1], x);
             }
         }
-        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-        }
-#pragma unroll
-        for (int nb = 0; nb < kRows / 8; nb++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[nb][e] = exp2f(s[nb][e] - base[e >> 1]);
-                rs[e >> 1] += s[nb][e];
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
-#pragma unroll
-        for (int d = 0; d < DH / 8; d++) {
-            oacc[d][0] *= corr[0];
-            oacc[d][1] *= corr[0];
-            oacc[d][2] *= corr[1];
-            oacc[d][3] *= corr[1];
-        }
+        mma_softmax_step<kRows / 8, DH>(s, mx, m, l, oacc);
 
         /* O += P·V, P from the S accumulators, B fragments from Vᵀ rows */
 #pragma unroll
@@ -750,10 +725,6 @@ __device__ __forceinline__ void wg_scores(float s[32], uint32_t sQ, uint32_t kti
     wg_commit();
 }
 
-/* Online softmax of a finished score tile: scale, keys >= ks masked, the
- * running max m updated; P packed to bf16 A fragments in pa, the factor
- * the previous O and row sums are to be multiplied by in corr, the row sums
- * of P in rs. The dense kernels' softmax, on 64 keys. */
 /* Online softmax of a finished score tile: p = exp2(s·scale − max) with
  * keys >= ks masked, the running max m updated, corr the factor the
  * previous O and row sums are to be multiplied by, rs the row sums of p.
@@ -772,19 +743,53 @@ __device__ __forceinline__ void wg_softmax(const float s[32], float p[32], int k
         mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
     }
     float base[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-        corr[r] = exp2f(m[r] - base[r]);
-        m[r] = mx[r];
-        rs[r] = 0.0f;
-    }
+    softmax_row_max(mx, m, base, corr);
+    rs[0] = rs[1] = 0.0f;
 #pragma unroll
     for (int i = 0; i < 32; i++) {
         p[i] = exp2f(p[i] - base[(i >> 1) & 1]);
         rs[(i >> 1) & 1] += p[i];
+    }
+}
+
+/* The end of a Hopper VSA consumer: the row sums reduced over the quad, O
+ * normalised, plus the gated compressed branch (oc·gate, oc rounded to bf16
+ * as the reference does) when there is a gate, written to the query tile's
+ * rows through the slot table. w4 is the warp within its warpgroup. */
+__device__ __forceinline__ void wg_store_rows(__nv_bfloat16 *o, const __nv_bfloat16 *gate, const float *oc,
+                                              const int32_t *slot, const int32_t *sizes, const float oacc[64],
+                                              float l[2], int64_t n, int H, int h, int64_t qt, int w4, int g,
+                                              int t) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    int qsize = tile_size(sizes, qt, kRows);
+    const float *ocr = oc ? oc + ((int64_t)h * n + qt) * 128 : nullptr;
+    int64_t ld = (int64_t)H * 128;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int rb = w4 * 16 + g + 8 * r;
+        if (rb >= qsize) continue;
+        int row = slot[qt * kRows + rb];
+        if (row < 0) continue;
+        __nv_bfloat16 *orow = o + (int64_t)row * ld + (int64_t)h * 128;
+        const __nv_bfloat16 *grow = gate ? gate + (int64_t)row * ld + (int64_t)h * 128 : nullptr;
+#pragma unroll
+        for (int i = 2 * r; i < 64; i += 4) { /* accumulators i, i + 1: row rb, channels 8(i/4) + 2t, +1 */
+            int col = 8 * (i >> 2) + 2 * t;
+            float v0 = oacc[i] * inv[r], v1 = oacc[i + 1] * inv[r];
+            if (grow) {
+                float2 c = *(const float2 *)(ocr + col);
+                float2 gv = Mma<__nv_bfloat16>::unpack(*(const uint32_t *)(grow + col));
+                v0 += Mma<__nv_bfloat16>::round(c.x) * gv.x;
+                v1 += Mma<__nv_bfloat16>::round(c.y) * gv.y;
+            }
+            *(uint32_t *)(orow + col) = Mma<__nv_bfloat16>::pack(v0, v1);
+        }
     }
 }
 
@@ -943,37 +948,7 @@ __global__ void __launch_bounds__(160, 2)
         }
     }
 
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    }
-    int qsize = tile_size(sizes, qt, kRows);
-    const float *ocr = oc ? oc + ((int64_t)h * n + qt) * 128 : nullptr;
-    int64_t ld = (int64_t)H * 128;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int rb = warp * 16 + g + 8 * r;
-        if (rb >= qsize) continue;
-        int row = slot[qt * kRows + rb];
-        if (row < 0) continue;
-        __nv_bfloat16 *orow = o + (int64_t)row * ld + (int64_t)h * 128;
-        const __nv_bfloat16 *grow = gate ? gate + (int64_t)row * ld + (int64_t)h * 128 : nullptr;
-#pragma unroll
-        for (int i = 2 * r; i < 64; i += 4) { /* accumulators i, i + 1: row rb, channels 8(i/4) + 2t, +1 */
-            int col = 8 * (i >> 2) + 2 * t;
-            float v0 = oacc[i] * inv[r], v1 = oacc[i + 1] * inv[r];
-            if (grow) {
-                float2 c = *(const float2 *)(ocr + col);
-                float2 gv = Mma<__nv_bfloat16>::unpack(*(const uint32_t *)(grow + col));
-                v0 += Mma<__nv_bfloat16>::round(c.x) * gv.x;
-                v1 += Mma<__nv_bfloat16>::round(c.y) * gv.y;
-            }
-            *(uint32_t *)(orow + col) = Mma<__nv_bfloat16>::pack(v0, v1);
-        }
-    }
+    wg_store_rows(o, gate, oc, slot, sizes, oacc, l, n, H, h, qt, warp, g, t);
 #else
     __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
 #endif
@@ -1170,37 +1145,7 @@ __global__ void __launch_bounds__(288, 1)
     }
     if (qt < 0) return;
 
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    }
-    int qsize = tile_size(sizes, qt, kRows);
-    const float *ocr = oc ? oc + ((int64_t)h * n + qt) * 128 : nullptr;
-    int64_t ld = (int64_t)H * 128;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int rb = w4 * 16 + g + 8 * r;
-        if (rb >= qsize) continue;
-        int row = slot[qt * kRows + rb];
-        if (row < 0) continue;
-        __nv_bfloat16 *orow = o + (int64_t)row * ld + (int64_t)h * 128;
-        const __nv_bfloat16 *grow = gate ? gate + (int64_t)row * ld + (int64_t)h * 128 : nullptr;
-#pragma unroll
-        for (int i = 2 * r; i < 64; i += 4) { /* accumulators i, i + 1: row rb, channels 8(i/4) + 2t, +1 */
-            int col = 8 * (i >> 2) + 2 * t;
-            float v0 = oacc[i] * inv[r], v1 = oacc[i + 1] * inv[r];
-            if (grow) {
-                float2 c = *(const float2 *)(ocr + col);
-                float2 gv = Mma<__nv_bfloat16>::unpack(*(const uint32_t *)(grow + col));
-                v0 += Mma<__nv_bfloat16>::round(c.x) * gv.x;
-                v1 += Mma<__nv_bfloat16>::round(c.y) * gv.y;
-            }
-            *(uint32_t *)(orow + col) = Mma<__nv_bfloat16>::pack(v0, v1);
-        }
-    }
+    wg_store_rows(o, gate, oc, slot, sizes, oacc, l, n, H, h, qt, w4, g, t);
 #else
     __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
 #endif

@@ -943,7 +943,8 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
 }
 
 /* H3_CUDA_VSA_BEGIN */
-const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+/* The kernel-choosing fields of a VSA call, as this backend would fill them. */
+static h3k_vsa_args vsa_choice(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
     cuda_impl *c = impl_of(b);
     h3k_vsa_args a;
     memset(&a, 0, sizeof a);
@@ -953,6 +954,11 @@ const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_d
     a.path = (int)c->attention;
     a.pipelined = c->vsa_pipelined;
     a.sm = c->sm;
+    return a;
+}
+
+const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
     return vsa_kernel_name(&a);
 }
 
@@ -964,15 +970,7 @@ int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
 }
 
 int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
-    cuda_impl *c = impl_of(b);
-    h3k_vsa_args a;
-    memset(&a, 0, sizeof a);
-    a.dt = (int)dtype;
-    a.head_dim = head_dim;
-    a.tile_elems = tile_elems;
-    a.path = (int)c->attention;
-    a.pipelined = c->vsa_pipelined;
-    a.sm = c->sm;
+    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
     return h3k_vsa_ctas_per_sm(&a);
 }
 

@@ -305,31 +305,38 @@ static int dump_block(const char *dir, block_weights *w, acts *a) {
     return rc && f;
 }
 
-/* Runs the reference script; returns its H3REF JSON object (or NULL). */
-static JsonNode *run_reference(const options *o) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s %s --dump %s --seq %d,%d --reps %d 2>&1", o->python, o->reference, o->dump_dir, S1,
-             S2, o->reps);
+/* Runs a PyTorch reference command; its lines that start with `tag` carry
+ * one JSON object (returned, or NULL), the rest is echoed as it comes. */
+static JsonNode *run_python_json(const char *cmd, const char *tag) {
     printf("reference: %s\n", cmd);
     fflush(stdout);
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     char *line = NULL;
-    size_t cap = 0;
+    size_t cap = 0, n = strlen(tag);
     JsonNode *res = NULL;
     while (getline(&line, &cap, p) > 0) {
-        if (!strncmp(line, "H3REF ", 6)) {
+        if (!strncmp(line, tag, n)) {
             JsonParser *parser = json_parser_new();
-            if (json_parser_load_from_data(parser, line + 6, -1, NULL)) res = json_node_copy(json_parser_get_root(parser));
+            if (json_parser_load_from_data(parser, line + n, -1, NULL)) res = json_node_copy(json_parser_get_root(parser));
             g_object_unref(parser);
         } else {
             printf("  [torch] %s", line);
+            fflush(stdout);
         }
     }
     free(line);
     int rc = pclose(p);
     if (rc != 0) printf("reference exited with status %d\n", rc);
     return res;
+}
+
+/* Runs the reference script; returns its H3REF JSON object (or NULL). */
+static JsonNode *run_reference(const options *o) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s --dump %s --seq %d,%d --reps %d 2>&1", o->python, o->reference, o->dump_dir, S1,
+             S2, o->reps);
+    return run_python_json(cmd, "H3REF ");
 }
 
 /* A number at a dotted path of the reference JSON; NAN when absent. */
@@ -1159,27 +1166,7 @@ static JsonNode *vae_run_reference(const options *o, const char *dir) {
     snprintf(slash ? slash + 1 : script, sizeof script - (size_t)(slash ? slash + 1 - script : 0), "%s",
              "h3_vae_reference.py");
     snprintf(cmd, sizeof cmd, "%s %s --dump %s --reps %d 2>&1", o->python, script, dir, o->vae_reps);
-    printf("reference: %s\n", cmd);
-    fflush(stdout);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    char *line = NULL;
-    size_t cap = 0;
-    JsonNode *res = NULL;
-    while (getline(&line, &cap, p) > 0) {
-        if (!strncmp(line, "H3VAE ", 6)) {
-            JsonParser *parser = json_parser_new();
-            if (json_parser_load_from_data(parser, line + 6, -1, NULL)) res = json_node_copy(json_parser_get_root(parser));
-            g_object_unref(parser);
-        } else {
-            printf("  [torch] %s", line);
-            fflush(stdout);
-        }
-    }
-    free(line);
-    int rc = pclose(p);
-    if (rc != 0) printf("reference exited with status %d\n", rc);
-    return res;
+    return run_python_json(cmd, "H3VAE ");
 }
 
 static void bench_vae(const options *o) {

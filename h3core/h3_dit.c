@@ -668,6 +668,21 @@ static h3_status_code random_request(const weight_request *r, void *user, h3_sta
     return h3_tp_weight_load(dit->b, &dit->tp, &t, r->role, r->type, r->dst, status);
 }
 
+static h3_status_code random_begin(random_ctx *ctx, h3_dit *dit, uint64_t seed, h3_status *status) {
+    *ctx = (random_ctx){.dit = dit, .seed = seed};
+    ctx->levels16 = malloc(65536 * sizeof *ctx->levels16);
+    ctx->levels32 = malloc(65536 * sizeof *ctx->levels32);
+    if (!ctx->levels16 || !ctx->levels32) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    return H3_OK;
+}
+
+static void random_end(random_ctx *ctx) {
+    free(ctx->buf);
+    free(ctx->levels16);
+    free(ctx->levels32);
+    *ctx = (random_ctx){0};
+}
+
 h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
                                     const h3_tp *tp, h3_dit **out, h3_status *status) {
     *out = NULL;
@@ -690,20 +705,35 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
         dit->blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->blocks);
         if (!dit->refiner || !dit->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
     }
-    random_ctx ctx = {.dit = dit, .seed = seed};
-    ctx.levels16 = malloc(65536 * sizeof *ctx.levels16);
-    ctx.levels32 = malloc(65536 * sizeof *ctx.levels32);
-    if (rc == H3_OK && (!ctx.levels16 || !ctx.levels32)) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    random_ctx ctx;
+    if (rc == H3_OK) rc = random_begin(&ctx, dit, seed, status);
     if (rc == H3_OK) rc = walk_plan(&dit->cfg, dit->ckpt_layout, dit, random_request, &ctx, status);
-    free(ctx.buf);
-    free(ctx.levels16);
-    free(ctx.levels32);
+    random_end(&ctx);
     if (rc != H3_OK) {
         h3_dit_free(dit);
         return rc;
     }
     *out = dit;
     return H3_OK;
+}
+
+/* What a VSA adapter adds: to_gate_compress in every main block, here
+ * random, so a VSA benchmark pays for the gate projection and the compressed
+ * branch like a FastH3 VSA model does. Split by heads like a loaded gate. */
+h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status *status) {
+    random_ctx ctx;
+    h3_status_code rc = random_begin(&ctx, dit, seed, status);
+    int64_t inner = (int64_t)dit->cfg.num_heads * dit->cfg.head_dim;
+    for (int i = 0; rc == H3_OK && i < dit->cfg.num_layers; i++) {
+        weight_request r = {.kind = SOURCE_PLAIN, .n_names = 1, .ndim = 2, .shape = {inner, dit->cfg.hidden_size},
+                            .type = H3_WEIGHT_DEFAULT, .role = H3_TP_HEADS, .dst = &dit->blocks[i].gate};
+        snprintf(r.names[0], sizeof r.names[0], "transformer_blocks.%d.attn.to_gate_compress.weight", i);
+        h3_weight_free(dit->b, &dit->blocks[i].gate);
+        rc = random_request(&r, &ctx, status);
+        dit->blocks[i].gate_active = rc == H3_OK;
+    }
+    random_end(&ctx);
+    return rc;
 }
 
 const h3_dit_config *h3_dit_get_config(const h3_dit *dit) { return &dit->cfg; }

@@ -98,6 +98,11 @@ void h3_dit_free(h3_dit *dit);
 h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
                                     const h3_tp *tp, h3_dit **out, h3_status *status);
 
+/* Random to_gate_compress weights in every main block (what a FastH3 VSA
+ * adapter brings), so a VSA forward of a random model runs the gate
+ * projection and the compressed branch. */
+h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status *status);
+
 /* FastH3 (h3_adapter.h, h3_vsa.h) ---------------------------------------------
  * h3_dit_load(_tp) with an adapter fused in: the adapter is bound to the
  * checkpoint (every key mapped and shape-checked) before any weight is

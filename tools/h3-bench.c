@@ -1515,7 +1515,7 @@ static int bench_tp_forward(const options *o) {
     }
     printf("\nProduct forward over tensor parallelism (h3_dit_create_random sharded like the loader + "
            "h3_dit_begin/h3_dit_forward),\n1280x736x124, %d of 50 blocks, attention %s:\n", o->blocks,
-           o->fwd_vsa ? "VSA-H3 at sparsity 0.90 (random model: no gates, so no compressed branch)" : "dense (fa)");
+           o->fwd_vsa ? "VSA-H3 at sparsity 0.90 with random to_gate_compress gates (gate projection and compressed branch run)" : "dense (fa)");
     for (int i = 0; i < n_deg; i++) {
         const h3_bench_tp_result *r = &res[i];
         char devs[256];

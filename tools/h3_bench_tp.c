@@ -199,6 +199,7 @@ static h3_status_code bench_rank(const h3_tp *tp, void *user, h3_status *status)
     double t0 = now_ms();
     if (rc == H3_OK) rc = h3_dit_create_random(b, p->cfg, p->blocks, p->model_seed, tp, &dit, status);
     j->create_s[tp->rank] = (now_ms() - t0) / 1e3;
+    if (rc == H3_OK && p->vsa) rc = h3_dit_create_random_gates(dit, p->model_seed + 1, status);
     if (rc == H3_OK && p->vsa) {
         h3_vsa_params vp = h3_vsa_params_default();
         vp.sparsity = p->vsa_sparsity;

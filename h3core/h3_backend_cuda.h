@@ -44,11 +44,11 @@ typedef enum h3_cuda_attention_path {
     H3_CUDA_ATTENTION_WGMMA = 3,        /* k_attn_wgmma2: warp-specialised, ping-pong, one GEMM of cover */
     H3_CUDA_ATTENTION_WGMMA_SIMPLE = 4, /* one barrier per tile: the first version, kept as a cross-check */
     H3_CUDA_ATTENTION_WGMMA_FA3 = 5,    /* FlashAttention-3 turn order, 3 K/V stages, ping-pong (wgmma-fa3) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_S2 = 6, /* the same with 2 stages (wgmma-fa3-s2): the default on Hopper */
+    H3_CUDA_ATTENTION_WGMMA_FA3_S2 = 6, /* the same with 2 stages (wgmma-fa3-s2) */
     H3_CUDA_ATTENTION_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
     H3_CUDA_ATTENTION_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
     H3_CUDA_ATTENTION_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192) */
+    H3_CUDA_ATTENTION_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
 } h3_cuda_attention_path;
 
 /* Sets the path for later calls; returns the previous setting. */
@@ -91,6 +91,11 @@ int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim,
  * block-sparse kernel. */
 h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status);
 h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status);
+/* Benchmarks: what moving the tiles costs the Hopper block-sparse kernel on
+ * its own. Re-runs the last VSA call's fine-kernel copies (same grid, stages
+ * and key lists, no math, nothing written) reps times over what the call left
+ * in the scratch; *ms = the fastest. H3_ERR_UNSUPPORTED off the wgmma path. */
+h3_status_code h3_backend_cuda_vsa_copy_probe_ms(h3_backend *b, int reps, float *ms, h3_status *status);
 /* H3_CUDA_VSA_END */
 
 #ifdef __cplusplus

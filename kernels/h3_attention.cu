@@ -1186,9 +1186,9 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
     case H3K_ATTN_FA3_N176:
     case H3K_ATTN_FA3_N192: return wg ? a->path : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     case H3K_ATTN_WGMMA: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
-    /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong (H200, 2026-12-03: 605 TF/s at S 34,710 against
-     * k_attn_wgmma2's 428-435 and cuDNN SDPA's 579) */
-    default: return wg ? H3K_ATTN_FA3_S2 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong, 192-key tiles (H200, 2026-12-03, three runs in two
+     * sessions: 1-1.6% over 128-key tiles, 615-618 TF/s at S 34,710-37,966 against cuDNN SDPA's 578) */
+    default: return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     }
 }
 

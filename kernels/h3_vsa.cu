@@ -817,6 +817,55 @@ __device__ __forceinline__ void wg_rescale(float oacc[64], float l[2], const flo
 }
 #endif
 
+#ifdef H3_HAVE_WGMMA
+/* The barriers of k_vsa_wgmma and k_vsa_copy_probe (layout below). */
+__device__ __forceinline__ void wg_init_barriers(uint32_t bars) {
+    mbar_init(bars, 1);
+    for (int s = 0; s < kWgStages; s++) {
+        mbar_init(bars + 8 + 8 * s, 1);
+        mbar_init(bars + 32 + 8 * s, 4);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* The producer warp: the query tile's image once, then each listed key
+ * tile's K and Vᵀ images into the next free stage. The lanes read 32 list
+ * entries at a time; lane 0 issues the copies. */
+__device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *kimg, const uint8_t *vimg,
+                                           const int32_t *sizes, const key_list &kl, int64_t n, int h, int64_t qt,
+                                           uint32_t sQ, uint32_t sK, uint32_t sV, uint32_t bars, int *info, int lane) {
+    const uint8_t *kb = kimg + (int64_t)h * n * kWgImg, *vb = vimg + (int64_t)h * n * kWgImg;
+    if (lane == 0) {
+        mbar_expect_tx(bars, kWgImg);
+        bulk_load(sQ, qimg + ((int64_t)h * n + qt) * kWgImg, kWgImg, bars);
+    }
+    int st = 0;
+    uint32_t use = 0;
+    for (int64_t e0 = 0; e0 < kl.count; e0 += 32) {
+        int64_t e = e0 + lane;
+        int kt_l = e < kl.count ? (int)kl.at(e) : 0;
+        int ks_l = e < kl.count ? tile_size(sizes, kt_l, kRows) : 0;
+        int batch = kl.count - e0 < 32 ? (int)(kl.count - e0) : 32;
+        for (int i = 0; i < batch; i++) {
+            int kt = __shfl_sync(0xffffffffu, kt_l, i), ks = __shfl_sync(0xffffffffu, ks_l, i);
+            if (lane == 0) {
+                if (use > 0) mbar_wait(bars + 32 + 8 * st, (use - 1) & 1);
+                info[2 * st] = kt;
+                info[2 * st + 1] = ks;
+                mbar_expect_tx(bars + 8 + 8 * st, 2 * kWgImg);
+                bulk_load(sK + st * 2 * kWgImg, kb + (int64_t)kt * kWgImg, kWgImg, bars + 8 + 8 * st);
+                bulk_load(sV + st * 2 * kWgImg, vb + (int64_t)kt * kWgImg, kWgImg, bars + 8 + 8 * st);
+            }
+            __syncwarp();
+            if (++st == kWgStages) {
+                st = 0;
+                use++;
+            }
+        }
+    }
+}
+#endif
+
 /* 160 threads: warps 0-3 the consumer warpgroup (the tile's 64 query rows),
  * warp 4 the producer. Barriers (8 bytes each): q at +0, full[s] at +8 + 8s
  * (producer arrive + transaction bytes), empty[s] at +32 + 8s (one arrive
@@ -843,46 +892,11 @@ __global__ void __launch_bounds__(160, 2)
     int64_t qt;
     vsa_item(blockIdx.x, n, P, H, &h, &qt);
     key_list kl = vsa_keys(lists, n, P, topk, dense_all, h, qt);
-    if (tid == 0) {
-        mbar_init(bars, 1);
-        for (int s = 0; s < kWgStages; s++) {
-            mbar_init(bars + 8 + 8 * s, 1);
-            mbar_init(bars + 32 + 8 * s, 4);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) wg_init_barriers(bars);
     __syncthreads();
 
-    if (warp == 4) { /* producer: the lanes read 32 list entries at a time, lane 0 issues */
-        const uint8_t *kb = kimg + (int64_t)h * n * kWgImg, *vb = vimg + (int64_t)h * n * kWgImg;
-        if (lane == 0) {
-            mbar_expect_tx(bars, kWgImg);
-            bulk_load(sQ, qimg + ((int64_t)h * n + qt) * kWgImg, kWgImg, bars);
-        }
-        int st = 0;
-        uint32_t use = 0;
-        for (int64_t e0 = 0; e0 < kl.count; e0 += 32) {
-            int64_t e = e0 + lane;
-            int kt_l = e < kl.count ? (int)kl.at(e) : 0;
-            int ks_l = e < kl.count ? tile_size(sizes, kt_l, kRows) : 0;
-            int batch = kl.count - e0 < 32 ? (int)(kl.count - e0) : 32;
-            for (int i = 0; i < batch; i++) {
-                int kt = __shfl_sync(0xffffffffu, kt_l, i), ks = __shfl_sync(0xffffffffu, ks_l, i);
-                if (lane == 0) {
-                    if (use > 0) mbar_wait(bars + 32 + 8 * st, (use - 1) & 1);
-                    info[2 * st] = kt;
-                    info[2 * st + 1] = ks;
-                    mbar_expect_tx(bars + 8 + 8 * st, 2 * kWgImg);
-                    bulk_load(sK + st * 2 * kWgImg, kb + (int64_t)kt * kWgImg, kWgImg, bars + 8 + 8 * st);
-                    bulk_load(sV + st * 2 * kWgImg, vb + (int64_t)kt * kWgImg, kWgImg, bars + 8 + 8 * st);
-                }
-                __syncwarp();
-                if (++st == kWgStages) {
-                    st = 0;
-                    use++;
-                }
-            }
-        }
+    if (warp == 4) {
+        wg_produce(qimg, kimg, vimg, sizes, kl, n, h, qt, sQ, sK, sV, bars, info, lane);
         return;
     }
 
@@ -949,6 +963,46 @@ __global__ void __launch_bounds__(160, 2)
     }
 
     wg_store_rows(o, gate, oc, slot, sizes, oacc, l, n, H, h, qt, warp, g, t);
+#else
+    __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
+#endif
+}
+
+/* What copying the listed tiles costs on its own (h3-bench): k_vsa_wgmma's
+ * grid, shared memory, producer and stage protocol, with consumers that only
+ * wait for each stage and free it. No math, nothing written. Its time is the
+ * floor that moving the tiles sets under the fine kernel. */
+__global__ void __launch_bounds__(160, 2)
+    k_vsa_copy_probe(const uint8_t *qimg, const uint8_t *kimg, const uint8_t *vimg, const int32_t *lists,
+                     const int32_t *sizes, int64_t n, int64_t P, int64_t topk, int dense_all, int H) {
+#ifdef H3_HAVE_WGMMA
+    extern __shared__ __align__(1024) uint8_t smem_vsa_probe[];
+    uint32_t base = smem_u32(smem_vsa_probe), sbase = (base + 1023u) & ~1023u;
+    uint32_t sQ = sbase, sK = sbase + kWgImg, sV = sK + kWgImg;
+    uint32_t bars = sbase - base >= 128 ? base : sbase + (1 + 2 * kWgStages) * kWgImg;
+    int *info = (int *)(smem_vsa_probe + (bars - base) + 64);
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int h;
+    int64_t qt;
+    vsa_item(blockIdx.x, n, P, H, &h, &qt);
+    key_list kl = vsa_keys(lists, n, P, topk, dense_all, h, qt);
+    if (tid == 0) wg_init_barriers(bars);
+    __syncthreads();
+    if (warp == 4) {
+        wg_produce(qimg, kimg, vimg, sizes, kl, n, h, qt, sQ, sK, sV, bars, info, lane);
+        return;
+    }
+    mbar_wait(bars, 0);
+    int st = 0;
+    uint32_t use = 0;
+    for (int64_t it = 0; it < kl.count; it++) {
+        mbar_wait(bars + 8 + 8 * st, use & 1);
+        if (lane == 0) mbar_arrive(bars + 32 + 8 * st);
+        if (++st == kWgStages) {
+            st = 0;
+            use++;
+        }
+    }
 #else
     __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
 #endif
@@ -1319,6 +1373,26 @@ extern "C" int h3k_vsa_path(const h3k_vsa_args *a) {
     case H3K_ATTN_MMA: return tc ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     default: return wg ? H3K_ATTN_WGMMA : tc ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     }
+}
+
+/* k_vsa_copy_probe over what the last call with these arguments left in the
+ * scratch (images, lists): the Hopper wgmma path only. */
+extern "C" int h3k_vsa_copy_probe(const h3k_vsa_args *a, cudaStream_t stream) {
+    if (h3k_vsa_path(a) != H3K_ATTN_WGMMA || !a->scratch) return (int)cudaErrorNotSupported;
+    vsa_layout L = layout_of(a);
+    if (a->scratch_size < L.total) return (int)cudaErrorInvalidValue;
+    const char *sc = (const char *)a->scratch;
+    cudaError_t e = cudaFuncSetAttribute(k_vsa_copy_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_vsa_copy_probe, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess) return (int)e;
+    unsigned grid = (unsigned)((int64_t)a->n_heads * a->num_tiles);
+    k_vsa_copy_probe<<<grid, 160, kWgSmem, stream>>>(
+        (const uint8_t *)(sc + L.qimg), (const uint8_t *)(sc + L.kimg), (const uint8_t *)(sc + L.vimg),
+        L.dense ? nullptr : (const int32_t *)(sc + L.lists), a->tile_sizes, a->num_tiles, a->num_prefix_tiles,
+        a->topk, L.dense, a->n_heads);
+    return (int)cudaGetLastError();
 }
 
 extern "C" size_t h3k_vsa_scratch(const h3k_vsa_args *a) { return layout_of(a).total; }

@@ -183,23 +183,35 @@ int main(int argc, char **argv) {
         return 1;
     }
     char *path = g_build_filename(dir, "h3-bench-load.safetensors", NULL);
+    /* Progress on stderr as each phase starts, results on stdout as each is
+     * measured: a run cut short by a time limit still says how far it got. */
+    fprintf(stderr, "h3-bench-load: writing %.1f GB to %s...\n", gb, path);
+    double t0 = now();
     size_t bytes = write_checkpoint(path, gb);
     if (!bytes) return 1;
     double gbytes = (double)bytes / 1e9;
-    load_all(path, "pageable"); /* warm-up: CUDA context, page cache */
-    double pageable = load_all(path, "pageable"), staged = load_all(path, "pinned"), reg = load_all(path, "register");
-    double torch = strcmp(python, "none") ? torch_seconds(python, path) : -1;
-    double ceiling = pinned_gbps();
-    printf("h3-bench-load: %.2f GB of bf16 weights (%zu-tensor blocks), file in the page cache\n", gbytes,
-           BLOCK_TENSORS);
+    printf("h3-bench-load: %.2f GB of bf16 weights (%zu-tensor blocks) written in %.1f s, file in the page cache\n",
+           gbytes, BLOCK_TENSORS, now() - t0);
+    fflush(stdout);
+    fprintf(stderr, "h3-bench-load: warm-up load (CUDA context, page cache)...\n");
+    load_all(path, "pageable");
+    double pageable = load_all(path, "pageable");
     printf("  h3core, pageable (default)  : %6.2f s  %6.1f GB/s\n", pageable, gbytes / pageable);
+    fflush(stdout);
+    double staged = load_all(path, "pinned");
     printf("  h3core, pinned staging ring : %6.2f s  %6.1f GB/s  (%.2fx the default)\n", staged, gbytes / staged,
            pageable / staged);
+    fflush(stdout);
+    double reg = load_all(path, "register");
     printf("  h3core, registered pages    : %6.2f s  %6.1f GB/s  (%.2fx the default)\n", reg, gbytes / reg,
            pageable / reg);
+    fflush(stdout);
+    if (strcmp(python, "none")) fprintf(stderr, "h3-bench-load: the PyTorch reference (%s)...\n", python);
+    double torch = strcmp(python, "none") ? torch_seconds(python, path) : -1;
     if (torch > 0)
         printf("  PyTorch mmap + .to('cuda')  : %6.2f s  %6.1f GB/s  (default %.2fx faster than torch)\n", torch,
                gbytes / torch, torch / pageable);
+    double ceiling = pinned_gbps();
     printf("  pinned cudaMemcpy ceiling   :           %6.1f GB/s  (default at %.0f%%)\n", ceiling,
            100.0 * gbytes / pageable / ceiling);
     g_unlink(path);

@@ -818,14 +818,39 @@ __device__ __forceinline__ void wg_rescale(float oacc[64], float l[2], const flo
 #endif
 
 #ifdef H3_HAVE_WGMMA
-/* The barriers of k_vsa_wgmma and k_vsa_copy_probe (layout below). */
-__device__ __forceinline__ void wg_init_barriers(uint32_t bars) {
-    mbar_init(bars, 1);
-    for (int s = 0; s < kWgStages; s++) {
-        mbar_init(bars + 8 + 8 * s, 1);
-        mbar_init(bars + 32 + 8 * s, 4);
+/* A CTA of k_vsa_wgmma or k_vsa_copy_probe: its shared-memory layout (below),
+ * its head, query tile and key list. */
+struct wg_cta {
+    uint32_t sQ, sK, sV, bars; /* stage s: sK/sV + s·2·kWgImg */
+    int *info;
+    int h;
+    int64_t qt;
+    key_list kl;
+};
+
+/* Carves the dynamic shared memory, finds the CTA's work and initialises the
+ * barriers (all threads: it ends in a __syncthreads). */
+__device__ __forceinline__ wg_cta wg_setup(uint8_t *smem, const int32_t *lists, int64_t n, int64_t P, int64_t topk,
+                                           int dense_all, int H) {
+    wg_cta c;
+    uint32_t base = smem_u32(smem), sbase = (base + 1023u) & ~1023u;
+    c.sQ = sbase;
+    c.sK = sbase + kWgImg;
+    c.sV = c.sK + kWgImg;
+    c.bars = sbase - base >= 128 ? base : sbase + (1 + 2 * kWgStages) * kWgImg;
+    c.info = (int *)(smem + (c.bars - base) + 64);
+    vsa_item(blockIdx.x, n, P, H, &c.h, &c.qt);
+    c.kl = vsa_keys(lists, n, P, topk, dense_all, c.h, c.qt);
+    if (threadIdx.x == 0) {
+        mbar_init(c.bars, 1);
+        for (int s = 0; s < kWgStages; s++) {
+            mbar_init(c.bars + 8 + 8 * s, 1);
+            mbar_init(c.bars + 32 + 8 * s, 4);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncthreads();
+    return c;
 }
 
 /* The producer warp: the query tile's image once, then each listed key
@@ -883,17 +908,13 @@ __global__ void __launch_bounds__(160, 2)
                 int64_t n, int64_t P, int64_t topk, int dense_all, int H, float scale_log2) {
 #ifdef H3_HAVE_WGMMA
     extern __shared__ __align__(1024) uint8_t smem_vsa_wg[];
-    uint32_t base = smem_u32(smem_vsa_wg), sbase = (base + 1023u) & ~1023u;
-    uint32_t sQ = sbase, sK = sbase + kWgImg, sV = sK + kWgImg; /* stage s: sK/sV + s·2·kWgImg */
-    uint32_t bars = sbase - base >= 128 ? base : sbase + (1 + 2 * kWgStages) * kWgImg;
-    int *info = (int *)(smem_vsa_wg + (bars - base) + 64);
+    const wg_cta c = wg_setup(smem_vsa_wg, lists, n, P, topk, dense_all, H);
+    const uint32_t sQ = c.sQ, sK = c.sK, sV = c.sV, bars = c.bars;
+    const int h = c.h;
+    const int64_t qt = c.qt;
+    const key_list kl = c.kl;
+    int *info = c.info;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int h;
-    int64_t qt;
-    vsa_item(blockIdx.x, n, P, H, &h, &qt);
-    key_list kl = vsa_keys(lists, n, P, topk, dense_all, h, qt);
-    if (tid == 0) wg_init_barriers(bars);
-    __syncthreads();
 
     if (warp == 4) {
         wg_produce(qimg, kimg, vimg, sizes, kl, n, h, qt, sQ, sK, sV, bars, info, lane);
@@ -977,27 +998,18 @@ __global__ void __launch_bounds__(160, 2)
                      const int32_t *sizes, int64_t n, int64_t P, int64_t topk, int dense_all, int H) {
 #ifdef H3_HAVE_WGMMA
     extern __shared__ __align__(1024) uint8_t smem_vsa_probe[];
-    uint32_t base = smem_u32(smem_vsa_probe), sbase = (base + 1023u) & ~1023u;
-    uint32_t sQ = sbase, sK = sbase + kWgImg, sV = sK + kWgImg;
-    uint32_t bars = sbase - base >= 128 ? base : sbase + (1 + 2 * kWgStages) * kWgImg;
-    int *info = (int *)(smem_vsa_probe + (bars - base) + 64);
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int h;
-    int64_t qt;
-    vsa_item(blockIdx.x, n, P, H, &h, &qt);
-    key_list kl = vsa_keys(lists, n, P, topk, dense_all, h, qt);
-    if (tid == 0) wg_init_barriers(bars);
-    __syncthreads();
-    if (warp == 4) {
-        wg_produce(qimg, kimg, vimg, sizes, kl, n, h, qt, sQ, sK, sV, bars, info, lane);
+    const wg_cta c = wg_setup(smem_vsa_probe, lists, n, P, topk, dense_all, H);
+    int lane = threadIdx.x & 31;
+    if (threadIdx.x >> 5 == 4) {
+        wg_produce(qimg, kimg, vimg, sizes, c.kl, n, c.h, c.qt, c.sQ, c.sK, c.sV, c.bars, c.info, lane);
         return;
     }
-    mbar_wait(bars, 0);
+    mbar_wait(c.bars, 0);
     int st = 0;
     uint32_t use = 0;
-    for (int64_t it = 0; it < kl.count; it++) {
-        mbar_wait(bars + 8 + 8 * st, use & 1);
-        if (lane == 0) mbar_arrive(bars + 32 + 8 * st);
+    for (int64_t it = 0; it < c.kl.count; it++) {
+        mbar_wait(c.bars + 8 + 8 * st, use & 1);
+        if (lane == 0) mbar_arrive(c.bars + 32 + 8 * st);
         if (++st == kWgStages) {
             st = 0;
             use++;

@@ -632,13 +632,16 @@ static void cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, 
     c->vsa_epoch = c->scratch_epoch;
     c->vsa_valid = 1;
 }
-/* Benchmarks: the last VSA call's tile copies alone, reps times; ms = the
- * fastest launch. The scratch must still hold that call's images and lists. */
-h3_status_code h3_backend_cuda_vsa_copy_probe_ms(h3_backend *b, int reps, float *ms, h3_status *status) {
+/* Benchmarks: a probe of the last VSA call's fine kernel, reps times; ms =
+ * the fastest launch. The scratch must still hold that call's images and
+ * lists. */
+h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
+                                            h3_status *status) {
     cuda_impl *c = impl_of(b);
     if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "cuda vsa_copy_probe: no vsa_attention results in the scratch (probe right after the call)");
+                       "cuda vsa_probe: no vsa_attention results in the scratch (probe right after the call)");
+    int kind = which == H3_CUDA_VSA_PROBE_MATH ? H3K_VSA_PROBE_MATH : H3K_VSA_PROBE_COPIES;
     cudaEvent_t ev[2] = {NULL, NULL};
     cudaError_t e = cudaEventCreate(&ev[0]);
     if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
@@ -646,7 +649,7 @@ h3_status_code h3_backend_cuda_vsa_copy_probe_ms(h3_backend *b, int reps, float 
     for (int r = 0; e == cudaSuccess && r < (reps < 1 ? 1 : reps); r++) {
         float t = 0;
         e = cudaEventRecord(ev[0], c->stream);
-        if (e == cudaSuccess) e = (cudaError_t)h3k_vsa_copy_probe(&c->vsa_last, c->stream);
+        if (e == cudaSuccess) e = (cudaError_t)h3k_vsa_probe(&c->vsa_last, kind, c->stream);
         if (e == cudaSuccess) e = cudaEventRecord(ev[1], c->stream);
         if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
         if (e == cudaSuccess) e = cudaEventElapsedTime(&t, ev[0], ev[1]);
@@ -656,8 +659,8 @@ h3_status_code h3_backend_cuda_vsa_copy_probe_ms(h3_backend *b, int reps, float 
         if (ev[i]) cudaEventDestroy(ev[i]);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return h3_fail(status, e == cudaErrorNotSupported ? H3_ERR_UNSUPPORTED : H3_ERR_DEVICE,
-                       "cuda vsa_copy_probe: %s", cudaGetErrorString(e));
+        return h3_fail(status, e == cudaErrorNotSupported ? H3_ERR_UNSUPPORTED : H3_ERR_DEVICE, "cuda vsa_probe: %s",
+                       cudaGetErrorString(e));
     }
     return H3_OK;
 }

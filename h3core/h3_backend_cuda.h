@@ -91,11 +91,15 @@ int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim,
  * block-sparse kernel. */
 h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status);
 h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status);
-/* Benchmarks: what moving the tiles costs the Hopper block-sparse kernel on
- * its own. Re-runs the last VSA call's fine-kernel copies (same grid, stages
- * and key lists, no math, nothing written) reps times over what the call left
- * in the scratch; *ms = the fastest. H3_ERR_UNSUPPORTED off the wgmma path. */
-h3_status_code h3_backend_cuda_vsa_copy_probe_ms(h3_backend *b, int reps, float *ms, h3_status *status);
+/* Benchmarks: where the Hopper block-sparse kernel's time goes. Re-runs a
+ * probe of the last VSA call's fine kernel reps times over what the call
+ * left in the scratch; *ms = the fastest. COPIES: its tile copies alone
+ * (same grid, stages and key lists, no math). MATH: its consumer alone (every
+ * listed tile's GEMMs and softmax over tiles already in shared memory, no
+ * copies). Neither writes anything. H3_ERR_UNSUPPORTED off the wgmma path. */
+typedef enum h3_cuda_vsa_probe { H3_CUDA_VSA_PROBE_COPIES = 0, H3_CUDA_VSA_PROBE_MATH = 1 } h3_cuda_vsa_probe;
+h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
+                                            h3_status *status);
 /* H3_CUDA_VSA_END */
 
 #ifdef __cplusplus

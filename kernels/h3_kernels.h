@@ -182,10 +182,12 @@ typedef struct h3k_vsa_args {
 } h3k_vsa_args;
 
 size_t h3k_vsa_scratch(const h3k_vsa_args *a);
-/* Benchmarks: the wgmma fine kernel's tile copies alone (same grid, stages and lists, no math, nothing
- * written) over what the last call with these arguments left in the scratch. cudaErrorNotSupported off
- * the wgmma path. */
-int h3k_vsa_copy_probe(const h3k_vsa_args *a, cudaStream_t stream);
+/* Benchmarks: probes of the wgmma fine kernel over what the last call with these arguments left in the
+ * scratch. COPIES: its tile copies alone (same grid, stages and lists, no math, nothing written). MATH: its
+ * simple consumer alone (the whole list's GEMMs and softmax over three resident stages, no copies, nothing
+ * written). cudaErrorNotSupported off the wgmma path. */
+enum { H3K_VSA_PROBE_COPIES = 0, H3K_VSA_PROBE_MATH = 1 };
+int h3k_vsa_probe(const h3k_vsa_args *a, int which, cudaStream_t stream);
 /* The kernel (H3K_ATTN_WGMMA, _MMA or _GENERIC) a call with these arguments runs. */
 int h3k_vsa_path(const h3k_vsa_args *a);
 int h3k_vsa_attention(const h3k_vsa_args *a, cudaStream_t stream);

@@ -853,12 +853,13 @@ __device__ __forceinline__ wg_cta wg_setup(uint8_t *smem, const int32_t *lists, 
     return c;
 }
 
-/* The producer warp: the query tile's image once, then each listed key
- * tile's K and Vᵀ images into the next free stage. The lanes read 32 list
+/* The producer warp: the query tile's image once, then the first `count`
+ * listed key tiles' K and Vᵀ images, each into the next free stage. The lanes read 32 list
  * entries at a time; lane 0 issues the copies. */
 __device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *kimg, const uint8_t *vimg,
-                                           const int32_t *sizes, const key_list &kl, int64_t n, int h, int64_t qt,
-                                           uint32_t sQ, uint32_t sK, uint32_t sV, uint32_t bars, int *info, int lane) {
+                                           const int32_t *sizes, const key_list &kl, int64_t count, int64_t n, int h,
+                                           int64_t qt, uint32_t sQ, uint32_t sK, uint32_t sV, uint32_t bars, int *info,
+                                           int lane) {
     const uint8_t *kb = kimg + (int64_t)h * n * kWgImg, *vb = vimg + (int64_t)h * n * kWgImg;
     if (lane == 0) {
         mbar_expect_tx(bars, kWgImg);
@@ -866,11 +867,11 @@ __device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *k
     }
     int st = 0;
     uint32_t use = 0;
-    for (int64_t e0 = 0; e0 < kl.count; e0 += 32) {
+    for (int64_t e0 = 0; e0 < count; e0 += 32) {
         int64_t e = e0 + lane;
-        int kt_l = e < kl.count ? (int)kl.at(e) : 0;
-        int ks_l = e < kl.count ? tile_size(sizes, kt_l, kRows) : 0;
-        int batch = kl.count - e0 < 32 ? (int)(kl.count - e0) : 32;
+        int kt_l = e < count ? (int)kl.at(e) : 0;
+        int ks_l = e < count ? tile_size(sizes, kt_l, kRows) : 0;
+        int batch = count - e0 < 32 ? (int)(count - e0) : 32;
         for (int i = 0; i < batch; i++) {
             int kt = __shfl_sync(0xffffffffu, kt_l, i), ks = __shfl_sync(0xffffffffu, ks_l, i);
             if (lane == 0) {
@@ -891,7 +892,12 @@ __device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *k
 }
 #endif
 
-/* 160 threads: warps 0-3 the consumer warpgroup (the tile's 64 query rows),
+/* MATH_ONLY (h3-bench's math probe, with the simple consumer): the producer
+ * copies only the first three key tiles; the consumer waits for them once and
+ * then runs the whole list's GEMMs and softmax over those resident stages,
+ * with no copies to wait for, and writes nothing. Its time is what the
+ * consumer's own work costs.
+ * 160 threads: warps 0-3 the consumer warpgroup (the tile's 64 query rows),
  * warp 4 the producer. Barriers (8 bytes each): q at +0, full[s] at +8 + 8s
  * (producer arrive + transaction bytes), empty[s] at +32 + 8s (one arrive
  * per consumer warp); the stage's key tile and size at +64 + 8s, written by
@@ -901,7 +907,7 @@ __device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *k
  * S_{j+1} = Q·K_{j+1}ᵀ and O += P_j·V_j back to back and computes the
  * softmax of S_{j+1} while P_j·V_j runs; without it each tile is S, wait,
  * softmax, P·V, wait, and the overlap comes only from the SM's other CTA. */
-template <bool PIPE>
+template <bool PIPE, bool MATH_ONLY = false>
 __global__ void __launch_bounds__(160, 2)
     k_vsa_wgmma(__nv_bfloat16 *o, const __nv_bfloat16 *gate, const uint8_t *qimg, const uint8_t *kimg,
                 const uint8_t *vimg, const float *oc, const int32_t *lists, const int32_t *slot, const int32_t *sizes,
@@ -917,7 +923,8 @@ __global__ void __launch_bounds__(160, 2)
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
     if (warp == 4) {
-        wg_produce(qimg, kimg, vimg, sizes, kl, n, h, qt, sQ, sK, sV, bars, info, lane);
+        int64_t count = MATH_ONLY && kl.count > kWgStages ? kWgStages : kl.count;
+        wg_produce(qimg, kimg, vimg, sizes, kl, count, n, h, qt, sQ, sK, sV, bars, info, lane);
         return;
     }
 
@@ -932,7 +939,7 @@ __global__ void __launch_bounds__(160, 2)
     uint32_t use = 0;
     if constexpr (!PIPE) {
         for (int64_t it = 0; it < kl.count; it++) {
-            mbar_wait(bars + 8 + 8 * st, use & 1);
+            if (!MATH_ONLY || use == 0) mbar_wait(bars + 8 + 8 * st, use & 1);
             int ks = info[2 * st + 1];
             wg_scores(s, sQ, sK + st * 2 * kWgImg);
             wg_wait0();
@@ -941,7 +948,7 @@ __global__ void __launch_bounds__(160, 2)
             wg_rescale(oacc, l, corr, rs);
             wg_pv(oacc, pa, sV + st * 2 * kWgImg);
             wg_wait0();
-            if (lane == 0) mbar_arrive(bars + 32 + 8 * st);
+            if (!MATH_ONLY && lane == 0) mbar_arrive(bars + 32 + 8 * st);
             if (++st == kWgStages) {
                 st = 0;
                 use++;
@@ -983,7 +990,12 @@ __global__ void __launch_bounds__(160, 2)
         }
     }
 
-    wg_store_rows(o, gate, oc, slot, sizes, oacc, l, n, H, h, qt, warp, g, t);
+    if constexpr (MATH_ONLY) {
+        static_assert(!PIPE, "the math probe runs the simple consumer");
+        if (l[0] < 0.0f) o[tid] = __float2bfloat16(oacc[0]); /* never: the results stay live, nothing written */
+    } else {
+        wg_store_rows(o, gate, oc, slot, sizes, oacc, l, n, H, h, qt, warp, g, t);
+    }
 #else
     __trap(); /* only launched on sm_90 devices, which load the sm_90a image */
 #endif
@@ -1001,7 +1013,7 @@ __global__ void __launch_bounds__(160, 2)
     const wg_cta c = wg_setup(smem_vsa_probe, lists, n, P, topk, dense_all, H);
     int lane = threadIdx.x & 31;
     if (threadIdx.x >> 5 == 4) {
-        wg_produce(qimg, kimg, vimg, sizes, c.kl, n, c.h, c.qt, c.sQ, c.sK, c.sV, c.bars, c.info, lane);
+        wg_produce(qimg, kimg, vimg, sizes, c.kl, c.kl.count, n, c.h, c.qt, c.sQ, c.sK, c.sV, c.bars, c.info, lane);
         return;
     }
     mbar_wait(c.bars, 0);
@@ -1387,23 +1399,33 @@ extern "C" int h3k_vsa_path(const h3k_vsa_args *a) {
     }
 }
 
-/* k_vsa_copy_probe over what the last call with these arguments left in the
- * scratch (images, lists): the Hopper wgmma path only. */
-extern "C" int h3k_vsa_copy_probe(const h3k_vsa_args *a, cudaStream_t stream) {
+/* A probe of the Hopper fine kernel (H3K_VSA_PROBE_*) over what the last
+ * call with these arguments left in the scratch (images, lists). */
+extern "C" int h3k_vsa_probe(const h3k_vsa_args *a, int which, cudaStream_t stream) {
     if (h3k_vsa_path(a) != H3K_ATTN_WGMMA || !a->scratch) return (int)cudaErrorNotSupported;
+    if (which != H3K_VSA_PROBE_COPIES && which != H3K_VSA_PROBE_MATH) return (int)cudaErrorInvalidValue;
     vsa_layout L = layout_of(a);
     if (a->scratch_size < L.total) return (int)cudaErrorInvalidValue;
-    const char *sc = (const char *)a->scratch;
-    cudaError_t e = cudaFuncSetAttribute(k_vsa_copy_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+    char *sc = (char *)a->scratch;
+    const uint8_t *qimg = (const uint8_t *)(sc + L.qimg), *kimg = (const uint8_t *)(sc + L.kimg),
+                  *vimg = (const uint8_t *)(sc + L.vimg);
+    const int32_t *lists = L.dense ? nullptr : (const int32_t *)(sc + L.lists);
+    unsigned grid = (unsigned)((int64_t)a->n_heads * a->num_tiles);
+    bool copies = which == H3K_VSA_PROBE_COPIES;
+    const void *kernel = copies ? (const void *)k_vsa_copy_probe : (const void *)k_vsa_wgmma<false, true>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_vsa_copy_probe, cudaFuncAttributePreferredSharedMemoryCarveout,
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  (int)cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return (int)e;
-    unsigned grid = (unsigned)((int64_t)a->n_heads * a->num_tiles);
-    k_vsa_copy_probe<<<grid, 160, kWgSmem, stream>>>(
-        (const uint8_t *)(sc + L.qimg), (const uint8_t *)(sc + L.kimg), (const uint8_t *)(sc + L.vimg),
-        L.dense ? nullptr : (const int32_t *)(sc + L.lists), a->tile_sizes, a->num_tiles, a->num_prefix_tiles,
-        a->topk, L.dense, a->n_heads);
+    if (copies)
+        k_vsa_copy_probe<<<grid, 160, kWgSmem, stream>>>(qimg, kimg, vimg, lists, a->tile_sizes, a->num_tiles,
+                                                         a->num_prefix_tiles, a->topk, L.dense, a->n_heads);
+    else
+        k_vsa_wgmma<false, true><<<grid, 160, kWgSmem, stream>>>(
+            (__nv_bfloat16 *)a->o, nullptr, qimg, kimg, vimg, nullptr, lists, (const int32_t *)(sc + L.slot),
+            a->tile_sizes, a->num_tiles, a->num_prefix_tiles, a->topk, L.dense, a->n_heads,
+            (float)(1.0 / sqrt((double)a->head_dim)) * kLog2e);
     return (int)cudaGetLastError();
 }
 

@@ -346,6 +346,36 @@ __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
+/* The online-softmax step of k_attn_wgmma2 and k_attn_wgmma on a finished
+ * 64 × 128 score tile s (s[4n + 2r + c] is row 16·w4 + g + 8r, key
+ * k0 + 8n + 2t + c): keys >= Skv masked, the running max m and sum l
+ * updated, O rescaled, P packed into the bf16 A fragments of P·V. */
+__device__ __forceinline__ void wg_softmax_tile(int64_t k0, int64_t Skv, int t, float scale_log2, float s[64],
+                                                float m[2], float l[2], float oacc[64], uint32_t pa[8][4]) {
+    bool tail = k0 + kWgTile > Skv;
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int i = 0; i < 64; i++) {
+        float x = s[i] * scale_log2;
+        if (tail && k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) x = -INFINITY;
+        s[i] = x;
+        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+    }
+    float base[2], corr[2], rs[2] = {0.0f, 0.0f};
+    softmax_row_max(mx, m, base, corr);
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+        int r = (i >> 1) & 1;
+        float p0 = exp2f(s[i] - base[r]), p1 = exp2f(s[i + 1] - base[r]);
+        rs[r] += p0 + p1;
+        pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+#pragma unroll
+    for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+}
+
 #endif /* H3_HAVE_WGMMA */
 
 /* Warp-specialised Hopper attention. 288 threads: warps 0-7 are two
@@ -428,30 +458,8 @@ __global__ void __launch_bounds__(288, 1)
         named_arrive(other);
         wg_wait0();
 
-        int64_t k0 = (int64_t)j * kWgTile;
-        bool tail = k0 + kWgTile > Skv;
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int i = 0; i < 64; i++) {
-            float x = s[i] * scale_log2;
-            if (tail && k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) x = -INFINITY;
-            s[i] = x;
-            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
-        }
-        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-        softmax_row_max(mx, m, base, corr);
         uint32_t pa[8][4];
-#pragma unroll
-        for (int i = 0; i < 64; i += 2) {
-            int r = (i >> 1) & 1;
-            float p0 = exp2f(s[i] - base[r]), p1 = exp2f(s[i + 1] - base[r]);
-            rs[r] += p0 + p1;
-            pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
-#pragma unroll
-        for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+        wg_softmax_tile((int64_t)j * kWgTile, Skv, t, scale_log2, s, m, l, oacc, pa);
 
         named_sync(mine);
         wg_fence();
@@ -959,30 +967,8 @@ __global__ void __launch_bounds__(256, 1)
         wg_wait0();
 
         /* online softmax: s[4n + 2r + c] is row (16·w4 + g + 8r), key 8n + 2t + c */
-        int64_t k0 = (int64_t)j * kWgTile;
-        bool tail = k0 + kWgTile > Skv;
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int i = 0; i < 64; i++) {
-            float x = s[i] * scale_log2;
-            if (tail && k0 + 8 * (i >> 2) + 2 * t + (i & 1) >= Skv) x = -INFINITY;
-            s[i] = x;
-            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
-        }
-        float base[2], corr[2], rs[2] = {0.0f, 0.0f};
-        softmax_row_max(mx, m, base, corr);
         uint32_t pa[8][4];
-#pragma unroll
-        for (int i = 0; i < 64; i += 2) {
-            int r = (i >> 1) & 1;
-            float p0 = exp2f(s[i] - base[r]), p1 = exp2f(s[i + 1] - base[r]);
-            rs[r] += p0 + p1;
-            pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(p0, p1);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
-#pragma unroll
-        for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+        wg_softmax_tile((int64_t)j * kWgTile, Skv, t, scale_log2, s, m, l, oacc, pa);
 
         /* O += P·V: P from registers, Vᵀ tile K-major in shared memory */
         wg_fence();

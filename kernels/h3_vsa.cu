@@ -668,12 +668,7 @@ __global__ void __launch_bounds__(128)
     }
 
     float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    }
+    softmax_row_inverse(l, inv);
     int qsize = tile_size(sizes, qt, E);
     const float *ocr = oc ? oc + ((int64_t)h * n + qt) * DH : nullptr;
     int64_t ld = (int64_t)H * DH;
@@ -761,12 +756,7 @@ __device__ __forceinline__ void wg_store_rows(__nv_bfloat16 *o, const __nv_bfloa
                                               float l[2], int64_t n, int H, int h, int64_t qt, int w4, int g,
                                               int t) {
     float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    }
+    softmax_row_inverse(l, inv);
     int qsize = tile_size(sizes, qt, kRows);
     const float *ocr = oc ? oc + ((int64_t)h * n + qt) * 128 : nullptr;
     int64_t ld = (int64_t)H * 128;

@@ -297,6 +297,19 @@ __device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
 
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+/* The 128-row Q tile of query rows q0.. into sQ (rows past Sq zero), by
+ * THREADS threads; the caller commits and waits. */
+template <int THREADS>
+__device__ __forceinline__ void wg_load_q(uint32_t sQ, const __nv_bfloat16 *qg, int64_t ldq, int64_t q0, int64_t Sq,
+                                          int tid) {
+    for (int i = tid; i < 128 * 16; i += THREADS) {
+        int row = i >> 4, ch = i & 15;
+        int64_t gr = q0 + row;
+        bool valid = gr < Sq;
+        cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
+    }
+}
+
 __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_bfloat16 *kg, int64_t ldk,
                                            const __nv_bfloat16 *vg, int64_t Skv, int64_t Skv_pad, int64_t k0,
                                            int tid) {
@@ -377,14 +390,7 @@ __global__ void __launch_bounds__(288, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     if (tid < 256) {
-        const __nv_bfloat16 *qg = q + (int64_t)h * 128;
-#pragma unroll
-        for (int i = tid; i < 128 * 16; i += 256) {
-            int row = i >> 4, ch = i & 15;
-            int64_t gr = q0 + row;
-            bool valid = gr < Sq;
-            cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
-        }
+        wg_load_q<256>(sQ, q + (int64_t)h * 128, ldq, q0, Sq, tid);
         cp_async_commit();
         cp_async_wait<0>();
         fence_proxy_async();
@@ -597,13 +603,7 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     {
-        const __nv_bfloat16 *qg = q + (int64_t)h * 128;
-        for (int i = tid; i < 128 * 16; i += 384) {
-            int row = i >> 4, ch = i & 15;
-            int64_t gr = q0 + row;
-            bool valid = gr < Sq;
-            cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
-        }
+        wg_load_q<384>(sQ, q + (int64_t)h * 128, ldq, q0, Sq, tid);
         cp_async_commit();
         cp_async_wait<0>();
         fence_proxy_async();
@@ -832,13 +832,7 @@ __global__ void __launch_bounds__(256, 1)
     const __nv_bfloat16 *qg = q + (int64_t)h * 128, *kg = k + (int64_t)kh * 128;
     const __nv_bfloat16 *vg = vt + (int64_t)kh * 128 * Skv_pad;
 
-#pragma unroll
-    for (int i = tid; i < 128 * 16; i += 256) {
-        int row = i >> 4, ch = i & 15;
-        int64_t gr = q0 + row;
-        bool valid = gr < Sq;
-        cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
-    }
+    wg_load_q<256>(sQ, qg, ldq, q0, Sq, tid);
     wg_load_kv(sK, sV, kg, ldk, vg, Skv, Skv_pad, 0, tid);
     cp_async_commit();
 

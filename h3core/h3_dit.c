@@ -614,11 +614,6 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 /* Uniform values for one plan entry: matrices [N, K] in ±sqrt(3/K) (unit
  * variance out for unit variance in), norm weights in [0.8, 1.2], biases in
  * ±0.05. BF16 unless the plan keeps the weight in F32, so the backend gets
@@ -641,7 +636,7 @@ static h3_status_code random_request(const weight_request *r, void *user, h3_sta
     if (r->ndim == 2) {
         hi = sqrtf(3.0f / (float)cols);
         lo = -hi;
-    } else if (ends_with(r->names[0], ".bias")) {
+    } else if (g_str_has_suffix(r->names[0], ".bias")) {
         lo = -0.05f, hi = 0.05f;
     } else {
         lo = 0.8f, hi = 1.2f;
@@ -705,7 +700,7 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
         dit->blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->blocks);
         if (!dit->refiner || !dit->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
     }
-    random_ctx ctx;
+    random_ctx ctx = {0}; /* random_end is safe on it whether or not random_begin ran */
     if (rc == H3_OK) rc = random_begin(&ctx, dit, seed, status);
     if (rc == H3_OK) rc = walk_plan(&dit->cfg, dit->ckpt_layout, dit, random_request, &ctx, status);
     random_end(&ctx);

@@ -23,13 +23,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "h3_status.h"
+#include "base/h3_status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct h3_engine h3_engine;
+
+/* The rules of a request that need no model, owned here: the element's
+ * property ranges and the tools' option checks use these, and
+ * h3_request_check applies them. */
+#define H3_FPS 24                 /* the model's one frame rate */
+#define H3_MIN_SIDE 32            /* width and height: multiples of H3_SIDE_MULTIPLE in [MIN, MAX] */
+#define H3_MAX_SIDE 4096
+#define H3_SIDE_MULTIPLE 32
+#define H3_MAX_ASPECT 4           /* width/height and height/width at most 4 */
+#define H3_MAX_FRAMES 362         /* 15 s at 24 fps, the longest the reference serves */
+#define H3_MAX_STEPS 1000
+#define H3_MAX_VSA_SPARSITY 0.99  /* vsa_sparsity in [0, 0.99] */
+#define H3_DEFAULT_SEED 42
+#define H3_DEFAULT_WIDTH 1280
+#define H3_DEFAULT_HEIGHT 736
+#define H3_DEFAULT_FRAMES 120
+#define H3_DEFAULT_VSA_SPARSITY 0.9 /* the trained value */
+#define H3_MAX_DEVICES 64         /* ranks of a tensor-parallel group */
+#define H3_MAX_DEVICE_ORDINAL 1023
 
 typedef enum h3_compute {
     H3_COMPUTE_AUTO = 0, /* CUDA when a usable GPU is present, else the CPU (the reason is logged) */
@@ -161,6 +180,24 @@ h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request, 
  * may not have started yet. */
 void h3_engine_cancel(h3_engine *engine);
 void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
+
+/* The model-free rules of a request (prompt, sides, aspect, frames, steps,
+ * mode, sparsity, ladder): the first thing h3_engine_validate checks, and
+ * callable without an engine so that a bad setting fails before any load. */
+h3_status_code h3_request_check(const h3_request *request, h3_status *status);
+
+/* A parsed `devices` setting (h3_engine_options.devices). */
+typedef struct h3_device_list {
+    int count;                    /* 0: "auto", one backend chosen by `compute` */
+    int cpu;                      /* 1: "cpu:N", N CPU ranks */
+    int ordinals[H3_MAX_DEVICES]; /* CUDA ordinal of each rank; -1 for CPU ranks */
+} h3_device_list;
+
+/* The `devices` grammar: "auto" (or NULL, or empty), "cpu:N" (N in
+ * 1..H3_MAX_DEVICES) or a comma-separated list of CUDA ordinals, checked
+ * against `compute` and against this build (a GPU list without the CUDA
+ * backend is H3_ERR_UNSUPPORTED). h3_engine_open uses exactly this. */
+h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
 
 /* Frame-count alignment without an engine: 17n+5 >= requested (>= 22). */
 int h3_align_frames(int requested);

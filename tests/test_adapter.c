@@ -14,7 +14,7 @@
  * - every adapter error names the file and the key or value at fault. */
 #include <glib/gstdio.h>
 
-#include "h3_adapter.h"
+#include "model/h3_adapter.h"
 #include "h3_test_fasth3.h"
 
 #define TOLERANCE 1e-4

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "h3_audio_vae.h"
-#include "h3_backend.h"
-#include "h3_safetensors.h"
+#include "model/h3_audio_vae.h"
+#include "backend/h3_backend.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3_backend.h"
+#include "backend/h3_backend.h"
 #include "h3_test.h"
 
 #ifndef H3_HAVE_CUDA
@@ -31,8 +31,8 @@ int main(void) {
     return 77;
 }
 #else
-#include "h3_backend_cuda.h"
-#include "h3_vsa.h"
+#include "backend/cuda/h3_backend_cuda_bench.h"
+#include "model/h3_vsa.h"
 
 static h3_backend *cpu, *gpu;
 /* The backend's attention setting at start (H3_CUDA_ATTENTION); "auto" cases use it. */

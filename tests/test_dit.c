@@ -13,10 +13,10 @@
 #include <json-glib/json-glib.h>
 #include <stdint.h>
 
-#include "h3_backend.h"
-#include "h3_dit.h"
-#include "h3_dit_layout.h"
-#include "h3_safetensors.h"
+#include "backend/h3_backend.h"
+#include "model/h3_dit.h"
+#include "model/h3_dit_layout.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 
 #define TOLERANCE 1e-4

@@ -13,7 +13,7 @@
 #include <glib/gstdio.h>
 
 #include "h3.h"
-#include "h3_scheduler.h"
+#include "model/h3_scheduler.h"
 #include "h3_test_capture.h"
 #include "h3_test_fasth3.h"
 

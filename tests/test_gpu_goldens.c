@@ -16,18 +16,18 @@
 #include <stdint.h>
 
 #include "h3.h"
-#include "h3_audio_vae.h"
-#include "h3_backend.h"
+#include "model/h3_audio_vae.h"
+#include "backend/h3_backend.h"
 #ifdef H3_HAVE_CUDA
-#include "h3_backend_cuda.h"
+#include "backend/cuda/h3_backend_cuda.h"
 #endif
-#include "h3_dit.h"
-#include "h3_dit_layout.h"
-#include "h3_safetensors.h"
+#include "model/h3_dit.h"
+#include "model/h3_dit_layout.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "h3_test_capture.h"
-#include "h3_text_encoder.h"
-#include "h3_video_vae.h"
+#include "model/h3_text_encoder.h"
+#include "model/h3_video_vae.h"
 
 #define BF16_TOLERANCE 1e-2
 #define F32_TOLERANCE 1e-4

@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "h3.h"
-#include "h3_safetensors.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "h3_test_capture.h"
 

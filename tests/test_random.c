@@ -5,8 +5,8 @@
 #include <json-glib/json-glib.h>
 #include <stdint.h>
 
-#include "h3_random.h"
-#include "h3_safetensors.h"
+#include "base/h3_random.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 
 static uint32_t f32_bits(float f) {

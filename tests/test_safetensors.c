@@ -4,7 +4,7 @@
 #include <glib/gstdio.h>
 #include <stdint.h>
 
-#include "h3_safetensors.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 
 static char *tmpdir;

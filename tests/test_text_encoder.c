@@ -6,11 +6,11 @@
 #include <json-glib/json-glib.h>
 #include <stdint.h>
 
-#include "h3_backend.h"
-#include "h3_config.h"
-#include "h3_safetensors.h"
+#include "backend/h3_backend.h"
+#include "base/h3_config.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
-#include "h3_text_encoder.h"
+#include "model/h3_text_encoder.h"
 
 #define TINY_DIR "models/tiny-h3/text_encoder"
 #define GOLDEN "goldens/tiny-h3/text_encoder.safetensors"

@@ -18,10 +18,10 @@
 #include <sys/wait.h>
 
 #include "h3.h"
-#include "h3_audio_vae.h"
-#include "h3_backend.h"
-#include "h3_random.h"
-#include "h3_safetensors.h"
+#include "model/h3_audio_vae.h"
+#include "backend/h3_backend.h"
+#include "base/h3_random.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "h3_test_capture.h"
 

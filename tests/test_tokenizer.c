@@ -6,9 +6,9 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "h3_safetensors.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
-#include "h3_tokenizer.h"
+#include "model/h3_tokenizer.h"
 
 #define MAX_ENTRIES 256
 

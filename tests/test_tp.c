@@ -23,16 +23,16 @@
 #include <unistd.h>
 
 #include "h3.h"
-#include "h3_adapter.h"
-#include "h3_comm.h"
-#include "h3_dit.h"
-#include "h3_dit_layout.h"
-#include "h3_safetensors.h"
+#include "model/h3_adapter.h"
+#include "parallel/h3_comm.h"
+#include "model/h3_dit.h"
+#include "model/h3_dit_layout.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "h3_test_capture.h"
-#include "h3_text_encoder.h"
-#include "h3_tp.h"
-#include "h3_video_vae.h"
+#include "model/h3_text_encoder.h"
+#include "parallel/h3_tp.h"
+#include "model/h3_video_vae.h"
 
 #define MAX_RANKS 8
 #define TINY "models/tiny-h3"

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3_backend.h"
-#include "h3_safetensors.h"
+#include "backend/h3_backend.h"
+#include "base/h3_safetensors.h"
 #include "h3_test.h"
-#include "h3_video_vae.h"
+#include "model/h3_video_vae.h"
 
 #define TINY_VAE "models/tiny-h3/vae"
 

@@ -9,9 +9,9 @@
  * - the op's output (1e-4 relative L2), tie-breaking, sparsity 0 == dense;
  * - the whole transformer forward with the VSA adapter (vsa_forward_t64),
  *   dense and sparse, through h3_dit. */
-#include "h3_adapter.h"
+#include "model/h3_adapter.h"
 #include "h3_test_fasth3.h"
-#include "h3_vsa.h"
+#include "model/h3_vsa.h"
 
 #define TOLERANCE 1e-4
 

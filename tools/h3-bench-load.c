@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3_backend.h"
-#include "h3_backend_cuda.h"
-#include "h3_safetensors.h"
+#include "backend/h3_backend.h"
+#include "backend/cuda/h3_backend_cuda.h"
+#include "base/h3_safetensors.h"
 
 #define D 5376
 #define QKV 7168

@@ -42,14 +42,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "h3_backend.h"
-#include "h3_backend_cuda.h"
-#include "h3_dit.h" /* --forward: the product's forward */
+#include "backend/h3_backend.h"
+#include "backend/cuda/h3_backend_cuda_bench.h"
+#include "model/h3_dit.h" /* --forward: the product's forward */
 #include "h3_bench_tp.h" /* --forward with --devices / --tp-sweep / --backend vsa: over tensor-parallel ranks */
-#include "h3_vsa.h"
-#include "h3_audio_vae.h"
-#include "h3_safetensors.h"
-#include "h3_video_vae.h"
+#include "model/h3_vsa.h"
+#include "model/h3_audio_vae.h"
+#include "base/h3_safetensors.h"
+#include "model/h3_video_vae.h"
 
 #define D 5376
 #define NH 56

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "h3.h"
-#include "h3_safetensors.h"
+#include "base/h3_safetensors.h"
 
 typedef struct clip {
     h3_plan plan;

@@ -50,9 +50,9 @@
 #include <string.h>
 #include <utime.h>
 
-#include "h3_random.h"
-#include "h3_safetensors.h"
-#include "h3_status.h"
+#include "base/h3_random.h"
+#include "base/h3_safetensors.h"
+#include "base/h3_status.h"
 
 /* Generated from tests/data/models/tiny-h3/tokenizer/ by h3-embed-files. */
 int h3_tiny_tokenizer_file(int i, const char **name, const unsigned char **data, size_t *size);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3_tokenizer.h"
+#include "model/h3_tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: h3-tokenize --tokenizer DIR [--mode transformers|tokenizers] [--config "

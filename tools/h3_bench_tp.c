@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3_backend.h"
-#include "h3_tp.h"
-#include "h3_vsa.h"
+#include "backend/h3_backend.h"
+#include "parallel/h3_tp.h"
+#include "model/h3_vsa.h"
 
 int h3_bench_parse_devices(const char *list, int *devices, int max, h3_status *status) {
     const char *bad = "devices '%s': expected CUDA ordinals such as \"0,1,2,3\", or \"cpu:N\"";

@@ -14,10 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "h3_comm.h"
-#include "h3_dit.h"
-#include "h3_dit_layout.h"
-#include "h3_status.h"
+#include "parallel/h3_comm.h"
+#include "model/h3_dit.h"
+#include "model/h3_dit_layout.h"
+#include "base/h3_status.h"
 
 /* "0,1,2,3": distinct CUDA ordinals; "cpu:N": N CPU ranks (-1 each).
  * Returns the count (>= 1), or 0 with status filled. */

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "h3.h"
-#include "h3_safetensors.h"
+#include "base/h3_safetensors.h"
 #include "../h3_test_capture.h"
 
 #define PROMPT "a robot dancing"

@@ -1,0 +1,1060 @@
+/* h3_backend_cuda.c - the CUDA backend: bf16 compute, cuBLASLt GEMMs and
+ * our own kernels (kernels/h3_*.cu), all on one stream.
+ *
+ * Memory: weights and arena chunks are plain cudaMalloc allocations; a
+ * backend-owned scratch buffer (dtype conversions of GEMM operands, the
+ * transposed V of the Hopper attention) grows on first use and is kept, so
+ * a steady-state denoising step allocates nothing.
+ *
+ * Errors: every launch is checked with cudaGetLastError and the first
+ * failure becomes the backend's sticky error, with the CUDA error string.
+ * Kernels that meet an index outside its table (a selector, a gather index)
+ * set a bit in a device word instead of faulting; the word is read back at
+ * the next synchronize or download. Nothing here aborts.
+ *
+ * Precision (h3-transformer.md §3.8): activations are bf16, GEMMs take
+ * bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F); weights loaded
+ * as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no TF32), weights
+ * loaded as H3_WEIGHT_F16 become f16 (the video VAE's autocast recipe).
+ * Elementwise kernels compute in fp32 and round once per output. */
+#include "backend/cuda/h3_backend_cuda_bench.h"
+
+#include "backend/h3_backend_impl.h"
+#include "backend/cuda/kernels/h3_kernels.h"
+
+#include <glib.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define WORKSPACE_BYTES ((size_t)64 << 20)
+#define PLAN_CACHE 64
+
+/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
+ * tens of microseconds, the DiT issues the same few shapes 50 times a step. */
+typedef struct gemm_plan {
+    int valid;
+    int64_t M, N, K;
+    cudaDataType_t ab, d;
+    int bias, align;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, bl, c;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+/* Weight uploads (tools/h3-bench-load measures the three on the H200):
+ *  - pageable (the default): cudaMemcpy from the mmap'd file; the driver
+ *    stages through its own pinned buffers.
+ *  - pinned (H3_CUDA_UPLOAD=pinned): a ring of our pinned buffers; the CPU
+ *    copies chunk k+1 out of the file while the copy engine moves chunk k.
+ *    Measured slower than the driver's staging on 2026-12-03 (5.5 against
+ *    7.3 GB/s, file in the page cache): one memcpy thread is the limit.
+ *  - register (H3_CUDA_UPLOAD=register): the file's pages are page-locked
+ *    in place (cudaHostRegister, read-only) and copied by DMA with no CPU copy.
+ * Copies under STAGE_MIN bytes are always plain. */
+#define STAGE_SLOTS 4
+#define STAGE_BYTES ((size_t)32 << 20)
+#define STAGE_MIN ((size_t)1 << 20)
+enum { UPLOAD_PAGEABLE = 0, UPLOAD_PINNED, UPLOAD_REGISTER };
+
+typedef struct cuda_impl {
+    int device, sm;
+    void *stage[STAGE_SLOTS];         /* pinned, allocated at the first large upload */
+    cudaEvent_t stage_done[STAGE_SLOTS];
+    int stage_next, stage_state;      /* state: 0 not tried, 1 ready, -1 unavailable (pageable copies) */
+    int upload_mode;                  /* UPLOAD_*, from H3_CUDA_UPLOAD at creation */
+    int exact; /* h3_backend_cuda_create_exact: f32 weights and activations */
+    char name[256];
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    void *scratch;
+    size_t scratch_size;
+    unsigned scratch_epoch; /* bumped by every scratch() call: what a VSA call left there is still there */
+    h3k_vsa_args vsa_last;  /* the last vsa_attention call, for h3_backend_cuda_vsa_inspect */
+    unsigned vsa_epoch;
+    int vsa_valid;
+    int vsa_profile;           /* h3_backend_cuda_vsa_profile */
+    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined, H3_CUDA_VSA_PIPELINED */
+    cudaEvent_t vsa_events[4];
+    int *flag; /* device word of H3K_ERR_* bits */
+    h3_cuda_attention_path attention;
+    gemm_plan plans[PLAN_CACHE];
+    int next_plan;
+} cuda_impl;
+
+static cuda_impl *impl_of(h3_backend *b) { return b->impl; }
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Records a failed CUDA call (err != 0) as the sticky error; returns !err. */
+static int ok(h3_backend *b, int err, const char *what) {
+    if (err == 0) return 1;
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)", what, cudaGetErrorString((cudaError_t)err),
+                    cudaGetErrorName((cudaError_t)err));
+    return 0;
+}
+
+static int lt_ok(h3_backend *b, cublasStatus_t st, const char *what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return 1;
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuBLASLt %s: status %d", what, (int)st);
+    return 0;
+}
+
+/* Reads and clears the kernels' error word (synchronizes the stream). */
+static int check_flag(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    int flag = 0;
+    if (!ok(b, cudaMemcpyAsync(&flag, c->flag, sizeof flag, cudaMemcpyDeviceToHost, c->stream), "read error word"))
+        return 1;
+    if (!ok(b, cudaStreamSynchronize(c->stream), "synchronize")) return 1;
+    if (flag == 0) return 0;
+    cudaMemsetAsync(c->flag, 0, sizeof(int), c->stream);
+    if (flag & H3K_ERR_SELECTOR)
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda modulate/gated_residual: a selector lies outside its table");
+    else if (flag & H3K_ERR_GATHER)
+        h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda gather_rows: an index lies outside the source rows");
+    else if (flag & H3K_ERR_VSA_TABLE)
+        h3_backend_fail(b, H3_ERR_INTERNAL,
+                        "cuda vsa_attention: the tile tables are not a tiling of the sequence (a tile size outside "
+                        "1..tile_elems, or an untile_index entry outside its tile or left unused)");
+    else if (flag & H3K_ERR_VSA_SELECT)
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda vsa_attention: a top-k selection came out short (kernel bug)");
+    else
+        h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda scatter_rows: an index lies outside the destination rows");
+    return 1;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void cuda_destroy(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gemm_plan *p = &c->plans[i];
+        if (!p->valid) continue;
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->bl);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < 4; i++)
+        if (c->vsa_events[i]) cudaEventDestroy(c->vsa_events[i]);
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        if (c->stage[i]) cudaFreeHost(c->stage[i]);
+        if (c->stage_done[i]) cudaEventDestroy(c->stage_done[i]);
+    }
+    cudaFree(c->workspace);
+    cudaFree(c->scratch);
+    cudaFree(c->flag);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+    free(b);
+}
+
+static h3_dtype cuda_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) {
+    (void)file_dtype;
+    if (type == H3_WEIGHT_F32 || impl_of(b)->exact) return H3_F32;
+    if (type == H3_WEIGHT_F16) return H3_F16;
+    return H3_BF16;
+}
+
+static void *cuda_alloc(h3_backend *b, size_t bytes) {
+    void *p = NULL;
+    (void)b;
+    if (cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory is reported by the caller, not by the next launch */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(h3_backend *b, void *p) {
+    (void)b;
+    cudaFree(p);
+}
+
+/* The pinned ring, once. Without it (pinned memory refused) uploads are
+ * plain pageable copies; that is slower, not wrong, and said on the log. */
+static int stage_ready(cuda_impl *c) {
+    if (c->stage_state) return c->stage_state > 0;
+    const char *why = NULL;
+    for (int i = 0; i < STAGE_SLOTS && !why; i++) {
+        if (cudaHostAlloc(&c->stage[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            why = "pinned host memory refused";
+        }
+    }
+    c->stage_state = why ? -1 : 1;
+    if (why) g_warning("h3core cuda:%d: uploads use pageable copies (%s); weight loading is slower", c->device, why);
+    return c->stage_state > 0;
+}
+
+static int upload_plain(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload")) return 1;
+    return ok(b, cudaStreamSynchronize(c->stream), "upload") ? 0 : 1;
+}
+
+/* Page-locks the source's pages in place for the copy. A refusal (some
+ * kernels refuse file-backed pages) turns this backend to pageable copies,
+ * said once on the log. */
+static int upload_registered(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    size_t page = 4096, start = (size_t)src & ~(page - 1), end = ((size_t)src + bytes + page - 1) & ~(page - 1);
+    if (cudaHostRegister((void *)start, end - start, cudaHostRegisterReadOnly) != cudaSuccess) {
+        cudaError_t e = cudaGetLastError();
+        g_warning("h3core cuda:%d: cudaHostRegister refused the weights' pages (%s); uploads use pageable copies",
+                  c->device, cudaGetErrorString(e));
+        c->upload_mode = UPLOAD_PAGEABLE;
+        return upload_plain(b, dst, src, bytes);
+    }
+    int rc = upload_plain(b, dst, src, bytes);
+    cudaHostUnregister((void *)start);
+    return rc;
+}
+
+static int cuda_upload(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (bytes < STAGE_MIN || c->upload_mode == UPLOAD_PAGEABLE) return upload_plain(b, dst, src, bytes);
+    if (c->upload_mode == UPLOAD_REGISTER) return upload_registered(b, dst, src, bytes);
+    if (!stage_ready(c)) return upload_plain(b, dst, src, bytes);
+    for (size_t off = 0; off < bytes; off += STAGE_BYTES) {
+        size_t n = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+        int s = c->stage_next;
+        c->stage_next = (s + 1) % STAGE_SLOTS;
+        if (!ok(b, cudaEventSynchronize(c->stage_done[s]), "upload")) return 1; /* slot's last copy is done */
+        memcpy(c->stage[s], (const char *)src + off, n);
+        if (!ok(b, cudaMemcpyAsync((char *)dst + off, c->stage[s], n, cudaMemcpyHostToDevice, c->stream), "upload") ||
+            !ok(b, cudaEventRecord(c->stage_done[s], c->stream), "upload"))
+            return 1;
+    }
+    return 0; /* in flight on the stream; src is no longer needed */
+}
+
+static int cuda_download(h3_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download")) return 1;
+    if (!ok(b, cudaStreamSynchronize(c->stream), "download")) return 1;
+    return check_flag(b);
+}
+
+static int cuda_synchronize(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    if (!ok(b, cudaStreamSynchronize(c->stream), "synchronize")) return 1;
+    return check_flag(b) || h3_backend_failed(b);
+}
+
+/* Scratch of at least `bytes`, kept for later calls. Growing waits for the
+ * stream (cudaFree does), which happens only while warming up. */
+static void *scratch(h3_backend *b, size_t bytes) {
+    cuda_impl *c = impl_of(b);
+    c->scratch_epoch++;
+    if (bytes <= c->scratch_size) return c->scratch;
+    size_t want = bytes + bytes / 8;
+    cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_size = 0;
+    if (cudaMalloc(&c->scratch, want) != cudaSuccess) {
+        cudaGetLastError();
+        c->scratch = NULL;
+        h3_backend_fail(b, H3_ERR_NO_MEMORY, "cuda: cannot allocate %zu bytes of scratch", want);
+        return NULL;
+    }
+    c->scratch_size = want;
+    return c->scratch;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* ---- GEMM ------------------------------------------------------------------------ */
+
+static cudaDataType_t cuda_type(h3_dtype dt) {
+    return dt == H3_BF16 ? CUDA_R_16BF : dt == H3_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* Largest power of two (<= 256) dividing every operand address. */
+static int common_alignment(const void *a, const void *b, const void *d) {
+    uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | 256;
+    return (int)(v & (~v + 1));
+}
+
+static gemm_plan *find_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t ab, cudaDataType_t d,
+                            int bias, int align) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gemm_plan *p = &c->plans[i];
+        if (p->valid && p->M == M && p->N == N && p->K == K && p->ab == ab && p->d == d && p->bias == bias &&
+            p->align == align)
+            return p;
+    }
+    gemm_plan *p = &c->plans[c->next_plan];
+    c->next_plan = (c->next_plan + 1) % PLAN_CACHE;
+    if (p->valid) {
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->bl);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    memset(p, 0, sizeof *p);
+    /* Row-major y[M,N] = x[M,K]·w[N,K]ᵀ is column-major yᵀ = w·xᵀ: A = w
+     * seen as K×N (op T), B = x seen as K×M, D = yᵀ as N×M. */
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (!lt_ok(b, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc")) return NULL;
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d);
+    int okay = lt_ok(b, cublasLtMatrixLayoutCreate(&p->a, ab, (uint64_t)K, (uint64_t)N, K), "layout") &&
+               lt_ok(b, cublasLtMatrixLayoutCreate(&p->bl, ab, (uint64_t)K, (uint64_t)M, K), "layout") &&
+               lt_ok(b, cublasLtMatrixLayoutCreate(&p->c, d, (uint64_t)N, (uint64_t)M, N), "layout");
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (okay && lt_ok(b, cublasLtMatmulPreferenceCreate(&pref), "preference")) {
+        size_t ws = WORKSPACE_BYTES;
+        uint32_t al = (uint32_t)align;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->bl, p->c, p->c, pref, 1, &res, &found);
+        if (st != CUBLAS_STATUS_SUCCESS || found < 1) okay = 0; /* the caller decides */
+        cublasLtMatmulPreferenceDestroy(pref);
+    } else {
+        okay = 0;
+    }
+    if (!okay) {
+        if (p->op) cublasLtMatmulDescDestroy(p->op);
+        if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+        if (p->bl) cublasLtMatrixLayoutDestroy(p->bl);
+        if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+        memset(p, 0, sizeof *p);
+        return NULL;
+    }
+    p->algo = res.algo;
+    p->M = M;
+    p->N = N;
+    p->K = K;
+    p->ab = ab;
+    p->d = d;
+    p->bias = bias;
+    p->align = align;
+    p->valid = 1;
+    return p;
+}
+
+/* D[M,N] = X[M,K]·W[N,K]ᵀ (+ bias[N] of D's type). Returns 1 when the bias
+ * was applied (no algorithm with the bias epilogue: 0, the caller adds it). */
+static int gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
+                int64_t M, int64_t N, int64_t K, const void *bias) {
+    cuda_impl *c = impl_of(b);
+    int align = common_alignment(W, X, D);
+    gemm_plan *p = bias ? find_plan(b, M, N, K, ab, dtype, 1, align) : NULL;
+    if (!p) {
+        bias = NULL;
+        p = find_plan(b, M, N, K, ab, dtype, 0, align);
+    }
+    if (!p) {
+        if (!h3_backend_failed(b))
+            h3_backend_fail(b, H3_ERR_DEVICE, "cuBLASLt: no algorithm for %lldx%lldx%lld (types %d/%d, align %d)",
+                            (long long)M, (long long)N, (long long)K, (int)ab, (int)dtype, align);
+        return 0;
+    }
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    float alpha = 1.0f, beta = 0.0f;
+    lt_ok(b, cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->bl, &beta, D, p->c, D, p->c, &p->algo,
+                            c->workspace, WORKSPACE_BYTES, c->stream),
+          "matmul");
+    return bias != NULL;
+}
+
+/* cuBLASLt writes bf16/f16 products as that type or as f32; f32 products
+ * only as f32. */
+static int gemm_can_write(h3_dtype ab, h3_dtype out) { return out == ab || out == H3_F32; }
+
+static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
+    cuda_impl *c = impl_of(b);
+    int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
+    h3_dtype ab = w->dtype;
+    if (ab == H3_I32) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "cuda linear: i32 weight");
+        return;
+    }
+    if (M == 0 || N == 0) return;
+    h3_dtype out = gemm_can_write(ab, y->dtype) ? y->dtype : H3_F32;
+    size_t xbytes = x->dtype == ab ? 0 : align_up((size_t)(M * K) * h3_dtype_size(ab));
+    size_t obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
+    char *tmp = NULL;
+    if (xbytes + obytes) {
+        tmp = scratch(b, xbytes + obytes);
+        if (!tmp) return;
+    }
+    const void *X = x->data;
+    if (xbytes) {
+        if (!ok(b, h3k_convert(tmp, ab, x->data, x->dtype, M * K, c->stream), "linear: convert x")) return;
+        X = tmp;
+    }
+    void *D = obytes ? (void *)(tmp + xbytes) : y->data;
+    int fused_bias = bias && bias->dtype == out;
+    if (K == 0) {
+        if (!ok(b, h3k_fill(D, out, M * N, 0.0f, c->stream), "linear: fill")) return;
+        fused_bias = 0;
+    } else {
+        fused_bias = gemm(b, D, cuda_type(out), w->data, X, cuda_type(ab), M, N, K, fused_bias ? bias->data : NULL);
+        if (h3_backend_failed(b)) return;
+    }
+    if (bias && !fused_bias &&
+        !ok(b, h3k_row_vector(1, D, out, D, out, bias->data, bias->dtype, M, N, c->stream), "linear: bias"))
+        return;
+    if (obytes) ok(b, h3k_convert(y->data, y->dtype, D, H3_F32, M * N, c->stream), "linear: convert y");
+}
+
+/* ---- elementwise and row ops ----------------------------------------------------- */
+
+#define DT(t) ((t) ? (int)(t)->dtype : H3K_NONE)
+#define PTR(t) ((t) ? (t)->data : NULL)
+
+static void cuda_rms_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width,
+                          float eps) {
+    ok(b, h3k_rms_norm(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), h3_tensor_numel(x) / width, width, eps,
+                       impl_of(b)->stream),
+       "rms_norm");
+}
+
+static void cuda_layer_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                            const h3_tensor *bias, float eps) {
+    ok(b, h3k_layer_norm(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), PTR(bias), DT(bias),
+                         h3_tensor_rows(x), h3_tensor_cols(x), eps, impl_of(b)->stream),
+       "layer_norm");
+}
+
+static void cuda_binary(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x0, const h3_tensor *x1) {
+    ok(b, h3k_binary(op, y->data, y->dtype, x0->data, x0->dtype, x1->data, x1->dtype, h3_tensor_numel(y),
+                     impl_of(b)->stream),
+       op ? "mul" : "add");
+}
+
+static void cuda_row_vector(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x, const h3_tensor *v) {
+    /* h3k op 0 is mul, 1 add: the same numbering as the vtable's */
+    ok(b, h3k_row_vector(op, y->data, y->dtype, x->data, x->dtype, v->data, v->dtype, h3_tensor_rows(x),
+                         h3_tensor_cols(x), impl_of(b)->stream),
+       "row_vector");
+}
+
+static void cuda_scale(h3_backend *b, h3_tensor *y, const h3_tensor *x, float alpha) {
+    ok(b, h3k_scale(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), alpha, impl_of(b)->stream), "scale");
+}
+
+static void cuda_unary(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x) {
+    ok(b, h3k_unary(op, y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), impl_of(b)->stream), "unary");
+}
+
+static void cuda_swiglu(h3_backend *b, h3_tensor *y, const h3_tensor *u, int value_first) {
+    ok(b, h3k_swiglu(y->data, y->dtype, u->data, u->dtype, h3_tensor_rows(y), h3_tensor_cols(y), value_first,
+                     impl_of(b)->stream),
+       "swiglu");
+}
+
+static void cuda_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *shift,
+                          const h3_tensor *scale, const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_modulate(y->data, y->dtype, x->data, x->dtype, shift->data, shift->dtype, scale->data, scale->dtype,
+                       sel->data, h3_tensor_rows(x), h3_tensor_cols(x), h3_tensor_rows(shift), c->flag, c->stream),
+       "modulate");
+}
+
+static void cuda_gated_residual(h3_backend *b, h3_tensor *x, const h3_tensor *gate, const h3_tensor *y,
+                                const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_gated_residual(x->data, x->dtype, gate->data, gate->dtype, y->data, y->dtype, sel->data,
+                             h3_tensor_rows(x), h3_tensor_cols(x), h3_tensor_rows(gate), c->flag, c->stream),
+       "gated_residual");
+}
+
+static void cuda_rms_norm_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                                   const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_rms_norm_modulate(y->data, y->dtype, x->data, x->dtype, PTR(w), DT(w), eps, shift->data, shift->dtype,
+                                scale->data, scale->dtype, sel->data, h3_tensor_rows(x), h3_tensor_cols(x),
+                                h3_tensor_rows(shift), c->flag, c->stream),
+       "rms_norm_modulate");
+}
+
+static void cuda_rope(h3_backend *b, h3_tensor *x, const h3_tensor *cos, const h3_tensor *sin, int n_heads,
+                      int head_dim, int rot_dim) {
+    ok(b, h3k_head_norm_rope(x->data, x->dtype, 0, NULL, H3K_NONE, 0.0f, cos->data, sin->data, h3_tensor_rows(x),
+                             n_heads, head_dim, rot_dim, impl_of(b)->stream),
+       "rope");
+}
+
+static void cuda_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                              const h3_tensor *sin, int n_heads, int head_dim, int rot_dim) {
+    ok(b, h3k_head_norm_rope(x->data, x->dtype, 1, PTR(w), DT(w), eps, cos->data, sin->data, h3_tensor_rows(x),
+                             n_heads, head_dim, rot_dim, impl_of(b)->stream),
+       "qk_norm_rope");
+}
+
+static void attention_args(h3_backend *b, h3k_attention_args *a, h3_tensor *o, const h3_tensor *q,
+                           const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                           int causal, float scale) {
+    cuda_impl *c = impl_of(b);
+    memset(a, 0, sizeof *a);
+    a->o = o->data;
+    a->q = q->data;
+    a->k = k->data;
+    a->v = v->data;
+    a->dt = q->dtype;
+    a->Sq = h3_tensor_rows(q);
+    a->Skv = h3_tensor_rows(k);
+    a->n_heads = n_heads;
+    a->n_kv_heads = n_kv_heads;
+    a->head_dim = head_dim;
+    a->causal = causal;
+    a->scale = scale;
+    a->path = (int)c->attention;
+    a->sm = c->sm;
+}
+
+static void cuda_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                           int n_heads, int n_kv_heads, int head_dim, int causal, float scale) {
+    cuda_impl *c = impl_of(b);
+    if (q->dtype != k->dtype || q->dtype != v->dtype || q->dtype != o->dtype || q->dtype == H3_I32) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda attention: q/k/v/o are %s/%s/%s/%s, want one float dtype",
+                        h3_dtype_name(q->dtype), h3_dtype_name(k->dtype), h3_dtype_name(v->dtype),
+                        h3_dtype_name(o->dtype));
+        return;
+    }
+    if (head_dim > 256) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda attention: head_dim %d (at most 256)", head_dim);
+        return;
+    }
+    h3k_attention_args a;
+    attention_args(b, &a, o, q, k, v, n_heads, n_kv_heads, head_dim, causal, scale);
+    size_t need = h3k_attention_scratch(&a);
+    if (need) {
+        a.scratch = scratch(b, need);
+        a.scratch_size = c->scratch_size;
+        if (!a.scratch) return;
+    }
+    ok(b, h3k_attention(&a, c->stream), h3k_attention_path_name(h3k_attention_path(&a)));
+}
+
+static void cuda_gather_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx) {
+    cuda_impl *c = impl_of(b);
+    if (dst->dtype != src->dtype) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "gather_rows: dtype mismatch");
+        return;
+    }
+    ok(b, h3k_gather_rows(dst->data, src->data, idx->data, h3_tensor_numel(idx), h3_tensor_rows(src),
+                          h3_tensor_cols(src) * (int64_t)h3_dtype_size(src->dtype), c->flag, c->stream),
+       "gather_rows");
+}
+
+static void cuda_scatter_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx) {
+    cuda_impl *c = impl_of(b);
+    if (dst->dtype != src->dtype) {
+        h3_backend_fail(b, H3_ERR_INTERNAL, "scatter_rows: dtype mismatch");
+        return;
+    }
+    ok(b, h3k_scatter_rows(dst->data, src->data, idx->data, h3_tensor_numel(idx), h3_tensor_rows(dst),
+                           h3_tensor_cols(src) * (int64_t)h3_dtype_size(src->dtype), c->flag, c->stream),
+       "scatter_rows");
+}
+
+static void cuda_copy(h3_backend *b, h3_tensor *dst, const h3_tensor *src) {
+    ok(b, h3k_convert(dst->data, dst->dtype, src->data, src->dtype, h3_tensor_numel(src), impl_of(b)->stream),
+       "copy");
+}
+
+static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
+    ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
+}
+
+/* H3_CUDA_VSA_BEGIN: VSA-H3 block-sparse attention (kernels/h3_vsa.cu) */
+static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                     const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim) {
+    cuda_impl *c = impl_of(b);
+    memset(a, 0, sizeof *a);
+    a->o = o ? o->data : NULL;
+    a->q = q ? q->data : NULL;
+    a->k = k ? k->data : NULL;
+    a->v = v ? v->data : NULL;
+    a->gate = gate ? gate->data : NULL;
+    a->dt = q ? (int)q->dtype : H3K_BF16;
+    a->S = q ? h3_tensor_rows(q) : 0;
+    a->n_heads = n_heads;
+    a->head_dim = head_dim;
+    a->num_tiles = t->num_tiles;
+    a->num_prefix_tiles = t->num_prefix_tiles;
+    a->topk = t->topk;
+    a->tile_elems = t->tile_elems;
+    a->tile_sizes = t->tile_sizes.data;
+    a->untile_index = t->untile_index.data;
+    a->path = (int)c->attention;
+    a->pipelined = c->vsa_pipelined;
+    a->sm = c->sm;
+    a->err = c->flag;
+}
+
+static const char *vsa_kernel_name(const h3k_vsa_args *a) {
+    int path = h3k_vsa_path(a);
+    if (path == H3K_ATTN_WGMMA && a->pipelined) return a->pipelined == 2 ? "wgmma-paired" : "wgmma-pipelined";
+    return h3k_attention_path_name(path);
+}
+
+static void cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                               const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads,
+                               int head_dim) {
+    cuda_impl *c = impl_of(b);
+    if (head_dim > 256) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda vsa_attention: head_dim %d (at most 256)", head_dim);
+        return;
+    }
+    h3k_vsa_args a;
+    vsa_args(b, &a, o, q, k, v, gate, t, n_heads, head_dim);
+    if (c->vsa_profile)
+        for (int i = 0; i < 4; i++) a.events[i] = c->vsa_events[i];
+    a.scratch = scratch(b, h3k_vsa_scratch(&a));
+    a.scratch_size = c->scratch_size;
+    if (!a.scratch) return;
+    c->vsa_valid = 0;
+    if (!ok(b, h3k_vsa_attention(&a, c->stream), vsa_kernel_name(&a))) return;
+    c->vsa_last = a;
+    c->vsa_epoch = c->scratch_epoch;
+    c->vsa_valid = 1;
+}
+/* Benchmarks: a probe of the last VSA call's fine kernel, reps times; ms =
+ * the fastest launch. The scratch must still hold that call's images and
+ * lists. */
+h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
+                                            h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "cuda vsa_probe: no vsa_attention results in the scratch (probe right after the call)");
+    int kind = which == H3_CUDA_VSA_PROBE_MATH ? H3K_VSA_PROBE_MATH : H3K_VSA_PROBE_COPIES;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t e = cudaEventCreate(&ev[0]);
+    if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+    *ms = 0;
+    for (int r = 0; e == cudaSuccess && r < (reps < 1 ? 1 : reps); r++) {
+        float t = 0;
+        e = cudaEventRecord(ev[0], c->stream);
+        if (e == cudaSuccess) e = (cudaError_t)h3k_vsa_probe(&c->vsa_last, kind, c->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(ev[1], c->stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&t, ev[0], ev[1]);
+        if (e == cudaSuccess && (r == 0 || t < *ms)) *ms = t;
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return h3_fail(status, e == cudaErrorNotSupported ? H3_ERR_UNSUPPORTED : H3_ERR_DEVICE, "cuda vsa_probe: %s",
+                       cudaGetErrorString(e));
+    }
+    return H3_OK;
+}
+/* H3_CUDA_VSA_END */
+
+/* H3_CUDA_VAE_OPS_BEGIN */
+static h3k_view kview(const h3_view *v) {
+    h3k_view k;
+    memset(&k, 0, sizeof k);
+    k.ndim = v->ndim;
+    k.offset = v->offset;
+    for (int i = 0; i < v->ndim && i < 8; i++) {
+        k.shape[i] = v->shape[i];
+        k.stride[i] = v->stride[i];
+    }
+    return k;
+}
+
+static void cuda_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src,
+                           const h3_view *sv) {
+    h3k_view d = kview(dv), s = kview(sv);
+    ok(b, h3k_copy_view(dst->data, &d, src->data, &s, (int)h3_dtype_size(dst->dtype), impl_of(b)->stream),
+       "copy_view");
+}
+
+static void cuda_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                            const h3_tensor *x, const h3_view *xv, int axis, int extent) {
+    if (dst->dtype == H3_I32) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda blend_view: i32 tensors");
+        return;
+    }
+    h3k_view d = kview(dv), va = kview(av), vx = kview(xv);
+    ok(b, h3k_blend_view(dst->data, &d, a->data, &va, x->data, &vx, dst->dtype, axis, extent, impl_of(b)->stream),
+       "blend_view");
+}
+
+static void cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0,
+                                  int64_t nframes, const float *mean, const float *std) {
+    h3k_rgb_norm norm;
+    memset(&norm, 0, sizeof norm);
+    int64_t C = src->shape[0];
+    if (C > 4 || src->ndim != 4) {
+        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda rgb8_from_planar: src must be [C<=4, F, H, W]");
+        return;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        norm.mean[c] = mean[c];
+        norm.std[c] = std[c];
+    }
+    ok(b, h3k_rgb8_from_planar(dst->data, src->data, src->dtype, C, src->shape[1], src->shape[2], src->shape[3],
+                               frame0, nframes, &norm, impl_of(b)->stream),
+       "rgb8_from_planar");
+}
+
+/* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch
+ * item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ, then the bias per
+ * channel. Returns 0 when the conv does not fit (16-bit, grouped, or too small to pay), for the direct kernel. */
+static int conv1d_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int stride, int padding, int dilation, int groups) {
+    cuda_impl *c = impl_of(b);
+    int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2], Cout = y->shape[1], Lout = y->shape[2];
+    int K = (int)w->shape[2];
+    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
+        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
+        return 0;
+    float *col = scratch(b, (size_t)(Lout * Cin * K) * sizeof(float));
+    if (!col) return 1; /* the failure is recorded */
+    for (int64_t i = 0; i < B && !h3_backend_failed(b); i++) {
+        const float *xb = (const float *)x->data + i * Cin * Lin;
+        float *yb = (float *)y->data + i * Cout * Lout;
+        if (!ok(b, h3k_im2col1d(col, xb, Cin, Lin, Lout, K, stride, padding, dilation, c->stream), "conv1d: im2col"))
+            return 1;
+        gemm(b, yb, CUDA_R_32F, col, w->data, CUDA_R_32F, Cout, Lout, Cin * K, NULL);
+    }
+    if (bias && !h3_backend_failed(b))
+        ok(b, h3k_add_channel_bias(y->data, bias->data, B, Cout, Lout, c->stream), "conv1d: bias");
+    return 1;
+}
+
+static void cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                        int stride, int padding, int dilation, int groups) {
+    if (conv1d_gemm(b, y, x, w, bias, stride, padding, dilation, groups)) return;
+    ok(b, h3k_conv1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias), x->shape[0],
+                     x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2], stride, padding, dilation,
+                     groups, impl_of(b)->stream),
+       "conv1d");
+}
+
+static void cuda_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                                  const h3_tensor *bias, int stride, int padding) {
+    ok(b, h3k_conv_transpose1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias),
+                               x->shape[0], x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2],
+                               stride, padding, impl_of(b)->stream),
+       "conv_transpose1d");
+}
+
+static void cuda_upsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
+    ok(b, h3k_upsample1d(y->data, y->dtype, x->data, x->dtype, filter->data, filter->dtype,
+                         (int)h3_tensor_numel(filter), ratio, h3_tensor_rows(x), h3_tensor_cols(x),
+                         impl_of(b)->stream),
+       "upsample1d");
+}
+
+static void cuda_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
+    ok(b, h3k_downsample1d(y->data, y->dtype, x->data, x->dtype, filter->data, filter->dtype,
+                           (int)h3_tensor_numel(filter), ratio, h3_tensor_rows(x), h3_tensor_cols(x),
+                           h3_tensor_cols(y), impl_of(b)->stream),
+       "downsample1d");
+}
+
+static void cuda_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                            const h3_tensor *beta) {
+    ok(b, h3k_snake_beta(y->data, y->dtype, x->data, x->dtype, alpha->data, alpha->dtype, beta->data, beta->dtype,
+                         x->shape[0], x->shape[1], x->shape[2], impl_of(b)->stream),
+       "snake_beta");
+}
+
+/* y may alias x: the fused kernel reads neighbours of each output, so an
+ * in-place call goes through scratch. */
+static void cuda_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                                        const h3_tensor *beta, const h3_tensor *up_filter,
+                                        const h3_tensor *down_filter, int ratio) {
+    cuda_impl *c = impl_of(b);
+    void *out = y->data;
+    size_t bytes = h3_tensor_nbytes(y);
+    if (y->data == x->data && !(out = scratch(b, bytes))) return;
+    if (!ok(b, h3k_snake_beta_antialiased(out, y->dtype, x->data, x->dtype, alpha->data, alpha->dtype, beta->data,
+                                          beta->dtype, up_filter->data, up_filter->dtype,
+                                          (int)h3_tensor_numel(up_filter), down_filter->data, down_filter->dtype,
+                                          (int)h3_tensor_numel(down_filter), ratio, x->shape[0], x->shape[1],
+                                          x->shape[2], c->stream),
+            "snake_beta_antialiased"))
+        return;
+    if (out != y->data)
+        ok(b, cudaMemcpyAsync(y->data, out, bytes, cudaMemcpyDeviceToDevice, c->stream), "snake_beta_antialiased");
+}
+
+static void cuda_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
+    ok(b, h3k_clamp(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), lo, hi, impl_of(b)->stream), "clamp");
+}
+/* H3_CUDA_VAE_OPS_END */
+
+static const h3_backend_ops cuda_ops = {
+    .name = "cuda",
+    .compute_dtype = H3_BF16,
+    .destroy = cuda_destroy,
+    .weight_dtype = cuda_weight_dtype,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .synchronize = cuda_synchronize,
+    .linear = cuda_linear,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm = cuda_layer_norm,
+    .binary = cuda_binary,
+    .row_vector = cuda_row_vector,
+    .scale = cuda_scale,
+    .unary = cuda_unary,
+    .swiglu = cuda_swiglu,
+    .modulate = cuda_modulate,
+    .gated_residual = cuda_gated_residual,
+    .rope = cuda_rope,
+    .attention = cuda_attention,
+    .vsa_attention = cuda_vsa_attention, /* H3_CUDA_VSA */
+    .gather_rows = cuda_gather_rows,
+    .scatter_rows = cuda_scatter_rows,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .rms_norm_modulate = cuda_rms_norm_modulate,
+    .qk_norm_rope = cuda_qk_norm_rope,
+    .copy_view = cuda_copy_view,
+    .blend_view = cuda_blend_view,
+    .rgb8_from_planar = cuda_rgb8_from_planar,
+    .conv1d = cuda_conv1d,
+    .conv_transpose1d = cuda_conv_transpose1d,
+    .upsample1d = cuda_upsample1d,
+    .downsample1d = cuda_downsample1d,
+    .snake_beta = cuda_snake_beta,
+    .snake_beta_antialiased = cuda_snake_beta_antialiased,
+    .clamp = cuda_clamp,
+    /* H3_CUDA_OPS_TABLE_VAE */
+};
+
+/* ---- lifetime and extras ------------------------------------------------------------ */
+
+int h3_cuda_device_count(char *why, size_t why_size) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (why) snprintf(why, why_size, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, why_size, "no CUDA device");
+    return n;
+}
+
+static h3_cuda_attention_path attention_from_env(void) {
+    const char *e = getenv("H3_CUDA_ATTENTION");
+    if (!e || !*e) return H3_CUDA_ATTENTION_AUTO;
+    if (!strcasecmp(e, "wgmma")) return H3_CUDA_ATTENTION_WGMMA;
+    if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_ATTENTION_WGMMA_SIMPLE;
+    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_ATTENTION_WGMMA_FA3;
+    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_ATTENTION_WGMMA_FA3_S2;
+    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_ATTENTION_WGMMA_FA3_NOPP;
+    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_ATTENTION_WGMMA_FA3_LAZY;
+    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_ATTENTION_WGMMA_FA3_N176;
+    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_ATTENTION_WGMMA_FA3_N192;
+    if (!strcasecmp(e, "mma")) return H3_CUDA_ATTENTION_MMA;
+    if (!strcasecmp(e, "generic")) return H3_CUDA_ATTENTION_GENERIC;
+    return H3_CUDA_ATTENTION_AUTO;
+}
+
+h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status) {
+    *out = NULL;
+    char why[256];
+    int n = h3_cuda_device_count(why, sizeof why);
+    if (n == 0) return h3_fail(status, H3_ERR_DEVICE, "cuda backend: %s", why);
+    if (device < 0 || device >= n)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda backend: device %d of %d", device, n);
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess)
+        return h3_fail(status, H3_ERR_DEVICE, "cuda backend: device %d: %s", device, cudaGetErrorString(e));
+    int sm = prop.major * 10 + prop.minor;
+    /* Kernels are precompiled for sm_80 (runs on 8.x) and sm_90a (9.0 only). */
+    if (prop.major != 8 && sm != 90)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "cuda backend: %s is sm_%d; h3core's kernels are built for sm_80..sm_89 and sm_90a", prop.name,
+                       sm);
+    h3_backend *b = calloc(1, sizeof *b);
+    cuda_impl *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    }
+    c->device = device;
+    c->sm = sm;
+    snprintf(c->name, sizeof c->name, "%s", prop.name);
+    c->attention = attention_from_env();
+    const char *up = getenv("H3_CUDA_UPLOAD");
+    c->upload_mode = up && !strcmp(up, "pinned") ? UPLOAD_PINNED : up && !strcmp(up, "register") ? UPLOAD_REGISTER
+                                                                                               : UPLOAD_PAGEABLE;
+    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") ? atoi(getenv("H3_CUDA_VSA_PIPELINED")) : 0; /* H3_CUDA_VSA */
+    c->vsa_pipelined = c->vsa_pipelined < 0 || c->vsa_pipelined > 2 ? 1 : c->vsa_pipelined;
+    h3_backend_init(b, &cuda_ops, c);
+    b->chunk_min_size = (size_t)256 << 20;
+    const char *what = "stream";
+    e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        what = "workspace";
+        e = cudaMalloc(&c->workspace, WORKSPACE_BYTES);
+    }
+    if (e == cudaSuccess) {
+        what = "error word";
+        e = cudaMalloc((void **)&c->flag, sizeof(int));
+    }
+    if (e == cudaSuccess) e = cudaMemset(c->flag, 0, sizeof(int));
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (e == cudaSuccess) st = cublasLtCreate(&c->lt);
+    if (e != cudaSuccess || st != CUBLAS_STATUS_SUCCESS) {
+        h3_backend_destroy(b);
+        if (e != cudaSuccess)
+            return h3_fail(status, H3_ERR_DEVICE, "cuda backend: %s: %s", what, cudaGetErrorString(e));
+        return h3_fail(status, H3_ERR_DEVICE, "cuda backend: cublasLtCreate failed (status %d)", (int)st);
+    }
+    *out = b;
+    return H3_OK;
+}
+
+/* Exact mode: the same kernels on float32 weights (bf16/f16 files widen
+ * exactly) and float32 activations, GEMMs in true fp32 (no TF32), attention
+ * through the generic fp32 kernel. Slow and memory-hungry; it exists so that
+ * the GPU's kernels can be held to the float32 goldens at float32 tolerance,
+ * which separates a kernel bug from bf16 rounding. */
+h3_status_code h3_backend_cuda_create_exact(int device, h3_backend **out, h3_status *status) {
+    h3_status_code rc = h3_backend_cuda_create(device, out, status);
+    if (rc != H3_OK) return rc;
+    impl_of(*out)->exact = 1;
+    (*out)->compute_dtype = H3_F32;
+    return H3_OK;
+}
+
+int h3_backend_cuda_is_exact(h3_backend *b) { return impl_of(b)->exact; }
+
+void *h3_backend_cuda_stream(h3_backend *b) { return impl_of(b)->stream; }
+const char *h3_backend_cuda_device_name(h3_backend *b) { return impl_of(b)->name; }
+int h3_backend_cuda_sm(h3_backend *b) { return impl_of(b)->sm; }
+
+void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, float lo, float hi) {
+    if (h3_backend_failed(b) || !t || !t->data) return;
+    ok(b, h3k_fill_uniform(t->data, t->dtype, h3_tensor_numel(t), seed, lo, hi, impl_of(b)->stream),
+       "fill_uniform");
+}
+
+h3_cuda_attention_path h3_backend_cuda_set_attention_path(h3_backend *b, h3_cuda_attention_path path) {
+    cuda_impl *c = impl_of(b);
+    h3_cuda_attention_path old = c->attention;
+    c->attention = path;
+    return old;
+}
+
+const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, const h3_tensor *q,
+                                             const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads,
+                                             int head_dim, int causal) {
+    h3k_attention_args a;
+    attention_args(b, &a, (h3_tensor *)o, q, k, v, n_heads, n_kv_heads, head_dim, causal, 1.0f);
+    return h3k_attention_path_name(h3k_attention_path(&a));
+}
+
+/* H3_CUDA_VSA_BEGIN */
+/* The kernel-choosing fields of a VSA call, as this backend would fill them. */
+static h3k_vsa_args vsa_choice(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    cuda_impl *c = impl_of(b);
+    h3k_vsa_args a;
+    memset(&a, 0, sizeof a);
+    a.dt = (int)dtype;
+    a.head_dim = head_dim;
+    a.tile_elems = tile_elems;
+    a.path = (int)c->attention;
+    a.pipelined = c->vsa_pipelined;
+    a.sm = c->sm;
+    return a;
+}
+
+const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
+    return vsa_kernel_name(&a);
+}
+
+int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
+    cuda_impl *c = impl_of(b);
+    int old = c->vsa_pipelined;
+    c->vsa_pipelined = on < 0 || on > 2 ? 1 : on; /* 0 simple, 1 pipelined, 2 paired */
+    return old;
+}
+
+int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
+    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
+    return h3k_vsa_ctas_per_sm(&a);
+}
+
+h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; on && i < 4; i++)
+        if (!c->vsa_events[i] && cudaEventCreate(&c->vsa_events[i]) != cudaSuccess) {
+            cudaGetLastError();
+            c->vsa_events[i] = NULL;
+            return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_profile: cannot create CUDA events");
+        }
+    c->vsa_profile = on != 0;
+    return H3_OK;
+}
+
+h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    if (!c->vsa_profile || !c->vsa_valid)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "cuda vsa_stage_ms: no profiled vsa_attention call (turn h3_backend_cuda_vsa_profile on first)");
+    cudaError_t e = cudaEventSynchronize(c->vsa_events[3]);
+    for (int i = 0; e == cudaSuccess && i < 3; i++) e = cudaEventElapsedTime(&ms[i], c->vsa_events[i], c->vsa_events[i + 1]);
+    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_stage_ms: %s", cudaGetErrorString(e));
+    return H3_OK;
+}
+
+h3_status_code h3_backend_cuda_vsa_inspect(h3_backend *b, int32_t *lists, size_t lists_len, float *scores,
+                                           size_t scores_len, h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "cuda vsa_inspect: no vsa_attention results in the scratch (inspect right after the call, "
+                       "before any other op that uses scratch)");
+    const h3k_vsa_args *a = &c->vsa_last;
+    const int32_t *dl = NULL;
+    const float *ds = NULL;
+    h3k_vsa_results(a, &dl, &ds);
+    size_t n = (size_t)a->num_tiles, P = (size_t)a->num_prefix_tiles, H = (size_t)a->n_heads;
+    size_t want_l = dl ? H * (n - P) * (P + (size_t)a->topk) : 0, want_s = ds ? H * n * n : 0;
+    if (lists && lists_len != want_l)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu list entries, not %zu",
+                       want_l, lists_len);
+    if (scores && scores_len != want_s)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu scores, not %zu", want_s,
+                       scores_len);
+    cudaError_t e = cudaSuccess;
+    if (lists && want_l)
+        e = cudaMemcpyAsync(lists, dl, want_l * sizeof *lists, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess && scores && want_s)
+        e = cudaMemcpyAsync(scores, ds, want_s * sizeof *scores, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_inspect: %s", cudaGetErrorString(e));
+    return H3_OK;
+}
+/* H3_CUDA_VSA_END */

@@ -1,0 +1,69 @@
+/* h3_backend_cuda_bench.h - hooks of the CUDA backend that only
+ * benchmarks (tools/h3-bench) and the GPU tests use: which kernel a call
+ * runs, the experimental VSA consumers, the VSA scratch, stage timing and
+ * the fine kernel's probes. The product never calls these. Defined only
+ * when h3core is built with CUDA (H3_HAVE_CUDA). */
+#ifndef H3_BACKEND_CUDA_BENCH_H
+#define H3_BACKEND_CUDA_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cuda/h3_backend_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Name of the kernel an attention call with these arguments runs now. */
+const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, const h3_tensor *q,
+                                             const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads,
+                                             int head_dim, int causal);
+
+/* VSA-H3 (h3_op_vsa_attention). The kernel follows the
+ * attention setting above: wgmma on Hopper for bf16, head_dim 128 and
+ * 64-row tiles; mma.sync for bf16/f16, head_dim 64/128 and tiles of at most
+ * 64 rows; the generic kernel otherwise (H3_CUDA_ATTENTION=mma or generic
+ * forces the lower ones). Name of the kernel a call with these parameters
+ * runs now ("wgmma", "wgmma-pipelined", "wgmma-paired", "mma.sync", "generic"). */
+const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems);
+/* The Hopper VSA kernel's consumer: 0 (the default) one tile at a time,
+ * 1 FlashAttention-3's intra-warpgroup overlap (the softmax of tile j+1
+ * while P·V of tile j runs), 2 paired (two query tiles of a head a CTA,
+ * the union of their key lists streamed once; other values: 1).
+ * H3_CUDA_VSA_PIPELINED=1 or 2 in the environment sets it at creation.
+ * Returns the previous setting. */
+int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on);
+/* For tests and benchmarks: copies what the last h3_op_vsa_attention left in
+ * the backend's scratch to the host, when no op has used the scratch since
+ * (else an error). lists: the key-tile list of every video query tile,
+ * [n_heads][n − P][P + topk] int32 (the prefix tiles 0..P−1, then the top-k
+ * video tiles ascending); 0 entries for a dense call. scores: the coarse
+ * scores [n_heads][n][n] f32; 0 entries for a dense call without a gate.
+ * Either may be NULL; a length that differs from what the call left is an
+ * error that gives the right one. */
+h3_status_code h3_backend_cuda_vsa_inspect(h3_backend *b, int32_t *lists, size_t lists_len, float *scores,
+                                           size_t scores_len, h3_status *status);
+/* CTAs of the block-sparse kernel that fit on one SM (-1 when the query fails). */
+int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems);
+/* Stage timing (benchmarks): with profiling on, every later VSA call records
+ * CUDA events around its stages; h3_backend_cuda_vsa_stage_ms gives the last
+ * call's milliseconds (it waits for it): ms[0] slot table, tile means and
+ * images; ms[1] scores, selection and compressed branch; ms[2] the
+ * block-sparse kernel. */
+h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status);
+h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status);
+/* Benchmarks: where the Hopper block-sparse kernel's time goes. Re-runs a
+ * probe of the last VSA call's fine kernel reps times over what the call
+ * left in the scratch; *ms = the fastest. COPIES: its tile copies alone
+ * (same grid, stages and key lists, no math). MATH: its consumer alone (every
+ * listed tile's GEMMs and softmax over tiles already in shared memory, no
+ * copies). Neither writes anything. H3_ERR_UNSUPPORTED off the wgmma path. */
+typedef enum h3_cuda_vsa_probe { H3_CUDA_VSA_PROBE_COPIES = 0, H3_CUDA_VSA_PROBE_MATH = 1 } h3_cuda_vsa_probe;
+h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
+                                            h3_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,371 @@
+/* h3_vae.cu - kernels of the VAE decoders' ops: strided views, tile
+ * cross-fades and RGB packing (video), 1-D convolutions, anti-aliased
+ * resampling and SnakeBeta (the BigVGAN audio decoder).
+ *
+ * These are direct kernels written for exactness first: one thread per
+ * output element, float32 accumulation in the order of the op's formula
+ * (h3_backend.h), dtypes read and written through ld1/st1 so the same code
+ * serves the f16 video decoder and the f32 audio decoder. The fused
+ * SnakeBeta computes each upsampled sample where the downsampler needs it,
+ * so the 2×-rate signal never reaches device memory. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "backend/cuda/kernels/h3_kernels.h"
+
+namespace {
+
+__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
+    switch (dt) {
+    case H3K_F32: return ((const float *)p)[i];
+    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case H3K_F16: return __half2float(((const __half *)p)[i]);
+    default: return (float)((const int32_t *)p)[i];
+    }
+}
+
+__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
+    switch (dt) {
+    case H3K_F32: ((float *)p)[i] = v; break;
+    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    case H3K_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    default: ((int32_t *)p)[i] = (int32_t)v; break;
+    }
+}
+
+/* v rounded to dtype dt and back (torch computes in the tensor's dtype). */
+__device__ __forceinline__ float round_to(int dt, float v) {
+    if (dt == H3K_BF16) return __bfloat162float(__float2bfloat16_rn(v));
+    if (dt == H3K_F16) return __half2float(__float2half_rn(v));
+    return v;
+}
+
+const int kThreads = 256;
+
+inline unsigned grid_for(int64_t n) {
+    int64_t g = (n + kThreads - 1) / kThreads;
+    if (g < 1) g = 1;
+    if (g > 65535) g = 65535;
+    return (unsigned)g;
+}
+
+#define GRID_STRIDE(i, count)                                                              \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (count);        \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* Element offsets of linear index i (last dim fastest) in up to three views
+ * of one shape; axis_idx gets the index along `axis`. */
+__device__ __forceinline__ void view_offsets(int64_t i, const h3k_view &v0, const h3k_view *v1, const h3k_view *v2,
+                                             int axis, int64_t *o0, int64_t *o1, int64_t *o2, int64_t *axis_idx) {
+    int64_t a = v0.offset, b = v1 ? v1->offset : 0, c = v2 ? v2->offset : 0, ax = 0;
+    for (int d = v0.ndim - 1; d >= 0; d--) {
+        int64_t n = v0.shape[d], k = i % n;
+        i /= n;
+        a += k * v0.stride[d];
+        if (v1) b += k * v1->stride[d];
+        if (v2) c += k * v2->stride[d];
+        if (d == axis) ax = k;
+    }
+    *o0 = a;
+    if (o1) *o1 = b;
+    if (o2) *o2 = c;
+    if (axis_idx) *axis_idx = ax;
+}
+
+__global__ void k_copy_view(void *dst, h3k_view dv, const void *src, h3k_view sv, int elem, int64_t n) {
+    GRID_STRIDE(i, n) {
+        int64_t od, os;
+        view_offsets(i, dv, &sv, nullptr, -1, &od, &os, nullptr, nullptr);
+        if (elem == 4) ((uint32_t *)dst)[od] = ((const uint32_t *)src)[os];
+        else ((uint16_t *)dst)[od] = ((const uint16_t *)src)[os];
+    }
+}
+
+__global__ void k_blend_view(void *dst, h3k_view dv, const void *a, h3k_view av, const void *x, h3k_view xv, int dt,
+                             int axis, int extent, int64_t n) {
+    GRID_STRIDE(i, n) {
+        int64_t od, oa, ox, k;
+        view_offsets(i, dv, &av, &xv, axis, &od, &oa, &ox, &k);
+        float wx = round_to(dt, (float)k / (float)extent), wa = round_to(dt, 1.0f - wx);
+        float ta = round_to(dt, __fmul_rn(ld1(a, dt, oa), wa)), tx = round_to(dt, __fmul_rn(ld1(x, dt, ox), wx));
+        st1(dst, dt, od, __fadd_rn(ta, tx));
+    }
+}
+
+/* dst bytes ((f·H + y)·W + x)·C + c of frames [frame0, frame0 + nframes). */
+__global__ void k_rgb8(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t HW, int64_t frame0,
+                       int64_t nframes, h3k_rgb_norm norm) {
+    int64_t n = nframes * HW * C;
+    GRID_STRIDE(i, n) {
+        int64_t c = i % C, p = (i / C) % HW, f = i / (C * HW);
+        float v = __fmul_rn(ld1(src, dt, (c * F + frame0 + f) * HW + p), norm.std[c]);
+        v = __fadd_rn(v, norm.mean[c]);
+        v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        v = rintf(__fmul_rn(v, 255.0f)); /* half to even */
+        dst[i] = v == v ? (uint8_t)v : 0;
+    }
+}
+
+/* ---- 1-D convolutions ---------------------------------------------------------------- */
+
+/* y[b, co, t] for CO consecutive output channels of one group per thread:
+ * each input sample is loaded once for CO multiply-adds. */
+template <int CO>
+__global__ void k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
+                         int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride, int padding,
+                         int dilation, int groups) {
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t co0 = (int64_t)blockIdx.y * CO, b = blockIdx.z;
+    int64_t cin_g = Cin / groups, cout_g = Cout / groups, g = co0 / cout_g;
+    float acc[CO];
+#pragma unroll
+    for (int c = 0; c < CO; c++) acc[c] = bias ? ld1(bias, bdt, co0 + c) : 0.0f;
+    if (t >= Lout) return;
+    for (int64_t ci = 0; ci < cin_g; ci++) {
+        int64_t xrow = (b * Cin + g * cin_g + ci) * Lin;
+        for (int k = 0; k < K; k++) {
+            int64_t pos = t * stride + (int64_t)k * dilation - padding;
+            if (pos < 0 || pos >= Lin) continue;
+            float xv = ld1(x, xdt, xrow + pos);
+#pragma unroll
+            for (int c = 0; c < CO; c++) acc[c] += ld1(w, wdt, ((co0 + c) * cin_g + ci) * K + k) * xv;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < CO; c++) st1(y, ydt, (b * Cout + co0 + c) * Lout + t, acc[c]);
+}
+
+/* y[b, co, p] = bias + Σ_ci Σ_k x[b, ci, m]·w[ci, co, k] over m·stride − padding + k = p. */
+template <int CO>
+__global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt,
+                                   const void *bias, int bdt, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout,
+                                   int K, int stride, int padding) {
+    int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t co0 = (int64_t)blockIdx.y * CO, b = blockIdx.z;
+    if (p >= Lout) return;
+    float acc[CO];
+#pragma unroll
+    for (int c = 0; c < CO; c++) acc[c] = bias ? ld1(bias, bdt, co0 + c) : 0.0f;
+    for (int k = 0; k < K; k++) {
+        int64_t q = p + padding - k;
+        if (q < 0 || q % stride) continue;
+        int64_t m = q / stride;
+        if (m >= Lin) continue;
+        for (int64_t ci = 0; ci < Cin; ci++) {
+            float xv = ld1(x, xdt, (b * Cin + ci) * Lin + m);
+#pragma unroll
+            for (int c = 0; c < CO; c++) acc[c] += xv * ld1(w, wdt, (ci * Cout + co0 + c) * K + k);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < CO; c++) st1(y, ydt, (b * Cout + co0 + c) * Lout + p, acc[c]);
+}
+
+/* ---- resampling and SnakeBeta ------------------------------------------------------------ */
+
+/* Sample n of UpSample1d(row x[0, L)), h3_op_upsample1d's formula. */
+__device__ __forceinline__ float upsample_at(const void *x, int xdt, int64_t row0, int64_t L, const void *f, int fdt,
+                                             int K, int ratio, int64_t n) {
+    int64_t p = K / ratio - 1, off = p * ratio + (K - ratio) / 2, Lp = L + 2 * p, j = n + off;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int64_t jk = j - k;
+        if (jk < 0 || jk % ratio) continue;
+        int64_t m = jk / ratio;
+        if (m >= Lp) continue;
+        int64_t s = m - p;
+        s = s < 0 ? 0 : s >= L ? L - 1 : s;
+        acc += ((float)ratio * ld1(f, fdt, k)) * ld1(x, xdt, row0 + s);
+    }
+    return acc;
+}
+
+__global__ void k_upsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio,
+                             int64_t rows, int64_t L) {
+    int64_t Lr = L * ratio;
+    GRID_STRIDE(i, rows * Lr) {
+        int64_t r = i / Lr, n = i - r * Lr;
+        st1(y, ydt, i, upsample_at(x, xdt, r * L, L, f, fdt, K, ratio, n));
+    }
+}
+
+__global__ void k_downsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio,
+                               int64_t rows, int64_t L, int64_t Lout) {
+    int64_t left = K / 2 - (K % 2 == 0);
+    GRID_STRIDE(i, rows * Lout) {
+        int64_t r = i / Lout, n = i - r * Lout;
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++) {
+            int64_t s = n * ratio + k - left;
+            s = s < 0 ? 0 : s >= L ? L - 1 : s;
+            acc += ld1(f, fdt, k) * ld1(x, xdt, r * L + s);
+        }
+        st1(y, ydt, i, acc);
+    }
+}
+
+__device__ __forceinline__ float snake(float v, float a, float inv) {
+    float s = sinf(a * v);
+    return v + inv * (s * s);
+}
+
+__global__ void k_snake_beta(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt, const void *beta,
+                             int bdt, int64_t C, int64_t L, int64_t n) {
+    GRID_STRIDE(i, n) {
+        int64_t c = (i / L) % C;
+        float a = expf(ld1(alpha, adt, c)), inv = 1.0f / (expf(ld1(beta, bdt, c)) + 1e-9f);
+        st1(y, ydt, i, snake(ld1(x, xdt, i), a, inv));
+    }
+}
+
+/* BigVGAN Activation1d: downsample(snake(upsample(x))), the 2×-rate signal
+ * computed where each output tap needs it. y != x (the caller stages). */
+__global__ void k_snake_antialiased(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt,
+                                    const void *beta, int bdt, const void *fu, int fudt, int Ku, const void *fd,
+                                    int fddt, int Kd, int ratio, int64_t C, int64_t L, int64_t n) {
+    int64_t Lr = L * ratio, left = Kd / 2 - (Kd % 2 == 0);
+    GRID_STRIDE(i, n) {
+        int64_t r = i / L, t = i - r * L, c = r % C;
+        float a = expf(ld1(alpha, adt, c)), inv = 1.0f / (expf(ld1(beta, bdt, c)) + 1e-9f);
+        float acc = 0.0f;
+        for (int k = 0; k < Kd; k++) {
+            int64_t j = t * ratio + k - left;
+            j = j < 0 ? 0 : j >= Lr ? Lr - 1 : j;
+            acc += ld1(fd, fddt, k) * snake(upsample_at(x, xdt, r * L, L, fu, fudt, Ku, ratio, j), a, inv);
+        }
+        st1(y, ydt, i, acc);
+    }
+}
+
+int launched() { return (int)cudaGetLastError(); }
+
+} /* namespace */
+
+extern "C" int h3k_copy_view(void *dst, const h3k_view *dv, const void *src, const h3k_view *sv, int elem_size,
+                             cudaStream_t stream) {
+    int64_t n = 1;
+    for (int d = 0; d < dv->ndim; d++) n *= dv->shape[d];
+    if (n <= 0) return 0;
+    if (elem_size != 2 && elem_size != 4) return (int)cudaErrorInvalidValue;
+    k_copy_view<<<grid_for(n), kThreads, 0, stream>>>(dst, *dv, src, *sv, elem_size, n);
+    return launched();
+}
+
+extern "C" int h3k_blend_view(void *dst, const h3k_view *dv, const void *a, const h3k_view *av, const void *x,
+                              const h3k_view *xv, int dt, int axis, int extent, cudaStream_t stream) {
+    int64_t n = 1;
+    for (int d = 0; d < dv->ndim; d++) n *= dv->shape[d];
+    if (n <= 0) return 0;
+    k_blend_view<<<grid_for(n), kThreads, 0, stream>>>(dst, *dv, a, *av, x, *xv, dt, axis, extent, n);
+    return launched();
+}
+
+extern "C" int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t H, int64_t W,
+                                    int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, cudaStream_t stream) {
+    int64_t n = nframes * H * W * C;
+    if (n <= 0) return 0;
+    k_rgb8<<<grid_for(n), kThreads, 0, stream>>>(dst, src, dt, C, F, H * W, frame0, nframes, *norm);
+    return launched();
+}
+
+/* The GEMM path of conv1d (float32, groups 1): col[t][ci·K + k] = x[ci, t·stride + k·dilation − padding]
+ * (0 outside) for one batch item, [Lout, Cin·K] row-major, so that y_b = w · colᵀ is one GEMM. */
+__global__ void k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride,
+                           int padding, int dilation) {
+    int64_t CK = Cin * K;
+    GRID_STRIDE(i, Lout * CK) {
+        int64_t t = i / CK, r = i - t * CK, ci = r / K;
+        int64_t pos = t * stride + (r - ci * K) * dilation - padding;
+        col[i] = pos >= 0 && pos < Lin ? x[ci * Lin + pos] : 0.0f;
+    }
+}
+
+/* y[b, c, t] += bias[c] over y [B, C, L] float32. */
+__global__ void k_add_channel_bias(float *y, const float *bias, int64_t C, int64_t L, int64_t n) {
+    GRID_STRIDE(i, n) y[i] += bias[(i / L) % C];
+}
+
+extern "C" int h3k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride,
+                            int padding, int dilation, cudaStream_t stream) {
+    if (Lout <= 0 || Cin <= 0 || K <= 0) return 0;
+    k_im2col1d<<<grid_for(Lout * Cin * K), kThreads, 0, stream>>>(col, x, Cin, Lin, Lout, K, stride, padding,
+                                                                    dilation);
+    return launched();
+}
+
+extern "C" int h3k_add_channel_bias(float *y, const float *bias, int64_t B, int64_t C, int64_t L,
+                                    cudaStream_t stream) {
+    int64_t n = B * C * L;
+    if (n <= 0) return 0;
+    k_add_channel_bias<<<grid_for(n), kThreads, 0, stream>>>(y, bias, C, L, n);
+    return launched();
+}
+
+extern "C" int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
+                          int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride,
+                          int padding, int dilation, int groups, cudaStream_t stream) {
+    if (B <= 0 || Cout <= 0 || Lout <= 0) return 0;
+    int64_t cout_g = Cout / groups;
+    dim3 grid((unsigned)((Lout + 127) / 128), 1, (unsigned)B);
+    if (cout_g % 8 == 0) {
+        grid.y = (unsigned)(Cout / 8);
+        k_conv1d<8><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K, stride,
+                                               padding, dilation, groups);
+    } else {
+        grid.y = (unsigned)Cout;
+        k_conv1d<1><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K, stride,
+                                               padding, dilation, groups);
+    }
+    return launched();
+}
+
+extern "C" int h3k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt,
+                                    const void *bias, int bdt, int64_t B, int64_t Cin, int64_t Lin, int64_t Cout,
+                                    int64_t Lout, int K, int stride, int padding, cudaStream_t stream) {
+    if (B <= 0 || Cout <= 0 || Lout <= 0) return 0;
+    dim3 grid((unsigned)((Lout + 127) / 128), 1, (unsigned)B);
+    if (Cout % 8 == 0) {
+        grid.y = (unsigned)(Cout / 8);
+        k_conv_transpose1d<8><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K,
+                                                         stride, padding);
+    } else {
+        grid.y = (unsigned)Cout;
+        k_conv_transpose1d<1><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K,
+                                                         stride, padding);
+    }
+    return launched();
+}
+
+extern "C" int h3k_upsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio,
+                              int64_t rows, int64_t L, cudaStream_t stream) {
+    if (rows <= 0 || L <= 0) return 0;
+    k_upsample1d<<<grid_for(rows * L * ratio), kThreads, 0, stream>>>(y, ydt, x, xdt, f, fdt, K, ratio, rows, L);
+    return launched();
+}
+
+extern "C" int h3k_downsample1d(void *y, int ydt, const void *x, int xdt, const void *f, int fdt, int K, int ratio,
+                                int64_t rows, int64_t L, int64_t Lout, cudaStream_t stream) {
+    if (rows <= 0 || Lout <= 0) return 0;
+    k_downsample1d<<<grid_for(rows * Lout), kThreads, 0, stream>>>(y, ydt, x, xdt, f, fdt, K, ratio, rows, L, Lout);
+    return launched();
+}
+
+extern "C" int h3k_snake_beta(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt, const void *beta,
+                              int bdt, int64_t B, int64_t C, int64_t L, cudaStream_t stream) {
+    int64_t n = B * C * L;
+    if (n <= 0) return 0;
+    k_snake_beta<<<grid_for(n), kThreads, 0, stream>>>(y, ydt, x, xdt, alpha, adt, beta, bdt, C, L, n);
+    return launched();
+}
+
+extern "C" int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt,
+                                          const void *beta, int bdt, const void *up, int updt, int Ku,
+                                          const void *down, int downdt, int Kd, int ratio, int64_t B, int64_t C,
+                                          int64_t L, cudaStream_t stream) {
+    int64_t n = B * C * L;
+    if (n <= 0) return 0;
+    k_snake_antialiased<<<grid_for(n), kThreads, 0, stream>>>(y, ydt, x, xdt, alpha, adt, beta, bdt, up, updt, Ku,
+                                                              down, downdt, Kd, ratio, C, L, n);
+    return launched();
+}

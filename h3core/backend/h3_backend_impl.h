@@ -1,0 +1,116 @@
+/* h3_backend_impl.h - what a backend implements. Private to h3core.
+ *
+ * h3_backend.c validates every op's shapes and dtypes once, then calls the
+ * backend through this table; a backend may assume valid arguments. */
+#ifndef H3_BACKEND_IMPL_H
+#define H3_BACKEND_IMPL_H
+
+#include "backend/h3_backend.h"
+
+typedef struct h3_backend_ops {
+    const char *name;
+    h3_dtype compute_dtype;
+    void (*destroy)(h3_backend *b);
+    /* Storage dtype of a weight of this kind on this backend. */
+    h3_dtype (*weight_dtype)(h3_backend *b, h3_weight_type type, h3_dtype file_dtype);
+    void *(*alloc)(h3_backend *b, size_t bytes); /* NULL on failure */
+    void (*free)(h3_backend *b, void *p);
+    /* Raw byte copies; return 0 on success. */
+    int (*upload)(h3_backend *b, void *dst, const void *src, size_t bytes);
+    int (*download)(h3_backend *b, void *dst, const void *src, size_t bytes);
+    int (*synchronize)(h3_backend *b);
+
+    void (*linear)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
+    void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);
+    void (*layer_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       float eps);
+    /* op: 0 add, 1 mul */
+    void (*binary)(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x0, const h3_tensor *x1);
+    /* op: 0 mul, 1 add */
+    void (*row_vector)(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x, const h3_tensor *v);
+    void (*scale)(h3_backend *b, h3_tensor *y, const h3_tensor *x, float alpha);
+    /* op: 0 silu, 1 gelu exact, 2 gelu tanh */
+    void (*unary)(h3_backend *b, int op, h3_tensor *y, const h3_tensor *x);
+    void (*swiglu)(h3_backend *b, h3_tensor *y, const h3_tensor *u, int value_first);
+    void (*modulate)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *shift, const h3_tensor *scale,
+                     const h3_tensor *sel);
+    void (*gated_residual)(h3_backend *b, h3_tensor *x, const h3_tensor *gate, const h3_tensor *y,
+                           const h3_tensor *sel);
+    void (*rope)(h3_backend *b, h3_tensor *x, const h3_tensor *cos, const h3_tensor *sin, int n_heads, int head_dim,
+                 int rot_dim);
+    void (*attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                      int n_heads, int n_kv_heads, int head_dim, int causal, float scale);
+    /* H3_IMPL_VSA: NULL when the backend has no VSA-H3 kernel. */
+    void (*vsa_attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                          const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
+    void (*gather_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
+    void (*scatter_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
+    void (*copy)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
+    void (*fill)(h3_backend *b, h3_tensor *dst, float value);
+    /* Fused ops; NULL: h3_backend.c runs the unfused sequence. */
+    void (*rms_norm_modulate)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
+                              const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel);
+    void (*qk_norm_rope)(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
+                         const h3_tensor *sin, int n_heads, int head_dim, int rot_dim);
+
+    /* Subsystem ops: each block is owned by one subsystem file. */
+    /* H3_IMPL_VIDEO_VAE_BEGIN */
+    void (*copy_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
+    void (*blend_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                       const h3_tensor *x, const h3_view *xv, int axis, int extent);
+    /* mean/std hold C = src->shape[0] values. */
+    void (*rgb8_from_planar)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
+                             const float *mean, const float *std);
+    /* H3_IMPL_VIDEO_VAE_END */
+    /* H3_IMPL_AUDIO_VAE_BEGIN */
+    void (*conv1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                   int stride, int padding, int dilation, int groups);
+    void (*conv_transpose1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                             const h3_tensor *bias, int stride, int padding);
+    void (*upsample1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+    void (*downsample1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+    void (*snake_beta)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                       const h3_tensor *beta);
+    void (*snake_beta_antialiased)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                                   const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
+                                   int ratio);
+    void (*clamp)(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi);
+    /* H3_IMPL_AUDIO_VAE_END */
+} h3_backend_ops;
+
+typedef struct h3_arena_chunk {
+    void *data;
+    size_t size;
+} h3_arena_chunk;
+
+struct h3_backend {
+    const h3_backend_ops *ops;
+    void *impl;
+    h3_dtype compute_dtype; /* ops->compute_dtype unless the backend chose another (CUDA's exact mode) */
+    h3_status error; /* sticky: first error wins */
+    /* activation arena */
+    h3_arena_chunk *chunks;
+    int n_chunks, cur_chunk;
+    size_t cur_offset;
+    size_t high_water, in_use;
+    size_t chunk_min_size;
+};
+
+/* For backends: set the sticky error if none is set yet. */
+void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+int h3_backend_failed(const h3_backend *b);
+/* Common initialisation of the struct (arena, error). */
+void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
+
+/* H3_CPU_VSA_BEGIN: the CPU backend's VSA-H3 op lives in
+ * h3_backend_cpu_vsa.c; it borrows the CPU backend's kept scratch buffer. */
+float *h3_cpu_scratch(h3_backend *b, size_t n_floats);
+void h3_cpu_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                          const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
+/* H3_CPU_VSA_END */
+
+#endif

@@ -1,0 +1,608 @@
+/* h3_audio_vae.c - the audio VAE decoder: dec_in_proj, then BigVGAN.
+ *
+ *   z [2, 32, Na] -> dec_in_proj (k1) -> conv_pre (k7)
+ *   -> per stage: ConvTranspose1d (×rate), then the mean of the AMP blocks
+ *   -> anti-aliased SnakeBeta -> conv_post (k7, 1 channel) -> clamp [-1, 1]
+ *
+ * An AMP block runs, per dilation d: x += conv2(act(conv1_d(act(x)))), each
+ * act being upsample ×2 -> SnakeBeta -> downsample ×2. Everything is float32
+ * (the reference decodes in pure fp32). Weight norm w = g·v/‖v‖ (norm over
+ * all dims but 0: per output channel for Conv1d, per input channel for
+ * ConvTranspose1d, whose weight is [Cin, Cout, K]) is folded once here. */
+#include "model/h3_audio_vae.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/h3_config.h"
+#include "base/h3_safetensors.h"
+
+#define FILTER_TAPS 12 /* Kaiser-sinc resampling filter of every activation */
+#define ACT_RATIO 2
+
+typedef struct conv {
+    h3_tensor w, bias; /* bias.data == NULL when the conv has none */
+} conv;
+
+typedef struct snake_act {
+    h3_tensor alpha, beta, up_filter, down_filter;
+} snake_act;
+
+typedef struct amp_block {
+    int kernel, n_dilations;
+    const int *dilations;
+    conv convs1[H3_AUDIO_VAE_MAX_DILATIONS], convs2[H3_AUDIO_VAE_MAX_DILATIONS];
+    snake_act acts1[H3_AUDIO_VAE_MAX_DILATIONS], acts2[H3_AUDIO_VAE_MAX_DILATIONS];
+} amp_block;
+
+struct h3_audio_vae {
+    h3_backend *b;
+    h3_audio_vae_config cfg;
+    conv in_proj, conv_pre, ups[H3_AUDIO_VAE_MAX_STAGES], conv_post;
+    amp_block *blocks; /* n_stages × n_kernels, resblocks.{s·n_kernels + j} */
+    snake_act act_post;
+};
+
+/* ---- config ----------------------------------------------------------------------- */
+
+static h3_status_code int_in_range(const h3_config *c, const char *key, int lo, int hi, int *out, h3_status *status) {
+    int64_t v;
+    h3_status_code rc = h3_config_int(c, key, &v, status);
+    if (rc != H3_OK) return rc;
+    if (v < lo || v > hi)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld is outside [%d, %d]", h3_config_path(c), key,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return H3_OK;
+}
+
+static h3_status_code int_list(const h3_config *c, const char *key, int max, int *out, int *n, h3_status *status) {
+    int64_t v[64];
+    h3_status_code rc = h3_config_int_array(c, key, v, max < 64 ? max : 64, n, status);
+    if (rc != H3_OK) return rc;
+    for (int i = 0; i < *n; i++) {
+        if (v[i] < 1 || v[i] > 1 << 16)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\"[%d] = %lld is out of range", h3_config_path(c), key, i,
+                           (long long)v[i]);
+        out[i] = (int)v[i];
+    }
+    return H3_OK;
+}
+
+/* resblock_dilation_sizes is a list of lists, which h3_config does not read. */
+static h3_status_code read_dilations(const char *path, h3_audio_vae_config *cfg, h3_status *status) {
+    JsonParser *parser = json_parser_new();
+    GError *err = NULL;
+    h3_status_code rc = H3_OK;
+    if (!json_parser_load_from_file(parser, path, &err)) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
+        g_error_free(err);
+        g_object_unref(parser);
+        return rc;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    JsonObject *obj = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+    JsonNode *node = obj ? json_object_get_member(obj, "resblock_dilation_sizes") : NULL;
+    if (!node || !JSON_NODE_HOLDS_ARRAY(node)) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: \"resblock_dilation_sizes\" is missing or not a list", path);
+        goto done;
+    }
+    JsonArray *outer = json_node_get_array(node);
+    if ((int)json_array_get_length(outer) != cfg->n_kernels) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: \"resblock_dilation_sizes\" has %u lists for %d resblock kernels",
+                     path, json_array_get_length(outer), cfg->n_kernels);
+        goto done;
+    }
+    for (int j = 0; j < cfg->n_kernels; j++) {
+        JsonNode *e = json_array_get_element(outer, (guint)j);
+        JsonArray *inner = JSON_NODE_HOLDS_ARRAY(e) ? json_node_get_array(e) : NULL;
+        int n = inner ? (int)json_array_get_length(inner) : 0;
+        if (n < 1 || n > H3_AUDIO_VAE_MAX_DILATIONS) {
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: \"resblock_dilation_sizes\"[%d] must be a list of 1..%d integers",
+                         path, j, H3_AUDIO_VAE_MAX_DILATIONS);
+            goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            JsonNode *d = json_array_get_element(inner, (guint)i);
+            if (!JSON_NODE_HOLDS_VALUE(d) || json_node_get_value_type(d) != G_TYPE_INT64 ||
+                json_node_get_int(d) < 1 || json_node_get_int(d) > 1024) {
+                rc = h3_fail(status, H3_ERR_FORMAT, "%s: \"resblock_dilation_sizes\"[%d][%d] is not a dilation", path,
+                             j, i);
+                goto done;
+            }
+            cfg->dilations[j][i] = (int)json_node_get_int(d);
+        }
+        cfg->n_dilations[j] = n;
+    }
+done:
+    g_object_unref(parser);
+    return rc;
+}
+
+static h3_status_code read_latent_stats(const h3_config *c, h3_audio_vae_config *cfg, h3_status *status) {
+    int n;
+    h3_status_code rc = h3_config_double_array(c, "latents_mean", cfg->latents_mean, H3_AUDIO_VAE_MAX_LATENT_CHANNELS,
+                                               &n, status);
+    if (rc != H3_OK) return rc;
+    if (n != cfg->latent_channels)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"latents_mean\" has %d values for %d latent channels",
+                       h3_config_path(c), n, cfg->latent_channels);
+    rc = h3_config_double_array(c, "latents_std", cfg->latents_std, H3_AUDIO_VAE_MAX_LATENT_CHANNELS, &n, status);
+    if (rc != H3_OK) return rc;
+    if (n != cfg->latent_channels)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"latents_std\" has %d values for %d latent channels",
+                       h3_config_path(c), n, cfg->latent_channels);
+    return H3_OK;
+}
+
+/* diffusers layout: everything is in config.json. */
+static h3_status_code config_diffusers(const h3_config *c, h3_audio_vae_config *cfg, h3_status *status) {
+    h3_status_code rc;
+    int n;
+    if ((rc = int_in_range(c, "sampling_rate", 1, 1 << 22, &cfg->sample_rate, status)) != H3_OK ||
+        (rc = int_in_range(c, "latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS, &cfg->latent_channels,
+                           status)) != H3_OK ||
+        (rc = int_in_range(c, "latent_dim", 1, 1 << 16, &cfg->latent_dim, status)) != H3_OK ||
+        (rc = int_in_range(c, "decoder_dim", 1, 1 << 16, &cfg->decoder_dim, status)) != H3_OK ||
+        (rc = int_list(c, "decoder_rates", H3_AUDIO_VAE_MAX_STAGES, cfg->rates, &cfg->n_stages, status)) != H3_OK ||
+        (rc = int_list(c, "decoder_kernel_sizes", H3_AUDIO_VAE_MAX_STAGES, cfg->kernel_sizes, &n, status)) != H3_OK)
+        return rc;
+    if (n != cfg->n_stages)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: %d decoder_kernel_sizes for %d decoder_rates", h3_config_path(c), n,
+                       cfg->n_stages);
+    rc = int_list(c, "resblock_kernel_sizes", H3_AUDIO_VAE_MAX_KERNELS, cfg->resblock_kernels, &cfg->n_kernels,
+                  status);
+    if (rc != H3_OK) return rc;
+    rc = read_dilations(h3_config_path(c), cfg, status);
+    if (rc != H3_OK) return rc;
+    if (h3_config_has(c, "encoder_rates")) { /* the reference refuses a VAE whose hops differ */
+        int enc[64], ne;
+        int64_t hop = 1;
+        rc = int_list(c, "encoder_rates", 64, enc, &ne, status);
+        if (rc != H3_OK) return rc;
+        for (int i = 0; i < ne; i++) hop *= enc[i];
+        int64_t dec = 1;
+        for (int i = 0; i < cfg->n_stages; i++) dec *= cfg->rates[i];
+        if (hop != dec)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_rates upsample by %lld but encoder_rates hop is %lld",
+                           h3_config_path(c), (long long)dec, (long long)hop);
+    }
+    return read_latent_stats(c, cfg, status);
+}
+
+/* Native FL2VA layout: config.json holds the latent statistics, metadata.json
+ * the DacAudioVAE kwargs; the BigVGAN tables are fixed per sample rate in the
+ * original dac_audio_vae.py (only 16 kHz and 32 kHz exist). */
+static h3_status_code config_native(const h3_config *c, const char *meta_path, h3_audio_vae_config *cfg,
+                                    h3_status *status) {
+    static const int rates16[] = {5, 5, 2, 2, 2, 2}, kernels16[] = {9, 9, 4, 4, 4, 4};
+    static const int rates32[] = {5, 5, 2, 2, 2, 2, 2}, kernels32[] = {9, 9, 4, 4, 4, 4, 4};
+    h3_config *m = NULL;
+    h3_status_code rc = h3_config_load(meta_path, &m, status);
+    if (rc != H3_OK) return rc;
+    const char *type = NULL;
+    int meta_channels, n_meta_rates, meta_rates[H3_AUDIO_VAE_MAX_STAGES];
+    if ((rc = int_in_range(c, "latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS, &cfg->latent_channels,
+                           status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.sample_rate", 1, 1 << 22, &cfg->sample_rate, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.latent_dim", 1, 1 << 16, &cfg->latent_dim, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.decoder_dim", 1, 1 << 16, &cfg->decoder_dim, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.vae_latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS,
+                           &meta_channels, status)) != H3_OK ||
+        (rc = int_list(m, "metadata.kwargs.decoder_rates", H3_AUDIO_VAE_MAX_STAGES, meta_rates, &n_meta_rates,
+                       status)) != H3_OK ||
+        (rc = h3_config_string(m, "metadata.kwargs.decoder_type", &type, status)) != H3_OK)
+        goto done;
+    if (strcmp(type, "bigvgan") != 0) {
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: decoder_type \"%s\" (only \"bigvgan\" exists)", meta_path, type);
+        goto done;
+    }
+    if (meta_channels != cfg->latent_channels) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: vae_latent_channels %d differs from latent_channels %d in %s",
+                     meta_path, meta_channels, cfg->latent_channels, h3_config_path(c));
+        goto done;
+    }
+    const int *rates, *kernels;
+    if (cfg->sample_rate == 16000) {
+        rates = rates16, kernels = kernels16, cfg->n_stages = 6;
+    } else if (cfg->sample_rate == 32000) {
+        rates = rates32, kernels = kernels32, cfg->n_stages = 7;
+    } else {
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: sample_rate %d has no BigVGAN table (16000 or 32000)",
+                     meta_path, cfg->sample_rate);
+        goto done;
+    }
+    /* The original ignores decoder_rates in favour of its table; refuse a
+     * metadata that disagrees rather than guess which one was meant. */
+    int same = n_meta_rates == cfg->n_stages;
+    for (int i = 0; same && i < n_meta_rates; i++) same = meta_rates[i] == rates[i];
+    if (!same) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: decoder_rates differ from the BigVGAN table of %d Hz", meta_path,
+                     cfg->sample_rate);
+        goto done;
+    }
+    memcpy(cfg->rates, rates, (size_t)cfg->n_stages * sizeof *rates);
+    memcpy(cfg->kernel_sizes, kernels, (size_t)cfg->n_stages * sizeof *kernels);
+    cfg->n_kernels = 3;
+    for (int j = 0; j < 3; j++) {
+        cfg->resblock_kernels[j] = 3 + 4 * j; /* 3, 7, 11 */
+        cfg->n_dilations[j] = 3;
+        cfg->dilations[j][0] = 1, cfg->dilations[j][1] = 3, cfg->dilations[j][2] = 5;
+    }
+    rc = read_latent_stats(c, cfg, status);
+done:
+    h3_config_free(m);
+    return rc;
+}
+
+/* The shape rules the loader and decoder rely on. */
+static h3_status_code config_validate(const char *path, h3_audio_vae_config *cfg, h3_status *status) {
+    if (cfg->n_stages < 1) return h3_fail(status, H3_ERR_FORMAT, "%s: no decoder_rates", path);
+    if (cfg->n_kernels < 1) return h3_fail(status, H3_ERR_FORMAT, "%s: no resblock_kernel_sizes", path);
+    int64_t hop = 1;
+    for (int s = 0; s < cfg->n_stages; s++) {
+        int r = cfg->rates[s], k = cfg->kernel_sizes[s];
+        /* ConvTranspose1d with padding (k−r)/2 gives exactly L·r samples only
+         * when k − r is even and non-negative. */
+        if (k < r || (k - r) % 2 != 0)
+            return h3_fail(status, H3_ERR_UNSUPPORTED,
+                           "%s: stage %d has kernel %d and rate %d (needs kernel >= rate, same parity)", path, s, k, r);
+        hop *= r;
+    }
+    if (hop > 1 << 20) return h3_fail(status, H3_ERR_FORMAT, "%s: hop %lld is implausible", path, (long long)hop);
+    cfg->hop = (int)hop;
+    if (cfg->decoder_dim % (1 << cfg->n_stages) != 0)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_dim %d does not halve %d times", path, cfg->decoder_dim,
+                       cfg->n_stages);
+    for (int j = 0; j < cfg->n_kernels; j++)
+        if (cfg->resblock_kernels[j] % 2 == 0)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: resblock kernel %d is even (length would change)", path,
+                           cfg->resblock_kernels[j]);
+    return H3_OK;
+}
+
+h3_status_code h3_audio_vae_config_load(const char *dir, h3_audio_vae_config *cfg, h3_status *status) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!dir) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE: no directory given");
+    char *path = g_build_filename(dir, "config.json", NULL);
+    char *meta = g_build_filename(dir, "metadata.json", NULL);
+    h3_config *c = NULL;
+    h3_status_code rc;
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+        rc = h3_fail(status, H3_ERR_NOT_FOUND, "audio VAE: %s is not a directory", dir);
+        goto done;
+    }
+    rc = h3_config_load(path, &c, status);
+    if (rc != H3_OK) goto done;
+    if (h3_config_has(c, "decoder_rates"))
+        rc = config_diffusers(c, cfg, status);
+    else if (g_file_test(meta, G_FILE_TEST_IS_REGULAR))
+        rc = config_native(c, meta, cfg, status);
+    else
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: no \"decoder_rates\" and no metadata.json beside it", path);
+    if (rc == H3_OK) rc = config_validate(path, cfg, status);
+done:
+    h3_config_free(c);
+    g_free(path);
+    g_free(meta);
+    return rc;
+}
+
+/* ---- weights ---------------------------------------------------------------------- */
+
+static h3_status_code load_plain(h3_backend *b, const h3_checkpoint *ck, const char *name, int ndim,
+                                 const int64_t *shape, h3_tensor *out, h3_status *status) {
+    const h3_st_tensor *t;
+    h3_status_code rc = h3_checkpoint_get(ck, name, ndim, shape, &t, status);
+    if (rc != H3_OK) return rc;
+    return h3_weight_load(b, t, H3_WEIGHT_F32, out, status);
+}
+
+/* w = g · v / ‖v‖ per slice of dim 0: the norm in double, then g/‖v‖ and the
+ * product in float32 as torch's _weight_norm does. */
+static h3_status_code load_weight_norm(h3_backend *b, const h3_checkpoint *ck, const char *prefix,
+                                       const int64_t shape[3], h3_tensor *out, h3_status *status) {
+    char gname[256], vname[256];
+    snprintf(gname, sizeof gname, "%s.weight_g", prefix);
+    snprintf(vname, sizeof vname, "%s.weight_v", prefix);
+    int64_t gshape[3] = {shape[0], 1, 1};
+    const h3_st_tensor *g, *v;
+    h3_status_code rc = h3_checkpoint_get(ck, gname, 3, gshape, &g, status);
+    if (rc == H3_OK) rc = h3_checkpoint_get(ck, vname, 3, shape, &v, status);
+    if (rc != H3_OK) return rc;
+    size_t n = (size_t)v->numel, slice = n / (size_t)shape[0];
+    float *w = malloc(n * sizeof(float) + 4), *gv = malloc((size_t)shape[0] * sizeof(float) + 4);
+    if (!w || !gv) {
+        rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of host memory folding '%s'", v->file_path, prefix);
+        goto done;
+    }
+    if ((rc = h3_st_to_f32(v, w, n, status)) != H3_OK || (rc = h3_st_to_f32(g, gv, (size_t)shape[0], status)) != H3_OK)
+        goto done;
+    for (int64_t o = 0; o < shape[0]; o++) {
+        float *row = w + (size_t)o * slice;
+        double ss = 0;
+        for (size_t i = 0; i < slice; i++) ss += (double)row[i] * row[i];
+        float norm = (float)sqrt(ss);
+        if (!(norm > 0.0f) || !isfinite(norm)) {
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' slice %lld has norm %g; weight norm is undefined",
+                         v->file_path, vname, (long long)o, (double)norm);
+            goto done;
+        }
+        float scale = gv[o] / norm;
+        for (size_t i = 0; i < slice; i++) row[i] *= scale;
+    }
+    rc = h3_weight_from_f32(b, w, H3_F32, 3, shape, out, status);
+    if (rc != H3_OK) h3_status_prefix(status, "%s: '%s'", v->file_path, prefix);
+done:
+    free(w);
+    free(gv);
+    return rc;
+}
+
+/* A weight-normed conv: v [d0, d1, K] (Conv1d [Cout, Cin, K], ConvTranspose1d
+ * [Cin, Cout, K]) and a bias of bias_n elements (0 = none). */
+static h3_status_code load_conv(h3_backend *b, const h3_checkpoint *ck, const char *prefix, int64_t d0, int64_t d1,
+                                int64_t K, int64_t bias_n, conv *out, h3_status *status) {
+    int64_t shape[3] = {d0, d1, K};
+    h3_status_code rc = load_weight_norm(b, ck, prefix, shape, &out->w, status);
+    if (rc != H3_OK || bias_n == 0) return rc;
+    char name[256];
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return load_plain(b, ck, name, 1, &bias_n, &out->bias, status);
+}
+
+static h3_status_code load_act(h3_backend *b, const h3_checkpoint *ck, const char *prefix, int64_t C, snake_act *a,
+                               h3_status *status) {
+    static const int64_t fshape[3] = {1, 1, FILTER_TAPS};
+    static const char *suffix[4] = {"act.alpha", "act.beta", "upsample.filter", "downsample.lowpass.filter"};
+    h3_tensor *dst[4] = {&a->alpha, &a->beta, &a->up_filter, &a->down_filter};
+    for (int i = 0; i < 4; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.%s", prefix, suffix[i]);
+        h3_status_code rc = i < 2 ? load_plain(b, ck, name, 1, &C, dst[i], status)
+                                  : load_plain(b, ck, name, 3, fshape, dst[i], status);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
+static h3_status_code load_amp_block(h3_backend *b, const h3_checkpoint *ck, int index, int64_t C, int kernel,
+                                     int n_dilations, const int *dilations, amp_block *blk, h3_status *status) {
+    blk->kernel = kernel;
+    blk->n_dilations = n_dilations;
+    blk->dilations = dilations;
+    char prefix[256];
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < n_dilations && rc == H3_OK; i++) {
+        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.convs1.%d", index, i);
+        rc = load_conv(b, ck, prefix, C, C, kernel, C, &blk->convs1[i], status);
+        if (rc != H3_OK) break;
+        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.convs2.%d", index, i);
+        rc = load_conv(b, ck, prefix, C, C, kernel, C, &blk->convs2[i], status);
+        if (rc != H3_OK) break;
+        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.activations.%d", index, 2 * i);
+        rc = load_act(b, ck, prefix, C, &blk->acts1[i], status);
+        if (rc != H3_OK) break;
+        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.activations.%d", index, 2 * i + 1);
+        rc = load_act(b, ck, prefix, C, &blk->acts2[i], status);
+    }
+    return rc;
+}
+
+static h3_status_code load_weights(h3_audio_vae *vae, const h3_checkpoint *ck, h3_status *status) {
+    h3_backend *b = vae->b;
+    const h3_audio_vae_config *cfg = &vae->cfg;
+    int64_t D = cfg->decoder_dim, Lc = cfg->latent_channels, Ld = cfg->latent_dim;
+    int64_t in_shape[3] = {Ld, Lc, 1};
+    h3_status_code rc = load_plain(b, ck, "dec_in_proj.weight", 3, in_shape, &vae->in_proj.w, status);
+    if (rc == H3_OK) rc = load_plain(b, ck, "dec_in_proj.bias", 1, &Ld, &vae->in_proj.bias, status);
+    if (rc == H3_OK) rc = load_conv(b, ck, "decoder.conv_pre", D, Ld, 7, D, &vae->conv_pre, status);
+    for (int s = 0; s < cfg->n_stages && rc == H3_OK; s++) {
+        char prefix[64];
+        int64_t Cin = D >> s, Cout = D >> (s + 1);
+        snprintf(prefix, sizeof prefix, "decoder.ups.%d.0", s);
+        rc = load_conv(b, ck, prefix, Cin, Cout, cfg->kernel_sizes[s], Cout, &vae->ups[s], status);
+        for (int j = 0; j < cfg->n_kernels && rc == H3_OK; j++) {
+            int index = s * cfg->n_kernels + j;
+            rc = load_amp_block(b, ck, index, Cout, cfg->resblock_kernels[j], cfg->n_dilations[j], cfg->dilations[j],
+                                &vae->blocks[index], status);
+        }
+    }
+    int64_t Cf = D >> cfg->n_stages;
+    if (rc == H3_OK) rc = load_act(b, ck, "decoder.activation_post", Cf, &vae->act_post, status);
+    if (rc == H3_OK) rc = load_conv(b, ck, "decoder.conv_post", 1, Cf, 7, 0, &vae->conv_post, status);
+    return rc;
+}
+
+h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **out, h3_status *status) {
+    *out = NULL;
+    if (!b) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE: no backend");
+    h3_audio_vae *vae = calloc(1, sizeof *vae);
+    if (!vae) return h3_fail(status, H3_ERR_NO_MEMORY, "audio VAE: out of memory");
+    vae->b = b;
+    h3_checkpoint *ck = NULL;
+    h3_status_code rc = h3_audio_vae_config_load(dir, &vae->cfg, status);
+    if (rc == H3_OK) {
+        vae->blocks = calloc((size_t)(vae->cfg.n_stages * vae->cfg.n_kernels), sizeof *vae->blocks);
+        if (!vae->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "audio VAE: out of memory");
+    }
+    if (rc == H3_OK) rc = h3_checkpoint_open(dir, &ck, status);
+    if (rc == H3_OK) rc = load_weights(vae, ck, status);
+    h3_checkpoint_close(ck);
+    if (rc != H3_OK) {
+        h3_audio_vae_free(vae);
+        h3_status_prefix(status, "loading the audio VAE from %s", dir ? dir : "(null)");
+        return rc;
+    }
+    *out = vae;
+    return H3_OK;
+}
+
+static void free_conv(h3_backend *b, conv *c) {
+    h3_weight_free(b, &c->w);
+    h3_weight_free(b, &c->bias);
+}
+
+static void free_act(h3_backend *b, snake_act *a) {
+    h3_weight_free(b, &a->alpha);
+    h3_weight_free(b, &a->beta);
+    h3_weight_free(b, &a->up_filter);
+    h3_weight_free(b, &a->down_filter);
+}
+
+void h3_audio_vae_free(h3_audio_vae *vae) {
+    if (!vae) return;
+    h3_backend *b = vae->b;
+    free_conv(b, &vae->in_proj);
+    free_conv(b, &vae->conv_pre);
+    free_conv(b, &vae->conv_post);
+    for (int s = 0; s < H3_AUDIO_VAE_MAX_STAGES; s++) free_conv(b, &vae->ups[s]);
+    if (vae->blocks)
+        for (int i = 0; i < vae->cfg.n_stages * vae->cfg.n_kernels; i++)
+            for (int d = 0; d < H3_AUDIO_VAE_MAX_DILATIONS; d++) {
+                free_conv(b, &vae->blocks[i].convs1[d]);
+                free_conv(b, &vae->blocks[i].convs2[d]);
+                free_act(b, &vae->blocks[i].acts1[d]);
+                free_act(b, &vae->blocks[i].acts2[d]);
+            }
+    free_act(b, &vae->act_post);
+    free(vae->blocks);
+    free(vae);
+}
+
+const h3_audio_vae_config *h3_audio_vae_get_config(const h3_audio_vae *vae) { return &vae->cfg; }
+int h3_audio_vae_sample_rate(const h3_audio_vae *vae) { return vae->cfg.sample_rate; }
+int h3_audio_vae_hop(const h3_audio_vae *vae) { return vae->cfg.hop; }
+
+/* ---- decode ----------------------------------------------------------------------- */
+
+void h3_audio_vae_denormalize(const h3_audio_vae *vae, const float *latents, int n_latents, float *out) {
+    int C = vae->cfg.latent_channels;
+    for (int n = 0; n < H3_AUDIO_VAE_CHANNELS; n++)
+        for (int c = 0; c < C; c++) {
+            /* float32 statistics, as the pipeline's torch.tensor(list) makes them */
+            float sd = (float)vae->cfg.latents_std[c], mu = (float)vae->cfg.latents_mean[c];
+            size_t row = ((size_t)n * C + c) * (size_t)n_latents;
+            for (int t = 0; t < n_latents; t++) out[row + t] = latents[row + t] * sd + mu;
+        }
+}
+
+/* A [B, C, L] view at the start of a preallocated buffer. */
+static h3_tensor view3(const h3_tensor *buf, int64_t B, int64_t C, int64_t L) {
+    h3_tensor t = *buf;
+    t.ndim = 3;
+    t.shape[0] = B, t.shape[1] = C, t.shape[2] = L;
+    t.shape[3] = t.shape[4] = 0;
+    return t;
+}
+
+static void act_forward(h3_backend *b, h3_tensor *y, const h3_tensor *x, const snake_act *a) {
+    h3_op_snake_beta_antialiased(b, y, x, &a->alpha, &a->beta, &a->up_filter, &a->down_filter, ACT_RATIO);
+}
+
+static const h3_tensor *bias_of(const conv *c) { return c->bias.data ? &c->bias : NULL; }
+
+/* h += conv2(act(conv1_d(act(h)))) for every dilation d; t1, t2 scratch. */
+static void amp_forward(h3_backend *b, const amp_block *blk, h3_tensor *h, h3_tensor *t1, h3_tensor *t2) {
+    int K = blk->kernel;
+    for (int i = 0; i < blk->n_dilations; i++) {
+        int d = blk->dilations[i];
+        act_forward(b, t1, h, &blk->acts1[i]);
+        h3_op_conv1d(b, t2, t1, &blk->convs1[i].w, bias_of(&blk->convs1[i]), 1, d * (K - 1) / 2, d, 1);
+        act_forward(b, t1, t2, &blk->acts2[i]);
+        h3_op_conv1d(b, t2, t1, &blk->convs2[i].w, bias_of(&blk->convs2[i]), 1, (K - 1) / 2, 1, 1);
+        h3_op_add(b, h, h, t2);
+    }
+}
+
+static int cancelled(const volatile int *flag) { return flag && *flag; }
+
+/* The decoder proper on z [2, C, Na] (device), leaving [2, 1, Na·hop] in
+ * *wave. buf[0..4] are five buffers of the largest activation size; every
+ * stage keeps C·L constant-ish, so they are reused stage after stage. */
+static h3_status_code decode_device(h3_audio_vae *vae, const h3_tensor *z, h3_tensor buf[5], h3_tensor *wave,
+                                    const volatile int *cancel_flag, h3_status *status) {
+    h3_backend *b = vae->b;
+    const h3_audio_vae_config *cfg = &vae->cfg;
+    int64_t B = H3_AUDIO_VAE_CHANNELS, L = z->shape[2], C = cfg->decoder_dim;
+    h3_tensor h = view3(&buf[0], B, cfg->latent_dim, L);
+    h3_op_conv1d(b, &h, z, &vae->in_proj.w, &vae->in_proj.bias, 1, 0, 1, 1);
+    h3_tensor x = view3(&buf[1], B, C, L);
+    h3_op_conv1d(b, &x, &h, &vae->conv_pre.w, bias_of(&vae->conv_pre), 1, 3, 1, 1);
+    for (int s = 0; s < cfg->n_stages; s++) {
+        int r = cfg->rates[s], k = cfg->kernel_sizes[s];
+        h3_tensor y = view3(&buf[0], B, C / 2, L * r);
+        h3_op_conv_transpose1d(b, &y, &x, &vae->ups[s].w, bias_of(&vae->ups[s]), r, (k - r) / 2);
+        C /= 2, L *= r;
+        /* x's buffer becomes the accumulator of the AMP blocks' outputs. */
+        h3_tensor acc = view3(&buf[1], B, C, L), hj = view3(&buf[2], B, C, L);
+        h3_tensor t1 = view3(&buf[3], B, C, L), t2 = view3(&buf[4], B, C, L);
+        for (int j = 0; j < cfg->n_kernels; j++) {
+            if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "audio VAE decode cancelled");
+            h3_tensor *dst = j == 0 ? &acc : &hj;
+            h3_op_copy(b, dst, &y);
+            amp_forward(b, &vae->blocks[s * cfg->n_kernels + j], dst, &t1, &t2);
+            if (j > 0) h3_op_add(b, &acc, &acc, &hj);
+        }
+        if (cfg->n_kernels > 1) h3_op_scale(b, &acc, &acc, 1.0f / (float)cfg->n_kernels);
+        x = acc;
+        h3_status_code rc = h3_backend_check(b, status);
+        if (rc != H3_OK) return rc;
+    }
+    if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "audio VAE decode cancelled");
+    h3_tensor t = view3(&buf[0], B, C, L);
+    act_forward(b, &t, &x, &vae->act_post);
+    *wave = view3(&buf[2], B, 1, L);
+    h3_op_conv1d(b, wave, &t, &vae->conv_post.w, NULL, 1, 3, 1, 1);
+    h3_op_clamp(b, wave, wave, -1.0f, 1.0f);
+    return h3_backend_check(b, status);
+}
+
+/* Largest [2, C, L] activation of the decode. */
+static int64_t max_activation(const h3_audio_vae_config *cfg, int64_t Na) {
+    int64_t m = (int64_t)cfg->latent_dim * Na, C = cfg->decoder_dim, L = Na;
+    if (C * L > m) m = C * L;
+    for (int s = 0; s < cfg->n_stages; s++) {
+        C /= 2, L *= cfg->rates[s];
+        if (C * L > m) m = C * L;
+    }
+    return m * H3_AUDIO_VAE_CHANNELS;
+}
+
+h3_status_code h3_audio_vae_decode(h3_audio_vae *vae, const float *latents, int n_latents, float *out,
+                                   const volatile int *cancel_flag, h3_status *status) {
+    if (!vae || !latents || !out)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE decode: NULL vae, latents or output");
+    if (n_latents <= 0 || (int64_t)n_latents * vae->cfg.hop > ((int64_t)1 << 31))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE decode: %d latents (need 1..%lld)", n_latents,
+                       (long long)(((int64_t)1 << 31) / vae->cfg.hop));
+    if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "audio VAE decode cancelled");
+    h3_backend *b = vae->b;
+    h3_status_code rc = h3_backend_check(b, status);
+    if (rc != H3_OK) {
+        h3_status_prefix(status, "audio VAE decode: the backend already failed");
+        return rc;
+    }
+    int64_t B = H3_AUDIO_VAE_CHANNELS, C = vae->cfg.latent_channels, S = (int64_t)n_latents * vae->cfg.hop;
+    float *host = malloc((size_t)(B * C * n_latents) * sizeof(float));
+    if (!host) return h3_fail(status, H3_ERR_NO_MEMORY, "audio VAE decode: out of host memory");
+    h3_audio_vae_denormalize(vae, latents, n_latents, host);
+
+    size_t mark = h3_arena_mark(b);
+    int64_t zshape[3] = {B, C, n_latents};
+    h3_tensor z = h3_new(b, H3_F32, 3, zshape), buf[5], wave = {0};
+    int64_t most = max_activation(&vae->cfg, n_latents);
+    for (int i = 0; i < 5; i++) buf[i] = h3_new_1d(b, H3_F32, most);
+    rc = h3_backend_check(b, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &z, host, status);
+    if (rc == H3_OK) rc = decode_device(vae, &z, buf, &wave, cancel_flag, status);
+    if (rc == H3_OK) rc = h3_tensor_download_f32(b, &wave, out, status);
+    h3_arena_reset(b, mark);
+    free(host);
+    if (rc != H3_OK && rc != H3_ERR_CANCELLED)
+        h3_status_prefix(status, "audio VAE decode of %lld samples", (long long)S);
+    return rc;
+}

@@ -1,0 +1,72 @@
+/* h3_audio_vae.h - the MiniMax-H3 audio VAE decoder (BigVGAN), latents to
+ * waveform.
+ *
+ * The VAE is mono at the configured sample rate (32 kHz for the release);
+ * stereo is carried as two batch items, channel 0 first. Weights stay
+ * float32 on every backend (bf16 decodes audibly quieter), with weight norm
+ * folded once at load time. */
+#ifndef H3_AUDIO_VAE_H
+#define H3_AUDIO_VAE_H
+
+#include "backend/h3_backend.h"
+#include "base/h3_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define H3_AUDIO_VAE_CHANNELS 2 /* stereo as batch items */
+#define H3_AUDIO_VAE_MAX_STAGES 12
+#define H3_AUDIO_VAE_MAX_KERNELS 8
+#define H3_AUDIO_VAE_MAX_DILATIONS 8
+#define H3_AUDIO_VAE_MAX_LATENT_CHANNELS 256
+
+/* The decoder's geometry, from either layout of the model directory:
+ * diffusers (config.json with decoder_rates, ...) or the native FL2VA one
+ * (config.json + metadata.json, BigVGAN tables fixed per sample rate). */
+typedef struct h3_audio_vae_config {
+    int sample_rate;
+    int latent_channels; /* 32 */
+    int latent_dim;      /* width after dec_in_proj: 2048 */
+    int decoder_dim;     /* BigVGAN initial channels: 1024 */
+    int n_stages;
+    int rates[H3_AUDIO_VAE_MAX_STAGES];        /* upsampling strides */
+    int kernel_sizes[H3_AUDIO_VAE_MAX_STAGES]; /* transposed-conv kernels */
+    int n_kernels;                             /* AMP blocks per stage */
+    int resblock_kernels[H3_AUDIO_VAE_MAX_KERNELS];
+    int n_dilations[H3_AUDIO_VAE_MAX_KERNELS];
+    int dilations[H3_AUDIO_VAE_MAX_KERNELS][H3_AUDIO_VAE_MAX_DILATIONS];
+    int hop;                                   /* product of rates */
+    double latents_mean[H3_AUDIO_VAE_MAX_LATENT_CHANNELS];
+    double latents_std[H3_AUDIO_VAE_MAX_LATENT_CHANNELS];
+} h3_audio_vae_config;
+
+/* Reads and validates the config of an audio_vae/ directory. */
+h3_status_code h3_audio_vae_config_load(const char *dir, h3_audio_vae_config *cfg, h3_status *status);
+
+typedef struct h3_audio_vae h3_audio_vae;
+
+/* dir is the audio_vae/ directory (config + safetensors). Only the decoder
+ * side (dec_in_proj, decoder.*) is loaded. */
+h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **out, h3_status *status);
+void h3_audio_vae_free(h3_audio_vae *vae);
+const h3_audio_vae_config *h3_audio_vae_get_config(const h3_audio_vae *vae);
+int h3_audio_vae_sample_rate(const h3_audio_vae *vae); /* 32000 for the release */
+int h3_audio_vae_hop(const h3_audio_vae *vae);         /* samples per latent: 800 */
+
+/* latents: normalized host float32 [2, latent_channels, n_latents] (stereo as
+ * 2 batch items). De-normalizes with the config's latents_mean/std, decodes,
+ * clamps to [-1, 1]. out: host float32 [2, n_latents·hop], channel-major,
+ * allocated by the caller. cancel_flag (may be NULL) is polled between
+ * stages; a non-zero value returns H3_ERR_CANCELLED. */
+/* The de-normalization decode applies first: out = latents·std[c] + mean[c]
+ * in float32 over [2, latent_channels, n_latents]. */
+void h3_audio_vae_denormalize(const h3_audio_vae *vae, const float *latents, int n_latents, float *out);
+
+h3_status_code h3_audio_vae_decode(h3_audio_vae *vae, const float *latents, int n_latents, float *out,
+                                   const volatile int *cancel_flag, h3_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

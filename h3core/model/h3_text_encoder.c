@@ -1,0 +1,550 @@
+/* h3_text_encoder.c - Qwen3-VL text decoder up to a tap layer, on the op
+ * interface. Reference: transformers Qwen3VLTextModel (spec h3-conditioner
+ * §3). Per layer:
+ *
+ *   h = rmsnorm(x);  q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
+ *   q,k = per-head rmsnorm (before RoPE), then rotate-half M-RoPE
+ *   x += causal GQA attention(q,k,v) · Woᵀ
+ *   x += (silu(rmsnorm(x)·Wgᵀ) ⊙ rmsnorm(x)·Wuᵀ) · Wdᵀ
+ *
+ * The output is the raw residual stream: no final norm. */
+#include "model/h3_text_encoder.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/h3_config.h"
+#include "base/h3_safetensors.h"
+
+#define PREFIX "model.language_model."
+
+/* Per-layer tensors, in checkpoint-name order of the roles below. */
+enum {
+    W_INPUT_NORM, W_Q, W_K, W_V, W_O, W_Q_NORM, W_K_NORM, W_POST_NORM, W_GATE, W_UP, W_DOWN, W_PER_LAYER
+};
+
+static const char *const role_suffix[W_PER_LAYER] = {
+    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+    "mlp.up_proj.weight", "mlp.down_proj.weight",
+};
+
+typedef struct layer_weights {
+    h3_tensor input_norm, q, k, v, o, q_norm, k_norm, post_norm;
+    h3_tensor gate_up; /* [2F, D]: gate rows then up rows, one GEMM feeds swiglu */
+    h3_tensor down;
+} layer_weights;
+
+struct h3_text_encoder {
+    h3_backend *b;
+    h3_text_encoder_config cfg;
+    h3_tp tp;              /* q/k/v/o by heads, gate/up/down by FFN columns (h3_tp.h) */
+    int heads, kv_heads;   /* this rank's */
+    int64_t ffn;
+    int tap_layer;
+    h3_tensor embed;
+    layer_weights *layers; /* tap_layer entries */
+    float *inv_freq;       /* head_dim/2 rotary frequencies */
+};
+
+/* ---- config -------------------------------------------------------------------- */
+
+/* Where the rope parameters live differs between transformers versions:
+ * v5 writes text_config.rope_parameters (rope_theta inside), v4 writes
+ * text_config.rope_scaling with text_config.rope_theta beside it. */
+static const char *const rope_containers[] = {"text_config.rope_parameters", "text_config.rope_scaling",
+                                              "rope_scaling"};
+
+static h3_status_code read_rope(const h3_config *c, h3_text_encoder_config *cfg, h3_status *status) {
+    const char *path = h3_config_path(c);
+    char key[128];
+    const char *where = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(rope_containers) && !where; i++) {
+        snprintf(key, sizeof key, "%s.mrope_section", rope_containers[i]);
+        if (h3_config_has(c, key)) where = rope_containers[i];
+    }
+    if (!where)
+        return h3_fail(status, H3_ERR_FORMAT,
+                       "%s: no mrope_section in text_config.rope_parameters or text_config.rope_scaling", path);
+    int64_t sec[3];
+    int n = 0;
+    h3_status_code rc = h3_config_int_array(c, key, sec, 3, &n, status);
+    if (rc != H3_OK) return rc;
+    if (n != 3) return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" has %d entries, want 3 (T, H, W)", path, key, n);
+    for (int i = 0; i < 3; i++) {
+        if (sec[i] < 0 || sec[i] > 4096)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\"[%d] = %lld is out of range", path, key, i,
+                           (long long)sec[i]);
+        cfg->mrope_section[i] = (int)sec[i];
+    }
+
+    /* Qwen3-VL always interleaves the axes (THWTHW...); a config that says
+     * otherwise describes a different model, so refuse it. */
+    snprintf(key, sizeof key, "%s.mrope_interleaved", where);
+    if (h3_config_has(c, key)) {
+        int interleaved = 0;
+        if ((rc = h3_config_bool(c, key, &interleaved, status)) != H3_OK) return rc;
+        if (!interleaved)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: \"%s\" is false; only interleaved M-RoPE is supported",
+                           path, key);
+    }
+    snprintf(key, sizeof key, "%s.rope_type", where);
+    if (h3_config_has(c, key)) {
+        const char *type;
+        if ((rc = h3_config_string(c, key, &type, status)) != H3_OK) return rc;
+        if (strcmp(type, "default") != 0)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: \"%s\" is \"%s\"; only \"default\" is supported", path,
+                           key, type);
+    }
+
+    snprintf(key, sizeof key, "%s.rope_theta", where);
+    if (!h3_config_has(c, key)) snprintf(key, sizeof key, "text_config.rope_theta");
+    if (!h3_config_has(c, key))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: no rope_theta in %s or text_config", path, where);
+    if ((rc = h3_config_double(c, key, &cfg->rope_theta, status)) != H3_OK) return rc;
+    if (!(cfg->rope_theta > 1.0))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %g must be > 1", path, key, cfg->rope_theta);
+    return H3_OK;
+}
+
+static h3_status_code check_options(const h3_config *c, h3_status *status) {
+    const char *path = h3_config_path(c);
+    h3_status_code rc;
+    if (h3_config_has(c, "text_config.hidden_act")) {
+        const char *act;
+        if ((rc = h3_config_string(c, "text_config.hidden_act", &act, status)) != H3_OK) return rc;
+        if (strcmp(act, "silu") != 0)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: text_config.hidden_act is \"%s\"; only \"silu\"", path,
+                           act);
+    }
+    if (h3_config_has(c, "text_config.attention_bias")) {
+        int bias = 0;
+        if ((rc = h3_config_bool(c, "text_config.attention_bias", &bias, status)) != H3_OK) return rc;
+        if (bias)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: text_config.attention_bias is true; not supported", path);
+    }
+    return H3_OK;
+}
+
+static h3_status_code check_dims(const char *path, const h3_text_encoder_config *cfg, h3_status *status) {
+    const struct { const char *key; int64_t v; } dims[] = {
+        {"vocab_size", cfg->vocab_size},         {"hidden_size", cfg->hidden_size},
+        {"intermediate_size", cfg->intermediate_size}, {"num_attention_heads", cfg->num_heads},
+        {"num_key_value_heads", cfg->num_kv_heads}, {"head_dim", cfg->head_dim},
+        {"max_position_embeddings", cfg->max_positions},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(dims); i++)
+        if (dims[i].v <= 0 || dims[i].v > ((int64_t)1 << 30))
+            return h3_fail(status, H3_ERR_FORMAT, "%s: text_config.%s = %lld is out of range", path, dims[i].key,
+                           (long long)dims[i].v);
+    if (cfg->num_layers < 0 || cfg->num_layers > 100000)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: text_config.num_hidden_layers = %lld is out of range", path,
+                       (long long)cfg->num_layers);
+    if (cfg->num_heads % cfg->num_kv_heads != 0)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                       path, (long long)cfg->num_heads, (long long)cfg->num_kv_heads);
+    int64_t sec = (int64_t)cfg->mrope_section[0] + cfg->mrope_section[1] + cfg->mrope_section[2];
+    if (2 * sec != cfg->head_dim)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: mrope_section [%d, %d, %d] sums to %lld, want head_dim/2 = %lld",
+                       path, cfg->mrope_section[0], cfg->mrope_section[1], cfg->mrope_section[2], (long long)sec,
+                       (long long)cfg->head_dim / 2);
+    if (!(cfg->rms_norm_eps > 0 && cfg->rms_norm_eps < 1))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: text_config.rms_norm_eps = %g is out of range", path,
+                       cfg->rms_norm_eps);
+    return H3_OK;
+}
+
+h3_status_code h3_text_encoder_config_load(const char *dir, h3_text_encoder_config *cfg, h3_status *status) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        return h3_fail(status, H3_ERR_NOT_FOUND, "%s: text encoder directory does not exist", dir);
+    char *path = g_build_filename(dir, "config.json", NULL);
+    h3_config *c = NULL;
+    h3_status_code rc = h3_config_load(path, &c, status);
+    g_free(path);
+    if (rc != H3_OK) return rc;
+
+    const struct { const char *key; int64_t *dst; } ints[] = {
+        {"text_config.vocab_size", &cfg->vocab_size},
+        {"text_config.hidden_size", &cfg->hidden_size},
+        {"text_config.intermediate_size", &cfg->intermediate_size},
+        {"text_config.num_hidden_layers", &cfg->num_layers},
+        {"text_config.num_attention_heads", &cfg->num_heads},
+        {"text_config.num_key_value_heads", &cfg->num_kv_heads},
+        {"text_config.max_position_embeddings", &cfg->max_positions},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ints) && rc == H3_OK; i++) rc = h3_config_int(c, ints[i].key, ints[i].dst, status);
+    if (rc == H3_OK) rc = h3_config_double(c, "text_config.rms_norm_eps", &cfg->rms_norm_eps, status);
+    if (rc == H3_OK && cfg->num_heads > 0) {
+        /* transformers' default when head_dim is absent */
+        cfg->head_dim = cfg->hidden_size / cfg->num_heads;
+        rc = h3_config_int_or(c, "text_config.head_dim", &cfg->head_dim, status);
+    }
+    if (rc == H3_OK) rc = read_rope(c, cfg, status);
+    if (rc == H3_OK) rc = check_options(c, status);
+    if (rc == H3_OK) rc = check_dims(h3_config_path(c), cfg, status);
+    h3_config_free(c);
+    return rc;
+}
+
+/* ---- tensor list --------------------------------------------------------------- */
+
+static void role_shape(const h3_text_encoder_config *c, int role, h3_text_encoder_tensor_info *t) {
+    int64_t D = c->hidden_size, F = c->intermediate_size, dh = c->head_dim;
+    int64_t qw = c->num_heads * dh, kvw = c->num_kv_heads * dh;
+    t->ndim = 2;
+    switch (role) {
+    case W_INPUT_NORM:
+    case W_POST_NORM: t->ndim = 1; t->shape[0] = D; break;
+    case W_Q_NORM:
+    case W_K_NORM: t->ndim = 1; t->shape[0] = dh; break;
+    case W_Q: t->shape[0] = qw; t->shape[1] = D; break;
+    case W_K:
+    case W_V: t->shape[0] = kvw; t->shape[1] = D; break;
+    case W_O: t->shape[0] = D; t->shape[1] = qw; break;
+    case W_GATE:
+    case W_UP: t->shape[0] = F; t->shape[1] = D; break;
+    case W_DOWN: t->shape[0] = D; t->shape[1] = F; break;
+    }
+}
+
+h3_status_code h3_text_encoder_tensor_list(const h3_text_encoder_config *cfg, int tap_layer,
+                                           h3_text_encoder_tensor_info **out, int *n, h3_status *status) {
+    *out = NULL;
+    *n = 0;
+    if (tap_layer < 0 || tap_layer > cfg->num_layers)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: tap layer %d outside [0, %lld]", tap_layer,
+                       (long long)cfg->num_layers);
+    int count = 1 + tap_layer * W_PER_LAYER;
+    h3_text_encoder_tensor_info *list = calloc((size_t)count, sizeof *list);
+    if (!list) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
+    snprintf(list[0].name, sizeof list[0].name, PREFIX "embed_tokens.weight");
+    list[0].ndim = 2;
+    list[0].shape[0] = cfg->vocab_size;
+    list[0].shape[1] = cfg->hidden_size;
+    for (int l = 0; l < tap_layer; l++)
+        for (int r = 0; r < W_PER_LAYER; r++) {
+            h3_text_encoder_tensor_info *t = &list[1 + l * W_PER_LAYER + r];
+            snprintf(t->name, sizeof t->name, PREFIX "layers.%d.%s", l, role_suffix[r]);
+            role_shape(cfg, r, t);
+        }
+    *out = list;
+    *n = count;
+    return H3_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------- */
+
+/* How each role is split across tensor-parallel ranks. */
+static h3_tp_role tp_role(int role) {
+    switch (role) {
+    case W_Q:
+    case W_K:
+    case W_V: return H3_TP_HEADS;
+    case W_O: return H3_TP_OUT;
+    case W_DOWN: return H3_TP_FFN_OUT;
+    }
+    return H3_TP_REPLICATED;
+}
+
+static h3_tensor *layer_slot(layer_weights *lw, int role) {
+    switch (role) {
+    case W_INPUT_NORM: return &lw->input_norm;
+    case W_Q: return &lw->q;
+    case W_K: return &lw->k;
+    case W_V: return &lw->v;
+    case W_O: return &lw->o;
+    case W_Q_NORM: return &lw->q_norm;
+    case W_K_NORM: return &lw->k_norm;
+    case W_POST_NORM: return &lw->post_norm;
+    case W_DOWN: return &lw->down;
+    }
+    return NULL; /* gate and up are fused */
+}
+
+/* Stacks gate [F, D] over up [F, D] into one [2F, D] weight so the MLP is a
+ * single GEMM whose output rows are [gate | up], the layout h3_op_swiglu
+ * takes. The rows are copied in the file's dtype, so nothing is rounded.
+ * Under TP each rank keeps the same F/N rows of both halves. */
+static h3_status_code load_gate_up(h3_backend *b, const h3_tp *tp, const h3_st_tensor *gate, const h3_st_tensor *up,
+                                   h3_tensor *out, h3_status *status) {
+    if (gate->dtype != up->dtype)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' is %s but '%s' is %s; they must match", up->file_path,
+                       up->name, h3_st_dtype_name(up->dtype), gate->name, h3_st_dtype_name(gate->dtype));
+    void *buf = malloc(gate->nbytes + up->nbytes);
+    if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: tensor '%s': out of host memory", gate->file_path, gate->name);
+    memcpy(buf, gate->data, gate->nbytes);
+    memcpy((char *)buf + gate->nbytes, up->data, up->nbytes);
+    h3_st_tensor fused = *gate;
+    fused.shape[0] = gate->shape[0] + up->shape[0];
+    fused.numel = gate->numel + up->numel;
+    fused.nbytes = gate->nbytes + up->nbytes;
+    fused.data = buf;
+    h3_status_code rc = h3_tp_weight_load(b, tp, &fused, H3_TP_FFN_IN, H3_WEIGHT_DEFAULT, out, status);
+    free(buf);
+    return rc;
+}
+
+static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, const h3_text_encoder_tensor_info *info,
+                                 layer_weights *lw, h3_status *status) {
+    const h3_st_tensor *src[W_PER_LAYER];
+    h3_status_code rc;
+    for (int r = 0; r < W_PER_LAYER; r++) {
+        rc = h3_checkpoint_get(ck, info[r].name, info[r].ndim, info[r].shape, &src[r], status);
+        if (rc != H3_OK) return rc;
+    }
+    for (int r = 0; r < W_PER_LAYER; r++) {
+        h3_tensor *slot = layer_slot(lw, r);
+        if (!slot) continue;
+        if ((rc = h3_tp_weight_load(te->b, &te->tp, src[r], tp_role(r), H3_WEIGHT_DEFAULT, slot, status)) != H3_OK)
+            return rc;
+    }
+    return load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);
+}
+
+/* torch's fp32 inv_freq for theta 5e6 at exponents 2j/128, as torch 2.11
+ * computes it on the CPU (spec §3.3). glibc's powf differs by one ulp at
+ * j = 19, so the table wins wherever an exponent falls on its grid. */
+static const uint32_t inv_freq_5e6[64] = {
+    0x3f800000, 0x3f492c28, 0x3f1e165d, 0x3ef875a7, 0x3ec33f3a, 0x3e996e52, 0x3e712429, 0x3e3d7efc,
+    0x3e14e963, 0x3dea09db, 0x3db7ea1a, 0x3d908687, 0x3d63251b, 0x3d327f50, 0x3d0c44bf, 0x3cdc7456,
+    0x3cad3d5e, 0x3c88230f, 0x3c55f605, 0x3c282311, 0x3c042088, 0x3bcfa8a9, 0x3ba32f3e, 0x3b803c3d,
+    0x3b498ad3, 0x3b1e60c3, 0x3af8ea93, 0x3ac39b1c, 0x3a99b686, 0x3a7195a5, 0x3a3dd829, 0x3a152f76,
+    0x39ea77ff, 0x39b840a8, 0x3990ca8b, 0x39639000, 0x3932d34f, 0x390c86c1, 0x38dcdc14, 0x38ad8ee4,
+    0x38886320, 0x38565ab5, 0x38287230, 0x38045eb6, 0x37d00a62, 0x37a37c09, 0x37807896, 0x3749e9ab,
+    0x371eab4b, 0x36f95fb6, 0x36c3f72a, 0x3699fedc, 0x36720755, 0x363e3180, 0x361575ab, 0x35eae655,
+    0x35b8975d, 0x35910eae, 0x3563fb18, 0x35332777, 0x350cc8e3, 0x34dd4405, 0x34ade091, 0x3488a34f,
+};
+
+/* inv_freq[j] = 1 / theta^(2j/dim), in fp32 the way torch evaluates it. */
+static float inv_freq_at(double theta, int j, int dim) {
+    float e = (float)(2 * j) / (float)dim;
+    float k = e * 64.0f;
+    if (theta == 5e6 && k == floorf(k) && k < 64.0f) {
+        float v;
+        memcpy(&v, &inv_freq_5e6[(int)k], sizeof v);
+        return v;
+    }
+    return 1.0f / powf((float)theta, e);
+}
+
+void h3_text_encoder_free(h3_text_encoder *te) {
+    if (!te) return;
+    h3_weight_free(te->b, &te->embed);
+    if (te->layers)
+        for (int l = 0; l < te->tap_layer; l++) {
+            layer_weights *lw = &te->layers[l];
+            for (int r = 0; r < W_PER_LAYER; r++) h3_weight_free(te->b, layer_slot(lw, r));
+            h3_weight_free(te->b, &lw->gate_up);
+        }
+    free(te->layers);
+    free(te->inv_freq);
+    free(te);
+}
+
+static h3_status_code load_weights(h3_text_encoder *te, const char *dir, h3_status *status) {
+    h3_text_encoder_tensor_info *info = NULL;
+    int n = 0;
+    h3_status_code rc = h3_text_encoder_tensor_list(&te->cfg, te->tap_layer, &info, &n, status);
+    if (rc != H3_OK) return rc;
+    h3_checkpoint *ck = NULL;
+    rc = h3_checkpoint_open(dir, &ck, status);
+    if (rc == H3_OK) {
+        const h3_st_tensor *t;
+        rc = h3_checkpoint_get(ck, info[0].name, info[0].ndim, info[0].shape, &t, status);
+        if (rc == H3_OK) rc = h3_weight_load(te->b, t, H3_WEIGHT_DEFAULT, &te->embed, status);
+    }
+    for (int l = 0; l < te->tap_layer && rc == H3_OK; l++)
+        rc = load_layer(te, ck, &info[1 + l * W_PER_LAYER], &te->layers[l], status);
+    h3_checkpoint_close(ck);
+    free(info);
+    return rc;
+}
+
+/* The rank's share of the heads and of the FFN; all must split evenly. */
+static h3_status_code split_for_tp(h3_text_encoder *te, const char *dir, h3_status *status) {
+    const h3_text_encoder_config *c = &te->cfg;
+    int n = te->tp.size;
+    if (n < 1 || c->num_heads % n || c->num_kv_heads % n || c->intermediate_size % n)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "%s: %lld query heads, %lld key-value heads and FFN width %lld do not split over %d "
+                       "tensor-parallel ranks",
+                       dir, (long long)c->num_heads, (long long)c->num_kv_heads, (long long)c->intermediate_size, n);
+    te->heads = (int)(c->num_heads / n);
+    te->kv_heads = (int)(c->num_kv_heads / n);
+    te->ffn = c->intermediate_size / n;
+    return H3_OK;
+}
+
+h3_status_code h3_text_encoder_load(h3_backend *b, const char *dir, int tap_layer, h3_text_encoder **out,
+                                    h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return h3_text_encoder_load_tp(b, dir, tap_layer, &single, out, status);
+}
+
+h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_layer, const h3_tp *tp,
+                                       h3_text_encoder **out, h3_status *status) {
+    *out = NULL;
+    h3_text_encoder *te = calloc(1, sizeof *te);
+    if (!te) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
+    te->b = b;
+    te->tp = *tp;
+    h3_status_code rc = h3_text_encoder_config_load(dir, &te->cfg, status);
+    if (rc == H3_OK) rc = split_for_tp(te, dir, status);
+    if (rc == H3_OK && (tap_layer < 0 || tap_layer > te->cfg.num_layers))
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                     "%s: tap layer %d is outside [0, %lld] (text_config.num_hidden_layers = %lld)", dir, tap_layer,
+                     (long long)te->cfg.num_layers, (long long)te->cfg.num_layers);
+    if (rc == H3_OK) {
+        te->layers = calloc((size_t)(tap_layer ? tap_layer : 1), sizeof *te->layers);
+        te->inv_freq = malloc((size_t)(te->cfg.head_dim / 2) * sizeof *te->inv_freq);
+        if (!te->layers || !te->inv_freq) rc = h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
+        te->tap_layer = tap_layer;
+    }
+    if (rc == H3_OK) {
+        for (int j = 0; j < te->cfg.head_dim / 2; j++)
+            te->inv_freq[j] = inv_freq_at(te->cfg.rope_theta, j, (int)te->cfg.head_dim);
+        rc = load_weights(te, dir, status);
+    }
+    if (rc != H3_OK) {
+        h3_text_encoder_free(te);
+        return rc;
+    }
+    *out = te;
+    return H3_OK;
+}
+
+int h3_text_encoder_hidden_size(const h3_text_encoder *te) { return (int)te->cfg.hidden_size; }
+int h3_text_encoder_tap_layer(const h3_text_encoder *te) { return te->tap_layer; }
+const h3_text_encoder_config *h3_text_encoder_get_config(const h3_text_encoder *te) { return &te->cfg; }
+
+/* ---- forward ------------------------------------------------------------------- */
+
+/* Which position axis (0 T, 1 H, 2 W) frequency slot j reads under
+ * interleaved M-RoPE (transformers apply_interleaved_mrope): H takes slots
+ * 1, 4, 7, ... below 3*section[1], W takes 2, 5, 8, ... below 3*section[2],
+ * T everything else, including the T-only tail. */
+static int mrope_axis(const int section[3], int j) {
+    if (j % 3 == 1 && j < 3 * section[1]) return 1;
+    if (j % 3 == 2 && j < 3 * section[2]) return 2;
+    return 0;
+}
+
+/* cos/sin [n, head_dim] for positions pos[axis][i]: angle = pos·inv_freq in
+ * fp32, duplicated over both halves (emb = cat(freqs, freqs)). */
+static void rope_tables(const h3_text_encoder *te, const int32_t *const pos[3], int n, float *cos_t, float *sin_t) {
+    int dh = (int)te->cfg.head_dim, half = dh / 2;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < half; j++) {
+            float angle = (float)pos[mrope_axis(te->cfg.mrope_section, j)][i] * te->inv_freq[j];
+            float c = cosf(angle), s = sinf(angle);
+            cos_t[(size_t)i * dh + j] = cos_t[(size_t)i * dh + j + half] = c;
+            sin_t[(size_t)i * dh + j] = sin_t[(size_t)i * dh + j + half] = s;
+        }
+}
+
+/* One decoder layer on the residual stream x [n, D], in place. */
+static void layer_forward(h3_text_encoder *te, const layer_weights *lw, h3_tensor *x, const h3_tensor *cos_t,
+                          const h3_tensor *sin_t) {
+    h3_backend *b = te->b;
+    const h3_text_encoder_config *c = &te->cfg;
+    h3_dtype dt = h3_backend_compute_dtype(b);
+    int64_t n = h3_tensor_rows(x), D = c->hidden_size, F = te->ffn;
+    int H = te->heads, G = te->kv_heads, dh = (int)c->head_dim; /* this rank's share */
+    float eps = (float)c->rms_norm_eps;
+    size_t mark = h3_arena_mark(b);
+
+    h3_tensor h = h3_new_2d(b, dt, n, D);
+    h3_tensor q = h3_new_2d(b, dt, n, (int64_t)H * dh);
+    h3_tensor k = h3_new_2d(b, dt, n, (int64_t)G * dh);
+    h3_tensor v = h3_new_2d(b, dt, n, (int64_t)G * dh);
+    h3_tensor a = h3_new_2d(b, dt, n, (int64_t)H * dh);
+    h3_op_rms_norm(b, &h, x, &lw->input_norm, D, eps);
+    h3_op_linear(b, &q, &h, &lw->q, NULL);
+    h3_op_linear(b, &k, &h, &lw->k, NULL);
+    h3_op_linear(b, &v, &h, &lw->v, NULL);
+    h3_op_rms_norm(b, &q, &q, &lw->q_norm, dh, eps); /* per head, before RoPE */
+    h3_op_rms_norm(b, &k, &k, &lw->k_norm, dh, eps);
+    h3_op_rope(b, &q, cos_t, sin_t, H, dh, dh);
+    h3_op_rope(b, &k, cos_t, sin_t, G, dh, dh);
+    h3_op_attention(b, &a, &q, &k, &v, H, G, dh, 1, (float)(1.0 / sqrt((double)dh)));
+    h3_tp_linear_row_parallel(&te->tp, b, &h, &a, &lw->o, NULL);
+    h3_op_add(b, x, x, &h);
+
+    h3_tensor u = h3_new_2d(b, dt, n, 2 * F);
+    h3_tensor m = h3_new_2d(b, dt, n, F);
+    h3_op_rms_norm(b, &h, x, &lw->post_norm, D, eps);
+    h3_op_linear(b, &u, &h, &lw->gate_up, NULL);
+    h3_op_swiglu(b, &m, &u, 0); /* up ⊙ silu(gate) */
+    h3_tp_linear_row_parallel(&te->tp, b, &h, &m, &lw->down, NULL);
+    h3_op_add(b, x, x, &h);
+    h3_arena_reset(b, mark);
+}
+
+static h3_status_code check_inputs(const h3_text_encoder *te, const int32_t *ids, int n, const h3_tensor *out,
+                                   h3_status *status) {
+    const h3_text_encoder_config *c = &te->cfg;
+    if (n <= 0 || n > c->max_positions)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: %d tokens; want 1..%lld (max_position_embeddings)",
+                       n, (long long)c->max_positions);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: token %d (position %d) is outside the vocabulary [0, %lld)",
+                           ids[i], i, (long long)c->vocab_size);
+    if (!out || !out->data || out->dtype != h3_backend_compute_dtype(te->b) || h3_tensor_rows(out) != n ||
+        h3_tensor_cols(out) != c->hidden_size)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: output must be a %s [%d, %lld] tensor",
+                       h3_dtype_name(h3_backend_compute_dtype(te->b)), n, (long long)c->hidden_size);
+    return H3_OK;
+}
+
+/* Embeds ids and runs the loaded layers with the given M-RoPE positions. */
+static h3_status_code forward_positions(h3_text_encoder *te, const int32_t *ids, const int32_t *const pos[3], int n,
+                                        h3_tensor *out, h3_status *status) {
+    h3_backend *b = te->b;
+    int64_t dh = te->cfg.head_dim;
+    h3_status_code rc = h3_backend_check(b, status);
+    if (rc != H3_OK) return rc;
+    float *host = malloc((size_t)n * (size_t)dh * 2 * sizeof *host);
+    if (!host) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory for %d rope rows", n);
+    rope_tables(te, pos, n, host, host + (size_t)n * dh);
+
+    size_t mark = h3_arena_mark(b);
+    h3_tensor idx = h3_new_1d(b, H3_I32, n);
+    h3_tensor cos_t = h3_new_2d(b, H3_F32, n, dh);
+    h3_tensor sin_t = h3_new_2d(b, H3_F32, n, dh);
+    rc = h3_backend_check(b, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_i32(b, &idx, ids, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &cos_t, host, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &sin_t, host + (size_t)n * dh, status);
+    free(host);
+    h3_tensor x = h3_tensor_2d(out, n, te->cfg.hidden_size);
+    if (rc == H3_OK) {
+        h3_op_gather_rows(b, &x, &te->embed, &idx);
+        rc = h3_backend_check(b, status);
+    }
+    for (int l = 0; l < te->tap_layer && rc == H3_OK; l++) {
+        layer_forward(te, &te->layers[l], &x, &cos_t, &sin_t);
+        if ((rc = h3_backend_check(b, status)) != H3_OK) h3_status_prefix(status, "text encoder layer %d", l);
+    }
+    h3_arena_reset(b, mark);
+    return rc;
+}
+
+h3_status_code h3_text_encoder_forward(h3_text_encoder *te, const int32_t *ids, int n, h3_tensor *out,
+                                       h3_status *status) {
+    h3_status_code rc = check_inputs(te, ids, n, out, status);
+    if (rc != H3_OK) return rc;
+    int32_t *arange = malloc((size_t)n * sizeof *arange);
+    if (!arange) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
+    for (int i = 0; i < n; i++) arange[i] = i;
+    /* Text only: get_rope_index gives the same arange on all three axes. */
+    const int32_t *pos[3] = {arange, arange, arange};
+    rc = forward_positions(te, ids, pos, n, out, status);
+    free(arange);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* h3_video_vae.h - the MiniMax-H3 video VAE decoder: latents -> RGB frames.
+ *
+ * The decoder is a non-causal ViT (spec/h3-vaes.md §3.5) run per temporal
+ * window of 7 latents (5 new + 2 overlap, cross-faded over 5 frames, §3.6)
+ * and per 256-px spatial tile (linearly blended overlaps, §3.7), exactly as
+ * the official diffusers AutoencoderKLMiniMaxH3. Frames are streamed out one
+ * window at a time: 17 frames become final after each window, and the last
+ * window adds the 5 closing frames. All math and data movement runs on the
+ * backend through the op interface; only finished frames come back.
+ *
+ * Both checkpoint layouts load: the diffusers `vae/` directory and the
+ * native `FL2VA/video_vae/` one (original names, fused per-head qkv). Only
+ * the decoder side (post_quant_conv + decoder.*) is read. */
+#ifndef H3_VIDEO_VAE_H
+#define H3_VIDEO_VAE_H
+
+#include <stdint.h>
+
+#include "backend/h3_backend.h"
+#include "base/h3_status.h"
+#include "parallel/h3_tp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct h3_video_vae h3_video_vae;
+
+/* dir: a diffusers `vae/` directory (config.json + safetensors or index) or
+ * a native `video_vae/` directory (config.json naming source/ and its
+ * config.json + model.safetensors). */
+h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **out, h3_status *status);
+void h3_video_vae_free(h3_video_vae *vae);
+
+/* Finished frames [first, first+count), each H*W*3 bytes of packed RGB.
+ * Return non-zero to cancel the decode. */
+typedef int (*h3_video_emit_fn)(void *opaque, int first, int count, const uint8_t *rgb);
+/* Called after each temporal window: done of total windows. */
+typedef void (*h3_video_progress_fn)(void *opaque, int done, int total);
+
+/* latents: normalized latents [C=24, T, H_lat, W_lat], host float32, as the
+ * sampler produces them. T must be 5n+2 with n >= 1 (F = 17n+5 frames of
+ * 16*H_lat x 16*W_lat pixels). De-normalizes with latents_mean/std, decodes
+ * window by window and hands finished frames to emit (uint8, clamp and round
+ * half to even after ImageNet de-normalization). emit returning non-zero, or
+ * *cancel_flag becoming non-zero (polled between tiles, or rows of tiles
+ * decoded together, and windows), stops
+ * the decode with H3_ERR_CANCELLED. cancel_flag may be NULL. */
+h3_status_code h3_video_vae_decode(h3_video_vae *vae, const float *latents, int T, int H_lat, int W_lat,
+                                   h3_video_emit_fn emit, void *opaque, const volatile int *cancel_flag,
+                                   h3_status *status);
+/* The same decode, returning the decoder output before the uint8 conversion:
+ * ImageNet-normalized RGB [3, F, H, W] float32 (what diffusers' vae.decode
+ * returns; the goldens' vae_output). out holds 3*F*H*W floats. */
+h3_status_code h3_video_vae_decode_f32(h3_video_vae *vae, const float *latents, int T, int H_lat, int W_lat,
+                                       float *out, h3_status *status);
+
+/* Tensor parallelism (h3_tp.h): the spatial tiles of each window are decoded
+ * round-robin by the ranks of tp and gathered; rank 0 stitches them and is
+ * the only rank that emits frames, writes `out` or reports progress. All
+ * ranks call decode together with the same latents. Weights are whole on
+ * every rank. Default: one rank. */
+void h3_video_vae_set_tp(h3_video_vae *vae, const h3_tp *tp);
+/* Optional per-window progress callback (NULL to remove). */
+void h3_video_vae_set_progress(h3_video_vae *vae, h3_video_progress_fn fn, void *opaque);
+/* Spatial tiling in pixels (diffusers enable_tiling(tile, tile, overlap,
+ * overlap)). Defaults: 256 / 64, or the native config's vae_tile_size /
+ * vae_tile_overlap_min. tile and min_overlap must be multiples of the
+ * spatial ratio (16), with 0 <= min_overlap < tile. */
+h3_status_code h3_video_vae_set_tiling(h3_video_vae *vae, int tile, int min_overlap, h3_status *status);
+
+/* Geometry (release values in comments). */
+int h3_video_vae_latent_channels(const h3_video_vae *vae); /* 24 */
+int h3_video_vae_spatial_ratio(const h3_video_vae *vae);   /* 16 */
+/* Frames decoded from T latents (17n+5 for T = 5n+2), or -1 if T is invalid. */
+int h3_video_vae_num_frames(const h3_video_vae *vae, int T);
+/* The spatial tile layout along one axis (D _split_tiles): fills starts[]
+ * and overlaps[] (pixels; overlaps[i] is between tile i and i+1) and returns
+ * the tile count, or -1 if it would exceed max or the arguments are invalid.
+ * *tile_len receives the tile size (the length itself when one tile covers it). */
+int h3_video_vae_split_tiles(int length, int tile, int min_overlap, int ratio, int *starts, int *overlaps, int max,
+                             int *tile_len);
+/* Temporal windows for T latents with the release geometry (7-latent windows
+ * stepping by 5): n for T = 5n+2, 0 if T is not of that form. */
+int h3_video_vae_num_windows(int T);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The layering of h3core, checked on every include (docs/ARCHITECTURE.md).
+
+h3core/ has one folder per layer; a file may include its own layer and the
+layers before it, never one after it:
+
+    base  <-  backend  <-  parallel  <-  model  <-  engine  (h3.h is engine's face)
+
+and within that:
+  - every include of an h3core header carries its folder ("model/h3_dit.h");
+  - backend/*.{c,h} (the interface) include neither cpu/ nor cuda/, and the
+    two backends do not include each other;
+  - above backend, only the interface (backend/h3_*.h but not its _impl.h)
+    and, outside model/, the public CUDA header backend/cuda/h3_backend_cuda.h
+    are visible: model code runs on the op interface alone;
+  - a *_impl.h header is private to its own folder;
+  - h3.h includes base/ only; the element (gst-plugin/) includes only h3.h;
+  - no two modules (a .c and its .h) include each other, directly or
+    through others: a cycle means the two are one concern or need a third.
+
+Usage: check_layers.py SOURCE_ROOT. Prints each violation and exits 1 if any.
+"""
+import os
+import re
+import sys
+
+LAYERS = ['base', 'backend', 'parallel', 'model', 'engine']
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def includes(path):
+    with open(path, encoding='utf-8', errors='replace') as f:
+        return INCLUDE.findall(f.read())
+
+
+def layer_of(rel):
+    """rel: a path relative to h3core/. The layer folder, or None (h3.h)."""
+    top = rel.split('/')[0]
+    return top if top in LAYERS else None
+
+
+def module_of(rel):
+    """A .c, its .h and the .h's private companions (_impl.h, _bench.h) are one module."""
+    return re.sub(r'_(impl|bench)$', '', os.path.splitext(rel)[0])
+
+
+def check_h3core_file(rel, incs, headers, errors):
+    own = layer_of(rel)
+    for inc in incs:
+        if inc == 'h3.h':
+            if own != 'engine':
+                errors.append('%s includes h3.h: only engine/ implements the public API' % rel)
+            continue
+        if inc not in headers:
+            base = os.path.basename(inc)
+            if any(h.endswith('/' + base) for h in headers):
+                errors.append('%s: #include "%s" must carry its folder' % (rel, inc))
+            continue
+        target = layer_of(inc)
+        if rel == 'h3.h':
+            if target != 'base':
+                errors.append('h3.h includes %s: the public header may include base/ only' % inc)
+            continue
+        if LAYERS.index(target) > LAYERS.index(own):
+            errors.append('%s (%s) includes %s (%s): a layer may not include a later one' %
+                          (rel, own, inc, target))
+            continue
+        if inc.endswith('_impl.h') and os.path.dirname(inc) != os.path.dirname(rel) and \
+                not rel.startswith(os.path.dirname(inc) + '/'):
+            errors.append('%s includes %s: an _impl.h header is private to its folder' % (rel, inc))
+        if target == 'backend':
+            sub = inc.split('/')[1] if inc.count('/') >= 2 else None
+            own_sub = rel.split('/')[1] if own == 'backend' and rel.count('/') >= 2 else None
+            if own == 'backend':
+                if own_sub is None and sub is not None:
+                    errors.append('%s includes %s: the backend interface knows no backend' % (rel, inc))
+                elif own_sub and sub and own_sub != sub:
+                    errors.append('%s includes %s: the CPU and CUDA backends are independent' % (rel, inc))
+            else:
+                if inc.endswith('_impl.h'):
+                    errors.append('%s includes %s: only backends see the implementation header' % (rel, inc))
+                elif sub == 'cuda' and (own == 'model' or inc != 'backend/cuda/h3_backend_cuda.h'):
+                    errors.append('%s includes %s: %s' % (rel, inc,
+                                  'model code runs on the op interface alone' if own == 'model'
+                                  else 'only backend/cuda/h3_backend_cuda.h is public'))
+                elif sub == 'cpu':
+                    errors.append('%s includes %s: the CPU backend is private' % (rel, inc))
+
+
+def find_cycles(edges):
+    """Elementary cycles' representatives: one per strongly connected component."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..')
+    core = os.path.join(root, 'h3core')
+    files = []
+    for d, _, fs in os.walk(core):
+        for f in fs:
+            if f.endswith(('.c', '.h', '.cu', '.cuh')):
+                files.append(os.path.relpath(os.path.join(d, f), core))
+    headers = {f for f in files if f.endswith(('.h', '.cuh'))}
+    errors = []
+    edges = {}
+    for rel in sorted(files):
+        incs = includes(os.path.join(core, rel))
+        if rel != 'h3.h' and layer_of(rel) is None:
+            errors.append('%s: every h3core file lives in a layer folder (%s)' % (rel, ', '.join(LAYERS)))
+            continue
+        check_h3core_file(rel, incs, headers, errors)
+        for inc in incs:
+            if inc in headers and module_of(inc) != module_of(rel):
+                edges.setdefault(module_of(rel), set()).add(module_of(inc))
+    for comp in find_cycles(edges):
+        errors.append('include cycle between modules: %s' % ' <-> '.join(comp))
+    plugin = os.path.join(root, 'gst-plugin')
+    for f in sorted(os.listdir(plugin)) if os.path.isdir(plugin) else []:
+        if f.endswith(('.c', '.h')):
+            for inc in includes(os.path.join(plugin, f)):
+                if inc != 'h3.h' and (inc in headers or any(inc.startswith(l + '/') for l in LAYERS)):
+                    errors.append('gst-plugin/%s includes %s: the element uses h3.h alone' % (f, inc))
+    for e in errors:
+        print('layer violation: ' + e)
+    checked = len(files)
+    print('%d passed, %d failed' % (checked - len({e.split(':')[0] for e in errors}), len(errors)))
+    return 1 if errors else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -36,7 +36,7 @@ int main(void) {
 
 static h3_backend *cpu, *gpu;
 /* The backend's attention setting at start (H3_CUDA_ATTENTION); "auto" cases use it. */
-static h3_cuda_attention_path default_path;
+static h3_cuda_attention_variant default_path;
 static int default_pipelined; /* the backend's VSA consumer at start (H3_CUDA_VSA_PIPELINED) */
 static uint64_t seed_counter = 1000;
 
@@ -313,7 +313,7 @@ static void test_rope(h3_dtype dt, int64_t S, int H, int hd, int rot) {
 }
 
 static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv, int hd, int causal,
-                           h3_cuda_attention_path path) {
+                           h3_cuda_attention_variant path) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[200];
     /* q spread wider than k so that the softmax is far from uniform */
@@ -321,11 +321,11 @@ static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
     pair v = input2(dt, Skv, (int64_t)Hkv * hd, -1, 1);
     pair o = output2(dt, Sq, (int64_t)H * hd);
     float scale = 1.0f / sqrtf((float)hd);
-    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    h3_backend_cuda_set_attention_variant(gpu, path == H3_CUDA_VARIANT_AUTO ? default_path : path);
     const char *kernel = h3_backend_cuda_attention_kernel(gpu, &o.g, &q.g, &k.g, &v.g, H, Hkv, hd, causal);
     h3_op_attention(cpu, &o.c, &q.c, &k.c, &v.c, H, Hkv, hd, causal, scale);
     h3_op_attention(gpu, &o.g, &q.g, &k.g, &v.g, H, Hkv, hd, causal, scale);
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     snprintf(name, sizeof name, "attention[%s] q%lld kv%lld %d/%d x %d%s %s", kernel, (long long)Sq, (long long)Skv, H,
              Hkv, hd, causal ? " causal" : "", dn(dt));
     compare(name, &o, tolerance(dt));
@@ -592,7 +592,7 @@ static void attention_row_f64(const float *q, const float *k, const float *v, in
     for (int d = 0; d < hd; d++) out[d] /= sum;
 }
 
-static void full_attention(h3_cuda_attention_path path) {
+static void full_attention(h3_cuda_attention_variant path) {
     size_t mg = h3_arena_mark(gpu);
     int64_t S = FULL_S, W = (int64_t)FULL_H * FULL_HD;
     h3_tensor q = h3_new_2d(gpu, H3_BF16, S, W), k = h3_new_2d(gpu, H3_BF16, S, W), v = h3_new_2d(gpu, H3_BF16, S, W);
@@ -602,10 +602,10 @@ static void full_attention(h3_cuda_attention_path path) {
     h3_backend_cuda_fill_uniform(gpu, &k, seed_counter++, -1.7f, 1.7f);
     h3_backend_cuda_fill_uniform(gpu, &v, seed_counter++, -1, 1);
     h3_op_fill(gpu, &o, NAN);
-    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    h3_backend_cuda_set_attention_variant(gpu, path == H3_CUDA_VARIANT_AUTO ? default_path : path);
     const char *kernel = h3_backend_cuda_attention_kernel(gpu, &o, &q, &k, &v, FULL_H, FULL_H, FULL_HD, 0);
     h3_op_attention(gpu, &o, &q, &k, &v, FULL_H, FULL_H, FULL_HD, 0, 1.0f / sqrtf((float)FULL_HD));
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     char name[160];
     snprintf(name, sizeof name, "FULL attention[%s] %lld x %dx%d bf16 (48 rows vs f64)", kernel, (long long)S, FULL_H,
              FULL_HD);
@@ -698,10 +698,10 @@ static void full_size(void) {
     test_swiglu(H3_BF16, 8192, 14336);
     full_linear(FULL_S, FULL_D, (int64_t)FULL_H * FULL_HD, H3_BF16, H3_BF16, H3_BF16);
     full_linear(FULL_S, 96, FULL_D, H3_F32, H3_F32, H3_BF16); /* proj_in: fp32 island, bf16 out */
-    full_attention(H3_CUDA_ATTENTION_AUTO);
-    full_attention(H3_CUDA_ATTENTION_WGMMA_SIMPLE);
-    full_attention(H3_CUDA_ATTENTION_MMA);
-    full_attention(H3_CUDA_ATTENTION_WGMMA); /* k_attn_wgmma2: no longer what AUTO runs on Hopper */
+    full_attention(H3_CUDA_VARIANT_AUTO);
+    full_attention(H3_CUDA_VARIANT_WGMMA_SIMPLE);
+    full_attention(H3_CUDA_VARIANT_MMA);
+    full_attention(H3_CUDA_VARIANT_WGMMA); /* k_attn_wgmma2: no longer what AUTO runs on Hopper */
 }
 
 /* ---- VSA-H3 (h3_op_vsa_attention) ---------------------------------------------------------------
@@ -927,7 +927,7 @@ static void vsa_compare(const char *name, const h3_vsa_plan *pl, const float *go
     if (e > tol || nonfinite) printf("    %zu non-finite, %zu off by > 5%% of %lld\n", nonfinite, wrong, (long long)(S * W));
 }
 
-static void test_vsa(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_gate, h3_cuda_attention_path path) {
+static void test_vsa(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_gate, h3_cuda_attention_variant path) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     h3_vsa_plan *pl = vsa_plan_of(s);
     if (!pl) return;
@@ -937,10 +937,10 @@ static void test_vsa(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_ga
     if (with_gate) g = input2(dt, S, W, -1, 1);
     pair o = output2(dt, S, W);
     h3_vsa_tiles tc = vsa_tables(cpu, pl), tg = vsa_tables(gpu, pl);
-    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    h3_backend_cuda_set_attention_variant(gpu, path == H3_CUDA_VARIANT_AUTO ? default_path : path);
     const char *kernel = h3_backend_cuda_vsa_kernel(gpu, dt, dh, pl->tile_elems);
     h3_op_vsa_attention(gpu, &o.g, &q.g, &k.g, &v.g, with_gate ? &g.g : NULL, &tg, H, dh);
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     snprintf(name, sizeof name, "vsa[%s] %s, %lld tiles (%lld prefix) k %lld, %dx%d %s%s", kernel, s->label,
              (long long)pl->num_tiles, (long long)pl->num_prefix_tiles, (long long)pl->topk, H, dh, dn(dt),
              with_gate ? " gate" : "");
@@ -996,15 +996,15 @@ static int vsa_only_consumer = -1;
 /* Each kernel that fits the case once: generic, mma.sync, and the backend's own choice (AUTO:
  * wgmma on Hopper) with the Hopper kernel's consumers. */
 static void test_vsa_kernels(const vsa_shape *s, h3_dtype dt, int H, int dh, int with_gate) {
-    h3_cuda_attention_path paths[5] = {H3_CUDA_ATTENTION_GENERIC, H3_CUDA_ATTENTION_MMA, H3_CUDA_ATTENTION_AUTO,
-                                       H3_CUDA_ATTENTION_AUTO, H3_CUDA_ATTENTION_AUTO};
+    h3_cuda_attention_variant paths[5] = {H3_CUDA_VARIANT_GENERIC, H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_AUTO,
+                                       H3_CUDA_VARIANT_AUTO, H3_CUDA_VARIANT_AUTO};
     const char *ran[5];
     int n_ran = 0;
     int E = s->tile[0] * s->tile[1] * s->tile[2];
     for (int p = 0; p < 5; p++) {
         if (vsa_only_consumer < 0 ? p == 4 : p != 2 + vsa_only_consumer) continue;
         int old_pipe = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(p < 2 ? 0 : p - 2));
-        h3_backend_cuda_set_attention_path(gpu, paths[p] == H3_CUDA_ATTENTION_AUTO ? default_path : paths[p]);
+        h3_backend_cuda_set_attention_variant(gpu, paths[p] == H3_CUDA_VARIANT_AUTO ? default_path : paths[p]);
         const char *kernel = h3_backend_cuda_vsa_kernel(gpu, dt, dh, E);
         int dup = 0;
         for (int i = 0; i < n_ran; i++) dup |= strcmp(ran[i], kernel) == 0;
@@ -1013,7 +1013,7 @@ static void test_vsa_kernels(const vsa_shape *s, h3_dtype dt, int H, int dh, int
             ran[n_ran++] = kernel;
             test_vsa(s, dt, H, dh, with_gate, paths[p]);
         }
-        h3_backend_cuda_set_attention_path(gpu, default_path);
+        h3_backend_cuda_set_attention_variant(gpu, default_path);
         h3_backend_cuda_set_vsa_pipelined(gpu, old_pipe);
     }
 }
@@ -1145,7 +1145,7 @@ static void vsa_row_f64(const h3_vsa_plan *pl, const float *q, const float *k, c
 
 /* The reference shape on the GPU: every list and score against the host's coarse stage, 64 rows
  * against float64 from the same selection. */
-static void full_vsa(h3_cuda_attention_path path) {
+static void full_vsa(h3_cuda_attention_variant path) {
     size_t mg = h3_arena_mark(gpu);
     vsa_shape s = {"1280x736x124, text 256", {256, 0, 414}, 37, 23, 40, {4, 4, 4}, H3_VSA_DEFAULT_SPARSITY};
     h3_vsa_plan *pl = vsa_plan_of(&s);
@@ -1162,10 +1162,10 @@ static void full_vsa(h3_cuda_attention_path path) {
     h3_backend_cuda_fill_uniform(gpu, &g, seed_counter++, -1, 1);
     h3_op_fill(gpu, &o, NAN);
     h3_vsa_tiles t = vsa_tables(gpu, pl);
-    h3_backend_cuda_set_attention_path(gpu, path == H3_CUDA_ATTENTION_AUTO ? default_path : path);
+    h3_backend_cuda_set_attention_variant(gpu, path == H3_CUDA_VARIANT_AUTO ? default_path : path);
     const char *kernel = h3_backend_cuda_vsa_kernel(gpu, H3_BF16, dh, pl->tile_elems);
     h3_op_vsa_attention(gpu, &o, &q, &k, &v, &g, &t, H, dh);
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     char name[200];
     snprintf(name, sizeof name, "FULL vsa[%s] %lld x %dx%d bf16, n %lld (P %lld) k %lld", kernel, (long long)S, H, dh,
              (long long)n, (long long)P, (long long)pl->topk);
@@ -1247,16 +1247,16 @@ static void full_vsa(h3_cuda_attention_path path) {
 
 static void full_vsa_all(void) {
     printf("VSA-H3 at the reference shape:\n");
-    full_vsa(H3_CUDA_ATTENTION_AUTO);
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    full_vsa(H3_CUDA_VARIANT_AUTO);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     int wg = strncmp(h3_backend_cuda_vsa_kernel(gpu, H3_BF16, FULL_HD, 64), "wgmma", 5) == 0;
     if (wg) { /* the other Hopper consumers, and the portable kernel */
         int old = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(1));
-        full_vsa(H3_CUDA_ATTENTION_AUTO);
+        full_vsa(H3_CUDA_VARIANT_AUTO);
         h3_backend_cuda_set_vsa_pipelined(gpu, old);
-        full_vsa(H3_CUDA_ATTENTION_MMA);
+        full_vsa(H3_CUDA_VARIANT_MMA);
         old = h3_backend_cuda_set_vsa_pipelined(gpu, vsa_consumer(2));
-        full_vsa(H3_CUDA_ATTENTION_AUTO);
+        full_vsa(H3_CUDA_VARIANT_AUTO);
         h3_backend_cuda_set_vsa_pipelined(gpu, old);
     }
 }
@@ -1277,8 +1277,8 @@ int main(void) {
         return 1;
     }
     printf("device: %s (sm_%d)\n", h3_backend_cuda_device_name(gpu), h3_backend_cuda_sm(gpu));
-    default_path = h3_backend_cuda_set_attention_path(gpu, H3_CUDA_ATTENTION_AUTO);
-    h3_backend_cuda_set_attention_path(gpu, default_path);
+    default_path = h3_backend_cuda_set_attention_variant(gpu, H3_CUDA_VARIANT_AUTO);
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
     default_pipelined = h3_backend_cuda_set_vsa_pipelined(gpu, 0);
     h3_backend_cuda_set_vsa_pipelined(gpu, default_pipelined);
 
@@ -1331,15 +1331,15 @@ int main(void) {
 
     /* attention: every kernel on shapes with ragged tails */
     /* the last three (lazy rescale, 176- and 192-key tiles) run after everything else, below */
-    h3_cuda_attention_path paths[10] = {H3_CUDA_ATTENTION_GENERIC,        H3_CUDA_ATTENTION_MMA,
-                                        H3_CUDA_ATTENTION_WGMMA,          H3_CUDA_ATTENTION_WGMMA_SIMPLE,
-                                        H3_CUDA_ATTENTION_WGMMA_FA3,      H3_CUDA_ATTENTION_WGMMA_FA3_S2,
-                                        H3_CUDA_ATTENTION_WGMMA_FA3_NOPP, H3_CUDA_ATTENTION_WGMMA_FA3_LAZY,
-                                        H3_CUDA_ATTENTION_WGMMA_FA3_N176, H3_CUDA_ATTENTION_WGMMA_FA3_N192};
+    h3_cuda_attention_variant paths[10] = {H3_CUDA_VARIANT_GENERIC,        H3_CUDA_VARIANT_MMA,
+                                        H3_CUDA_VARIANT_WGMMA,          H3_CUDA_VARIANT_WGMMA_SIMPLE,
+                                        H3_CUDA_VARIANT_WGMMA_FA3,      H3_CUDA_VARIANT_WGMMA_FA3_S2,
+                                        H3_CUDA_VARIANT_WGMMA_FA3_NOPP, H3_CUDA_VARIANT_WGMMA_FA3_LAZY,
+                                        H3_CUDA_VARIANT_WGMMA_FA3_N176, H3_CUDA_VARIANT_WGMMA_FA3_N192};
     for (int p = 0; p < 7; p++) {
         /* a kernel set aside through H3_CUDA_ATTENTION is not forced either */
-        if (paths[p] == H3_CUDA_ATTENTION_WGMMA && default_path != H3_CUDA_ATTENTION_AUTO &&
-            default_path != H3_CUDA_ATTENTION_WGMMA)
+        if (paths[p] == H3_CUDA_VARIANT_WGMMA && default_path != H3_CUDA_VARIANT_AUTO &&
+            default_path != H3_CUDA_VARIANT_WGMMA)
             continue;
         test_attention(H3_BF16, 300, 300, 4, 4, 128, 0, paths[p]);
         test_attention(H3_BF16, 129, 513, 2, 2, 128, 0, paths[p]);
@@ -1350,20 +1350,20 @@ int main(void) {
         test_attention(H3_F16, 200, 130, 4, 1, 64, 0, paths[p]);
         test_attention(H3_F16, 150, 150, 2, 2, 128, 1, paths[p]);
     }
-    test_attention(H3_BF16, 1000, 1000, 2, 2, 128, 0, H3_CUDA_ATTENTION_AUTO);
-    test_attention(H3_F32, 70, 90, 2, 1, 128, 0, H3_CUDA_ATTENTION_AUTO);
-    test_attention(H3_F32, 40, 40, 2, 2, 16, 1, H3_CUDA_ATTENTION_AUTO);
-    test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_ATTENTION_AUTO);
-    test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_ATTENTION_AUTO);
+    test_attention(H3_BF16, 1000, 1000, 2, 2, 128, 0, H3_CUDA_VARIANT_AUTO);
+    test_attention(H3_F32, 70, 90, 2, 1, 128, 0, H3_CUDA_VARIANT_AUTO);
+    test_attention(H3_F32, 40, 40, 2, 2, 16, 1, H3_CUDA_VARIANT_AUTO);
+    test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_VARIANT_AUTO);
+    test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_VARIANT_AUTO);
     if (!attention_only) test_vae_ops();
     if (!attention_only) test_errors();
 
     if (!attention_only && !is_quick) full_size();
     if (attention_only && !is_quick) { /* the Hopper kernels at the product shape */
-        full_attention(H3_CUDA_ATTENTION_WGMMA);
-        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3);
-        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3_S2);
-        full_attention(H3_CUDA_ATTENTION_WGMMA_FA3_NOPP);
+        full_attention(H3_CUDA_VARIANT_WGMMA);
+        full_attention(H3_CUDA_VARIANT_WGMMA_FA3);
+        full_attention(H3_CUDA_VARIANT_WGMMA_FA3_S2);
+        full_attention(H3_CUDA_VARIANT_WGMMA_FA3_NOPP);
     }
     /* VSA-H3 last: a new kernel that faults must not take the other checks with it */
     if (!attention_only) test_vsa_small();

@@ -211,10 +211,10 @@ static void run(ctx *c, int id) {
         break;
     case OP_ATTN_MMA:
     case OP_ATTN_SIMPLE: {
-        h3_cuda_attention_path old = h3_backend_cuda_set_attention_path(
-            B, id == OP_ATTN_MMA ? H3_CUDA_ATTENTION_MMA : H3_CUDA_ATTENTION_WGMMA_SIMPLE);
+        h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(
+            B, id == OP_ATTN_MMA ? H3_CUDA_VARIANT_MMA : H3_CUDA_VARIANT_WGMMA_SIMPLE);
         h3_op_attention(B, &a->o, &a->q, &a->k, &a->v, NH, NH, HD, 0, 1.0f / sqrtf((float)HD));
-        h3_backend_cuda_set_attention_path(B, old);
+        h3_backend_cuda_set_attention_variant(B, old);
         break;
     }
     case OP_BLOCK: run_block(w, a); break;
@@ -420,9 +420,9 @@ static void vsa_run(vsa_ctx *c, int what) {
         break;
     }
     default: {
-        h3_cuda_attention_path old = h3_backend_cuda_set_attention_path(B, H3_CUDA_ATTENTION_MMA);
+        h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, H3_CUDA_VARIANT_MMA);
         h3_op_vsa_attention(B, &c->o, &c->q, &c->k, &c->v, &c->g, &c->t, NH, HD);
-        h3_backend_cuda_set_attention_path(B, old);
+        h3_backend_cuda_set_attention_variant(B, old);
     }
     }
 }
@@ -1235,16 +1235,16 @@ static void attention_torch(const options *o) {
 }
 
 /* ---- --attention only: every dense attention kernel at the block's shapes -------------------------
- * Each path that fits (forced through h3_backend_cuda_set_attention_path; the kernel name printed is the
+ * Each path that fits (forced through h3_backend_cuda_set_attention_variant; the kernel name printed is the
  * one that ran) timed with CUDA events around h3_op_attention, median of --reps after 2 warm-ups, on
  * fresh random q, k, v (scores O(1..3), as in the tests); then torch SDPA through the reference
  * script's sdpa_backends() in the same process run (--reference none skips it). */
 static void bench_attention_only(const options *o) {
-    static const h3_cuda_attention_path paths[] = { /* the newest last: a kernel that faults ends the run */
-        H3_CUDA_ATTENTION_AUTO,           H3_CUDA_ATTENTION_WGMMA,          H3_CUDA_ATTENTION_WGMMA_FA3,
-        H3_CUDA_ATTENTION_WGMMA_FA3_S2,   H3_CUDA_ATTENTION_WGMMA_FA3_NOPP, H3_CUDA_ATTENTION_WGMMA_SIMPLE,
-        H3_CUDA_ATTENTION_MMA,            H3_CUDA_ATTENTION_WGMMA_FA3_LAZY, H3_CUDA_ATTENTION_WGMMA_FA3_N176,
-        H3_CUDA_ATTENTION_WGMMA_FA3_N192};
+    static const h3_cuda_attention_variant paths[] = { /* the newest last: a kernel that faults ends the run */
+        H3_CUDA_VARIANT_AUTO,           H3_CUDA_VARIANT_WGMMA,          H3_CUDA_VARIANT_WGMMA_FA3,
+        H3_CUDA_VARIANT_WGMMA_FA3_S2,   H3_CUDA_VARIANT_WGMMA_FA3_NOPP, H3_CUDA_VARIANT_WGMMA_SIMPLE,
+        H3_CUDA_VARIANT_MMA,            H3_CUDA_VARIANT_WGMMA_FA3_LAZY, H3_CUDA_VARIANT_WGMMA_FA3_N176,
+        H3_CUDA_VARIANT_WGMMA_FA3_N192};
     const int n_paths = (int)(sizeof paths / sizeof paths[0]);
     int64_t seqs[2] = {S1, S2};
     cudaStream_t cs = (cudaStream_t)h3_backend_cuda_stream(B);
@@ -1266,7 +1266,7 @@ static void bench_attention_only(const options *o) {
         die_if_failed("attention inputs");
         double flop = 4.0 * (double)S * (double)S * NH * HD;
         for (int p = 0; p < n_paths; p++) {
-            h3_cuda_attention_path old = h3_backend_cuda_set_attention_path(B, paths[p]);
+            h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, paths[p]);
             const char *kernel = h3_backend_cuda_attention_kernel(B, &out, &q, &k, &v, NH, NH, HD, 0);
             double t[64];
             int reps = o->reps > 64 ? 64 : o->reps;
@@ -1280,7 +1280,7 @@ static void bench_attention_only(const options *o) {
                 cudaEventElapsedTime(&ms, e0, e1);
                 t[i] = ms;
             }
-            h3_backend_cuda_set_attention_path(B, old);
+            h3_backend_cuda_set_attention_variant(B, old);
             die_if_failed(kernel);
             qsort(t, (size_t)reps, sizeof *t, cmp_double);
             printf("%-8lld %-18s %10.3f %9.1f%s\n", (long long)S, kernel, t[reps / 2], tflops(flop, t[reps / 2]),

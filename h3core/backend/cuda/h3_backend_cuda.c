@@ -82,7 +82,7 @@ typedef struct cuda_impl {
     int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined, H3_CUDA_VSA_PIPELINED */
     cudaEvent_t vsa_events[4];
     int *flag; /* device word of H3K_ERR_* bits */
-    h3_cuda_attention_path attention;
+    h3_cuda_attention_variant attention;
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
 } cuda_impl;
@@ -859,20 +859,20 @@ int h3_cuda_device_count(char *why, size_t why_size) {
     return n;
 }
 
-static h3_cuda_attention_path attention_from_env(void) {
+static h3_cuda_attention_variant attention_from_env(void) {
     const char *e = getenv("H3_CUDA_ATTENTION");
-    if (!e || !*e) return H3_CUDA_ATTENTION_AUTO;
-    if (!strcasecmp(e, "wgmma")) return H3_CUDA_ATTENTION_WGMMA;
-    if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_ATTENTION_WGMMA_SIMPLE;
-    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_ATTENTION_WGMMA_FA3;
-    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_ATTENTION_WGMMA_FA3_S2;
-    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_ATTENTION_WGMMA_FA3_NOPP;
-    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_ATTENTION_WGMMA_FA3_LAZY;
-    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_ATTENTION_WGMMA_FA3_N176;
-    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_ATTENTION_WGMMA_FA3_N192;
-    if (!strcasecmp(e, "mma")) return H3_CUDA_ATTENTION_MMA;
-    if (!strcasecmp(e, "generic")) return H3_CUDA_ATTENTION_GENERIC;
-    return H3_CUDA_ATTENTION_AUTO;
+    if (!e || !*e) return H3_CUDA_VARIANT_AUTO;
+    if (!strcasecmp(e, "wgmma")) return H3_CUDA_VARIANT_WGMMA;
+    if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_VARIANT_WGMMA_SIMPLE;
+    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_VARIANT_WGMMA_FA3;
+    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_VARIANT_WGMMA_FA3_S2;
+    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_VARIANT_WGMMA_FA3_NOPP;
+    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_VARIANT_WGMMA_FA3_LAZY;
+    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_VARIANT_WGMMA_FA3_N176;
+    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_VARIANT_WGMMA_FA3_N192;
+    if (!strcasecmp(e, "mma")) return H3_CUDA_VARIANT_MMA;
+    if (!strcasecmp(e, "generic")) return H3_CUDA_VARIANT_GENERIC;
+    return H3_CUDA_VARIANT_AUTO;
 }
 
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status) {
@@ -959,11 +959,20 @@ void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, fl
        "fill_uniform");
 }
 
-h3_cuda_attention_path h3_backend_cuda_set_attention_path(h3_backend *b, h3_cuda_attention_path path) {
+h3_cuda_attention_variant h3_backend_cuda_set_attention_variant(h3_backend *b, h3_cuda_attention_variant path) {
     cuda_impl *c = impl_of(b);
-    h3_cuda_attention_path old = c->attention;
+    h3_cuda_attention_variant old = c->attention;
     c->attention = path;
     return old;
+}
+
+_Static_assert((int)H3_CUDA_ATTENTION_GENERIC == (int)H3_CUDA_VARIANT_GENERIC && (int)H3_CUDA_ATTENTION_MMA == (int)H3_CUDA_VARIANT_MMA,
+               "the product paths are the first variants");
+h3_cuda_attention_path h3_backend_cuda_set_attention_path(h3_backend *b, h3_cuda_attention_path path) {
+    h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(b, (h3_cuda_attention_variant)path);
+    return old == H3_CUDA_VARIANT_GENERIC ? H3_CUDA_ATTENTION_GENERIC
+           : old == H3_CUDA_VARIANT_MMA   ? H3_CUDA_ATTENTION_MMA
+                                          : H3_CUDA_ATTENTION_AUTO;
 }
 
 const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, const h3_tensor *q,

@@ -32,27 +32,20 @@ int h3_backend_cuda_sm(h3_backend *b);
 /* t = uniform [lo, hi) from a hash of (seed, element index), on the device. */
 void h3_backend_cuda_fill_uniform(h3_backend *b, h3_tensor *t, uint64_t seed, float lo, float hi);
 
-/* Attention kernels. AUTO (the default, or H3_CUDA_ATTENTION=auto|wgmma|mma|generic
- * in the environment; also wgmma-simple and wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) picks wgmma on Hopper
- * for bf16 head_dim 128 non-causal
- * calls, mma.sync for other bf16/f16 calls with head_dim 64 or 128, and the
- * generic kernel otherwise. A forced path that does not fit a call falls
- * back to the next one down. */
+/* The attention kernels a backend may use. AUTO (the default): the best
+ * kernel that fits each call (wgmma on Hopper for bf16 head_dim 128,
+ * mma.sync for other bf16/f16 calls with head_dim 64 or 128, the generic
+ * kernel otherwise). MMA: nothing newer than mma.sync; GENERIC: the generic
+ * kernel only. A tensor-parallel group sets the family every rank has, so
+ * each head is computed by the same code on whichever rank holds it. */
 typedef enum h3_cuda_attention_path {
     H3_CUDA_ATTENTION_AUTO = 0,
     H3_CUDA_ATTENTION_GENERIC = 1,
-    H3_CUDA_ATTENTION_MMA = 2,
-    H3_CUDA_ATTENTION_WGMMA = 3,        /* k_attn_wgmma2: warp-specialised, ping-pong, one GEMM of cover */
-    H3_CUDA_ATTENTION_WGMMA_SIMPLE = 4, /* one barrier per tile: the first version, kept as a cross-check */
-    H3_CUDA_ATTENTION_WGMMA_FA3 = 5,    /* FlashAttention-3 turn order, 3 K/V stages, ping-pong (wgmma-fa3) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_S2 = 6, /* the same with 2 stages (wgmma-fa3-s2) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
-    H3_CUDA_ATTENTION_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
-    H3_CUDA_ATTENTION_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+    H3_CUDA_ATTENTION_MMA = 2
 } h3_cuda_attention_path;
 
-/* Sets the path for later calls; returns the previous setting. */
+/* Sets the path for later calls; returns the previous setting (an
+ * experimental variant set through h3_backend_cuda_bench.h reads as AUTO). */
 h3_cuda_attention_path h3_backend_cuda_set_attention_path(h3_backend *b, h3_cuda_attention_path path);
 
 #ifdef __cplusplus

@@ -15,6 +15,30 @@
 extern "C" {
 #endif
 
+/* Attention kernel variants, for benchmarks and tests (the product picks
+ * through h3_backend_cuda_set_attention_path). AUTO (the default, or H3_CUDA_ATTENTION=auto|wgmma|mma|generic
+ * in the environment; also wgmma-simple and wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) picks wgmma on Hopper
+ * for bf16 head_dim 128 non-causal
+ * calls, mma.sync for other bf16/f16 calls with head_dim 64 or 128, and the
+ * generic kernel otherwise. A forced path that does not fit a call falls
+ * back to the next one down. */
+typedef enum h3_cuda_attention_variant {
+    H3_CUDA_VARIANT_AUTO = 0,
+    H3_CUDA_VARIANT_GENERIC = 1,
+    H3_CUDA_VARIANT_MMA = 2,
+    H3_CUDA_VARIANT_WGMMA = 3,        /* k_attn_wgmma2: warp-specialised, ping-pong, one GEMM of cover */
+    H3_CUDA_VARIANT_WGMMA_SIMPLE = 4, /* one barrier per tile: the first version, kept as a cross-check */
+    H3_CUDA_VARIANT_WGMMA_FA3 = 5,    /* FlashAttention-3 turn order, 3 K/V stages, ping-pong (wgmma-fa3) */
+    H3_CUDA_VARIANT_WGMMA_FA3_S2 = 6, /* the same with 2 stages (wgmma-fa3-s2) */
+    H3_CUDA_VARIANT_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
+    H3_CUDA_VARIANT_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
+    H3_CUDA_VARIANT_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
+    H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+} h3_cuda_attention_variant;
+
+/* Sets the variant for later calls; returns the previous setting. */
+h3_cuda_attention_variant h3_backend_cuda_set_attention_variant(h3_backend *b, h3_cuda_attention_variant path);
+
 /* Name of the kernel an attention call with these arguments runs now. */
 const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, const h3_tensor *q,
                                              const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads,

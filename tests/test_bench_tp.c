@@ -1,5 +1,5 @@
 /* test_bench_tp.c - h3-bench's forward over tensor-parallel ranks
- * (tools/h3_bench_tp.c) on CPU ranks, the same code h3-bench runs on GPUs:
+ * (tools/bench/h3_bench_tp.c) on CPU ranks, the same code h3-bench runs on GPUs:
  * the device list, the refused degrees, and a random model of 56 small heads
  * at TP 1/2/4/7 (dense) and 2 (VSA-H3) whose velocities agree with TP1, so
  * h3_dit_create_random shards like the loader. */

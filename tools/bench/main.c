@@ -1597,7 +1597,7 @@ static int parse(int argc, char **argv, options *o) {
     o->forward_reps = 2;
     o->commit = getenv("H3_COMMIT") ? getenv("H3_COMMIT") : "unknown";
     o->perf_md = "docs/PERFORMANCE.md";
-    o->reference = "tools/h3_bench_reference.py";
+    o->reference = "tools/bench/h3_bench_reference.py";
     o->python = "python3";
     o->dump_dir = "/tmp/h3-bench-dump";
     o->vsa = 1;

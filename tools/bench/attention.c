@@ -1,0 +1,78 @@
+/* attention.c - --attention only: every dense attention kernel at the block's
+ * shapes. Each path that fits (forced through
+ * h3_backend_cuda_set_attention_variant; the kernel name printed is the one
+ * that ran) timed with CUDA events around h3_op_attention, median of --reps
+ * after 2 warm-ups, on fresh random q, k, v (scores O(1..3), as in the tests);
+ * before them torch SDPA through the reference script's sdpa_backends()
+ * (--reference none skips it). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/h3_backend_cuda_bench.h"
+#include "bench.h"
+
+/* torch SDPA (flash, cuDNN, efficient) at both S in a child process; run
+ * first, so that a kernel of ours that faults cannot lose these numbers. */
+static void attention_torch(const bench_options *o) {
+    if (strcmp(o->reference, "none") == 0) return;
+    char dir[512], cmd[1536];
+    reference_script(o, ".", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import sys; sys.path.insert(0, '%s'); import h3_bench_reference as r\n"
+             "for S in (%d, %d):\n"
+             "    for n, x in r.sdpa_backends(S, %d).items(): print('%%-8d %%-18s %%10.3f %%9.1f' %% "
+             "(S, 'torch-' + n, x['ms'], x['tflops']) if 'ms' in x else '%%-8d torch-%%s: %%s' %% (S, n, x['error']))\" 2>&1",
+             o->python, dir, S1, S2, o->reps);
+    fflush(stdout);
+    int rc = system(cmd);
+    if (rc != 0) printf("torch SDPA reference exited with status %d\n", rc);
+}
+
+typedef struct attn_ctx {
+    h3_tensor q, k, v, out;
+} attn_ctx;
+
+static void run_attention(void *opaque) {
+    attn_ctx *c = opaque;
+    h3_op_attention(B, &c->out, &c->q, &c->k, &c->v, NH, NH, HD, 0, 1.0f / sqrtf((float)HD));
+}
+
+/* Every path at one length. */
+static void attention_length(const bench_options *o, int64_t S) {
+    static const h3_cuda_attention_variant paths[] = { /* the newest last: a kernel that faults ends the run */
+        H3_CUDA_VARIANT_AUTO,           H3_CUDA_VARIANT_WGMMA,          H3_CUDA_VARIANT_WGMMA_FA3,
+        H3_CUDA_VARIANT_WGMMA_FA3_S2,   H3_CUDA_VARIANT_WGMMA_FA3_NOPP, H3_CUDA_VARIANT_WGMMA_SIMPLE,
+        H3_CUDA_VARIANT_MMA,            H3_CUDA_VARIANT_WGMMA_FA3_LAZY, H3_CUDA_VARIANT_WGMMA_FA3_N176,
+        H3_CUDA_VARIANT_WGMMA_FA3_N192};
+    size_t mark = h3_arena_mark(B);
+    attn_ctx c;
+    c.q = h3_new_2d(B, H3_BF16, S, INNER);
+    c.k = h3_new_2d(B, H3_BF16, S, INNER);
+    c.v = h3_new_2d(B, H3_BF16, S, INNER);
+    c.out = h3_new_2d(B, H3_BF16, S, INNER);
+    h3_backend_cuda_fill_uniform(B, &c.q, next_seed(), -3.5f, 3.5f);
+    h3_backend_cuda_fill_uniform(B, &c.k, next_seed(), -1.7f, 1.7f);
+    h3_backend_cuda_fill_uniform(B, &c.v, next_seed(), -1, 1);
+    bench_check("attention inputs");
+    double flop = 4.0 * (double)S * (double)S * NH * HD;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, paths[p]);
+        const char *kernel = h3_backend_cuda_attention_kernel(B, &c.out, &c.q, &c.k, &c.v, NH, NH, HD, 0);
+        double ms = time_ms(kernel, run_attention, &c, 2, o->reps, 1);
+        h3_backend_cuda_set_attention_variant(B, old);
+        printf("%-8lld %-18s %10.3f %9.1f%s\n", (long long)S, kernel, ms, tflops(flop, ms), p == 0 ? "  (auto)" : "");
+        fflush(stdout);
+    }
+    h3_arena_reset(B, mark);
+}
+
+void attention_bench(const bench_options *o) {
+    printf("\nattention only: %d heads x %d, bf16, non-causal; median of %d after 2 warm-ups\n", NH, HD, o->reps);
+    printf("%-8s %-18s %10s %9s\n", "S", "kernel", "ms", "TF/s");
+    fflush(stdout);
+    attention_torch(o);
+    attention_length(o, S1);
+    attention_length(o, S2);
+}

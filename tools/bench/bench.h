@@ -1,0 +1,123 @@
+/* bench.h - what every h3-bench section shares: the options, the backend,
+ * random tensors, CUDA-event timing, the PyTorch reference scripts and the
+ * optional PERFORMANCE.md rows; then the sections themselves, one file each.
+ *
+ * Every section runs on one CUDA backend (B, device 0) at the release's
+ * shapes; main.c parses the options, creates B and calls the sections in
+ * order. Random values come from one seed counter (next_seed), so a section
+ * draws the same values whichever sections ran before it in the same order. */
+#ifndef H3_BENCH_H
+#define H3_BENCH_H
+
+#include <json-glib/json-glib.h>
+#include <stdint.h>
+
+#include "backend/h3_backend.h"
+#include "model/h3_dit.h"
+#include "parallel/h3_comm.h"
+
+/* The release's main block (docs/spec/h3-transformer.md §3.7). */
+#define D 5376
+#define NH 56
+#define HD 128
+#define INNER (NH * HD)
+#define FFN 14336
+#define ROT 96
+#define TROWS 6  /* AdaLN table rows: 3 modalities × 2 timesteps */
+#define S1 34710 /* 1280×736×124, L = 256 */
+#define S2 37966 /* 1344×768×124 */
+#define LINEAR_FLOP_PER_TOKEN 770703360.0
+
+typedef struct bench_options {
+    int blocks, reps, forward_reps;
+    int vsa;           /* --vsa: 0 off, 1 on (default), 2 only */
+    int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only; --vae-reps (default 2) */
+    int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
+    int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
+    int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
+    int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
+    int fwd_vsa;       /* --backend fa|vsa: the forward's attention (vsa: VSA-H3, sparsity 0.9) */
+    int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
+    const char *commit, *reference, *python, *dump_dir;
+    const char *perf_md; /* --perf-md FILE: where the run's rows go (default docs/PERFORMANCE.md); NULL: none */
+} bench_options;
+
+/* ---- the harness (bench.c) ------------------------------------------------------------------- */
+
+extern h3_backend *B; /* every section's backend: CUDA device 0, created by main */
+
+uint64_t next_seed(void);
+/* Waits for the backend; on a failure prints it with `where` and exits 1. */
+void bench_check(const char *where);
+/* A failure is printed with `where` and cleared instead; 1 when there was none. */
+int bench_ok(const char *where);
+
+/* bf16 tensors, uniform in [-a, a] and in [lo, hi). */
+h3_tensor rand2(int64_t rows, int64_t cols, float a);
+h3_tensor rand1(int64_t n, float lo, float hi);
+
+typedef void (*bench_fn)(void *ctx);
+/* Median milliseconds of `reps` timed runs (at most 64) after `warmup`
+ * untimed ones, CUDA events on the backend's stream. A timed run is `calls`
+ * calls of fn and counts as one call. A failure is fatal (bench_check). */
+double time_ms(const char *what, bench_fn fn, void *ctx, int warmup, int reps, int calls);
+/* The same, but a failure gives NAN (bench_ok). */
+double time_ms_or_nan(const char *what, bench_fn fn, void *ctx, int warmup, int reps, int calls);
+
+double median(double *t, int n);       /* sorts t; the mean of the middle pair for even n */
+double upper_median(double *t, int n); /* sorts t; t[n / 2], the upper one of the pair */
+double now_ms(void);             /* monotonic wall clock */
+double tflops(double flop, double ms);
+
+/* Runs a PyTorch reference command; its lines that start with `tag` carry
+ * one JSON object (returned, or NULL), the rest is echoed as it comes. */
+JsonNode *run_python_json(const char *cmd, const char *tag);
+/* A number at a dotted path of a reference's JSON; NAN when absent. */
+double ref_num(JsonNode *root, const char *path);
+/* `name` in the folder of --reference (the scripts lie side by side). */
+void reference_script(const bench_options *o, const char *name, char *path, size_t size);
+
+/* The release's transformer config (from the test data when present, else built in). */
+void release_dit_config(h3_dit_config *c);
+
+/* --perf-md: "YYYY-MM-DD HH:MM" in UTC, a table row's first cell. */
+void perf_date(char *buf, size_t size);
+/* Appends `row` to the file; 0 on failure. */
+int perf_append(const char *path, const char *row);
+/* Inserts `row` before the line holding `marker`; 0 when the file or the marker is missing. */
+int perf_insert_before(const char *path, const char *marker, const char *row);
+
+/* ---- the sections, one file each ------------------------------------------------------------------ */
+
+/* ops.c: the block's GEMMs, its elementwise ops, attention (three kernels), one
+ * hand-written block and a forward of --blocks of them at both lengths; then
+ * (ops_report) the PyTorch reference on the same shapes and weights, the table
+ * and the PERFORMANCE.md row. */
+typedef struct ops_result ops_result;
+ops_result *ops_bench(const bench_options *o);
+void ops_report(const bench_options *o, const ops_result *r, const char *gpu);
+double ops_block_ms(const ops_result *r);   /* one block at S1 */
+double ops_forward_ms(const ops_result *r); /* --blocks blocks at S1 */
+void ops_free(ops_result *r);
+
+/* attention.c: --attention only, every dense attention kernel and torch SDPA. */
+void attention_bench(const bench_options *o);
+
+/* forward.c: the product's forward on one GPU; hand: the ops section's result, or NULL. */
+int forward_bench(const bench_options *o, const ops_result *hand);
+
+/* forward_tp.c: the product's forward over tensor-parallel ranks (--devices, --tp-sweep, --backend vsa). */
+int forward_tp_degree_ok(const bench_options *o); /* refuses a degree the model does not split over */
+int forward_tp_bench(const bench_options *o);
+
+/* vsa.c: VSA-H3 against our dense attention at the spec's shapes. */
+typedef struct vsa_run vsa_run;
+vsa_run *vsa_bench(const bench_options *o);
+void vsa_report(const bench_options *o, const vsa_run *run, const char *gpu);
+void vsa_free(vsa_run *run);
+
+/* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op. */
+void vae_bench(const bench_options *o);
+void vae_profile_block(int tiles);
+
+#endif

@@ -39,7 +39,7 @@ typedef struct bench_options {
     int fwd_vsa;       /* --backend fa|vsa: the forward's attention (vsa: VSA-H3, sparsity 0.9) */
     int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
     const char *commit, *reference, *python, *dump_dir;
-    const char *perf_md; /* --perf-md FILE: where the run's rows go (default docs/PERFORMANCE.md); NULL: none */
+    const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
 } bench_options;
 
 /* ---- the harness (bench.c) ------------------------------------------------------------------- */

@@ -18,9 +18,9 @@
  *                 (--vae on|off|only), after vae_profile.c's ViT block op by op;
  *   attention.c   alone with --attention only: every dense attention kernel
  *                 and torch SDPA.
- * Results go to stdout, and the ops and VSA rows to --perf-md (default
- * docs/PERFORMANCE.md; "-" for none). This file parses the options and calls
- * the sections. */
+ * Results go to stdout; --perf-md FILE also records the ops and VSA rows in
+ * that file's tables (docs/PERFORMANCE.md). This file parses the options and
+ * calls the sections. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +32,11 @@
 static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
-            "                [--perf-md FILE|-] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
+            "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
+            "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
+            "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
             "                  (\"0,1,2,3\"; default \"0\": today's single-GPU forward next to the hand-written block;\n"
             "                  the count must divide the 56 heads: 1, 2, 4, 7 or 8)\n"
@@ -54,7 +56,7 @@ static void set_defaults(bench_options *o) {
     o->reps = 5;
     o->forward_reps = 2;
     o->commit = getenv("H3_COMMIT") ? getenv("H3_COMMIT") : "unknown";
-    o->perf_md = "docs/PERFORMANCE.md";
+    o->perf_md = NULL;
     o->reference = "tools/bench/h3_bench_reference.py";
     o->python = "python3";
     o->dump_dir = "/tmp/h3-bench-dump";

@@ -6,7 +6,7 @@
  * backend and an eager PyTorch block from the spec with the same weights, and
  * checks that block against ours. The table gives TFLOP/s, the fraction of
  * the measured GEMM peak and our/reference speed ratios (> 1: we are
- * faster); one dated row per run is appended to --perf-md. */
+ * faster); with --perf-md, one dated row per run is appended there. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -38,6 +38,8 @@ typedef struct bench_options {
     int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
     int fwd_vsa;       /* --backend fa|vsa: the forward's attention (vsa: VSA-H3, sparsity 0.9) */
     int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
+    int attention_variant; /* --attention-variant: an h3_cuda_attention_variant; 0 AUTO, the backend's default */
+    int vsa_pipelined;     /* --vsa-pipelined 0|1|2: the Hopper VSA kernel's consumer; 0, the default */
     const char *commit, *reference, *python, *dump_dir;
     const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
 } bench_options;

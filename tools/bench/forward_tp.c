@@ -98,7 +98,8 @@ int forward_tp_bench(const bench_options *o) {
                                        .patch_t = cfg.patch_t, .patch_h = cfg.patch_h, .patch_w = cfg.patch_w},
                             .t_video = 0.3f, .t_audio = 0.6f,
                             .reps = o->forward_reps < 3 ? 3 : o->forward_reps > 64 ? 64 : o->forward_reps,
-                            .vsa = o->fwd_vsa, .vsa_sparsity = 0.9f, .log = stdout};
+                            .vsa = o->fwd_vsa, .vsa_sparsity = 0.9f, .log = stdout,
+                            .attention_variant = o->attention_variant, .vsa_pipelined = o->vsa_pipelined};
     p.comm_reps = p.reps;
     h3_bench_tp_result res[H3_COMM_MAX_RANKS];
     int ok[H3_COMM_MAX_RANKS], all_ok = 1, t1 = -1;

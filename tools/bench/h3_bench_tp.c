@@ -12,6 +12,9 @@
 #include "backend/h3_backend.h"
 #include "parallel/h3_tp.h"
 #include "model/h3_vsa.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/h3_backend_cuda_bench.h" /* the attention variant and VSA consumer h3-bench forces */
+#endif
 
 int h3_bench_parse_devices(const char *list, int *devices, int max, h3_status *status) {
     const char *bad = "devices '%s': expected CUDA ordinals such as \"0,1,2,3\", or \"cpu:N\"";
@@ -77,10 +80,15 @@ static h3_status_code sync_all(const h3_tp *tp, h3_backend *b, h3_status *status
     return rc;
 }
 
-static h3_status_code rank_backend(int device, int threads, h3_backend **out, h3_status *status) {
-    if (device < 0) return h3_backend_cpu_create(threads, out, status);
+static h3_status_code rank_backend(const h3_bench_tp_params *p, int device, h3_backend **out, h3_status *status) {
+    if (device < 0) return h3_backend_cpu_create(p->cpu_threads, out, status);
 #ifdef H3_HAVE_CUDA
-    return h3_backend_cuda_create(device, out, status);
+    h3_status_code rc = h3_backend_cuda_create(device, out, status);
+    /* what h3-bench chose for its own backend, before the handshake may narrow it */
+    if (rc == H3_OK && p->attention_variant)
+        h3_backend_cuda_set_attention_variant(*out, (h3_cuda_attention_variant)p->attention_variant);
+    if (rc == H3_OK && p->vsa_pipelined) h3_backend_cuda_set_vsa_pipelined(*out, p->vsa_pipelined);
+    return rc;
 #else
     return h3_fail(status, H3_ERR_UNSUPPORTED, "device %d: this build of h3core has no CUDA backend", device);
 #endif
@@ -181,7 +189,7 @@ static h3_status_code bench_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_dit *dit = NULL;
     h3_status bs;
     h3_status_clear(&bs);
-    h3_status_code rc = rank_backend(device, p->cpu_threads, &b, &bs);
+    h3_status_code rc = rank_backend(p, device, &b, &bs);
     h3_tp_probe probe;
     h3_tp_probe_rank(rc == H3_OK ? b : NULL, tp->rank, device, j->devices, tp->size, j->plan->rank_bytes[tp->rank],
                      rc == H3_OK ? NULL : bs.message, &probe);

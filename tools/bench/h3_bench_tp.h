@@ -34,6 +34,9 @@ typedef struct h3_bench_tp_params {
     float vsa_sparsity;
     int comm_reps;                  /* > 0: also time the forward's all-reduces alone, this many times */
     int cpu_threads;                /* per CPU rank; 0: the backend's default */
+    int attention_variant;          /* CUDA ranks: the h3_cuda_attention_variant to force (h3-bench
+                                       --attention-variant); 0, AUTO: the backend's default */
+    int vsa_pipelined;              /* CUDA ranks: the Hopper VSA kernel's consumer (0, the default) */
     FILE *log;                      /* rank 0's progress lines; NULL: silent */
     float *video_out;               /* optional: rank 0's video velocities of the last timed forward,
                                        [num_video_rows, in_channels·patch_h·patch_w] (tests compare degrees) */

@@ -24,8 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "backend/cuda/h3_backend_cuda.h"
+#include "backend/cuda/h3_backend_cuda_bench.h"
 #include "bench.h"
 #include "h3_bench_tp.h"
 
@@ -35,6 +36,7 @@ static void usage(void) {
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
@@ -42,7 +44,40 @@ static void usage(void) {
             "                  the count must divide the 56 heads: 1, 2, 4, 7 or 8)\n"
             "  --tp-sweep      the forward at TP1 and every valid degree up to the device count (first devices\n"
             "                  of the list), with the speedup and efficiency against TP1\n"
-            "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n");
+            "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n"
+            "  --attention-variant NAME  the attention kernel every section uses where it does not force one:\n"
+            "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
+            "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic\n"
+            "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
+            "                  1 pipelined, 2 paired\n");
+}
+
+/* The names of h3_cuda_attention_variant, as --attention-variant takes them. */
+static const struct {
+    const char *name;
+    h3_cuda_attention_variant variant;
+} variants[] = {
+    {"auto", H3_CUDA_VARIANT_AUTO},
+    {"wgmma", H3_CUDA_VARIANT_WGMMA},
+    {"wgmma-simple", H3_CUDA_VARIANT_WGMMA_SIMPLE},
+    {"wgmma-fa3", H3_CUDA_VARIANT_WGMMA_FA3},
+    {"wgmma-fa3-s2", H3_CUDA_VARIANT_WGMMA_FA3_S2},
+    {"wgmma-fa3-nopp", H3_CUDA_VARIANT_WGMMA_FA3_NOPP},
+    {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
+    {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
+    {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192},
+    {"mma", H3_CUDA_VARIANT_MMA},
+    {"generic", H3_CUDA_VARIANT_GENERIC},
+};
+
+/* 1 and *out set when name is a variant. */
+static int parse_variant(const char *name, int *out) {
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        if (!strcasecmp(name, variants[i].name)) {
+            *out = (int)variants[i].variant;
+            return 1;
+        }
+    return 0;
 }
 
 /* on|off|only as 1, 0, 2; -1 for anything else. */
@@ -84,6 +119,9 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--devices")) *devices = v;
     else if (!strcmp(a, "--backend") && (!strcmp(v, "fa") || !strcmp(v, "vsa"))) o->fwd_vsa = !strcmp(v, "vsa");
+    else if (!strcmp(a, "--attention-variant") && parse_variant(v, &o->attention_variant)) return 1;
+    else if (!strcmp(a, "--vsa-pipelined") && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2")))
+        o->vsa_pipelined = atoi(v);
     else return 0;
     return 1;
 }
@@ -111,7 +149,7 @@ static int parse(int argc, char **argv, bench_options *o) {
            o->vae_reps <= 16;
 }
 
-/* Device 0's backend; 0 on failure. */
+/* Device 0's backend with the kernels the options choose; 0 on failure. */
 static int create_backend(const bench_options *o) {
     char why[256];
     if (h3_cuda_device_count(why, sizeof why) == 0) {
@@ -123,6 +161,8 @@ static int create_backend(const bench_options *o) {
         fprintf(stderr, "h3-bench: %s\n", st.message);
         return 0;
     }
+    if (o->attention_variant) h3_backend_cuda_set_attention_variant(B, (h3_cuda_attention_variant)o->attention_variant);
+    if (o->vsa_pipelined) h3_backend_cuda_set_vsa_pipelined(B, o->vsa_pipelined);
     return 1;
 }
 

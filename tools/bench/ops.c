@@ -66,7 +66,7 @@ static void run_op(void *opaque) {
     case OP_LIN_OUT: h3_op_linear(B, &a->y, &a->o, &w->wo, NULL); break;
     case OP_LIN_FC1: h3_op_linear(B, &a->u, &a->h, &w->w1, NULL); break;
     case OP_LIN_FC2: h3_op_linear(B, &a->y, &a->g, &w->w2, NULL); break;
-    case OP_ATTN: attention(a); break; /* the backend's choice (H3_CUDA_ATTENTION or auto) */
+    case OP_ATTN: attention(a); break; /* the backend's choice (--attention-variant, else auto) */
     case OP_ATTN_MMA:
     case OP_ATTN_SIMPLE: {
         h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(

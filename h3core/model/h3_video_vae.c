@@ -1,4 +1,4 @@
-/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (spec/h3-vaes.md §3).
+/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (docs/spec/h3-vaes.md §3).
  *
  * Decode = for each temporal window of 7 latents (stepping by 5), for each
  * spatial tile: post_quant_conv -> proj_in -> 36 ViT blocks over all tokens
@@ -17,6 +17,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,31 +234,113 @@ static h3_status_code check_geometry(h3_video_vae *v, const char *path, h3_statu
     return H3_OK;
 }
 
-/* ---- weights ---------------------------------------------------------------------- */
+/* ---- the decoder's tensors ------------------------------------------------------- */
 
-static h3_status_code load_tensor(h3_video_vae *v, const h3_checkpoint *ck, const char *name, int ndim,
-                                  const int64_t *shape, h3_weight_type type, h3_tensor *out, h3_status *status) {
-    const h3_st_tensor *t;
-    h3_status_code rc = h3_checkpoint_get(ck, name, ndim, shape, &t, status);
-    if (rc != H3_OK) return rc;
-    return h3_weight_load(v->b, t, type, out, status);
-}
+/* One walk over the decoder's tensors in module order, the single statement
+ * of which tensors a decoder of this config has: the loader (load_one) puts
+ * each into its field, h3_video_vae_decoder_tensors hands each to its caller
+ * (export_one). dst: the field, or the three of a fused native q/k/v. */
+typedef struct tensor_walk tensor_walk;
+struct tensor_walk {
+    h3_status_code (*visit)(tensor_walk *w, const h3_video_vae_tensor *t, h3_tensor *const *dst, h3_status *status);
+    h3_video_vae *v;
+    const h3_checkpoint *ck;   /* load_one's */
+    h3_video_vae_tensor_fn fn; /* export_one's */
+    void *opaque;
+};
 
-static h3_status_code load_linear(h3_video_vae *v, const h3_checkpoint *ck, const char *prefix, int64_t n_out,
-                                  int64_t n_in, h3_tensor *w, h3_tensor *bias, h3_status *status) {
+static h3_status_code visit(tensor_walk *w, h3_video_vae_role role, h3_tensor *const *dst, int ndim,
+                            const int64_t *shape, h3_status *status, const char *fmt, ...) G_GNUC_PRINTF(7, 8);
+static h3_status_code visit(tensor_walk *w, h3_video_vae_role role, h3_tensor *const *dst, int ndim,
+                            const int64_t *shape, h3_status *status, const char *fmt, ...) {
     char name[256];
-    int64_t ws[2] = {n_out, n_in};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    h3_status_code rc = load_tensor(v, ck, name, 2, ws, H3_WEIGHT_F16, w, status);
-    if (rc != H3_OK) return rc;
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    return load_tensor(v, ck, name, 1, &n_out, H3_WEIGHT_F16, bias, status);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    h3_video_vae_tensor t = {.name = name, .ndim = ndim, .dtype = H3_ST_F32, .role = role};
+    for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
+    return w->visit(w, &t, dst, status);
 }
 
-static h3_status_code load_vector(h3_video_vae *v, const h3_checkpoint *ck, const char *name, int64_t n,
-                                  h3_tensor *out, h3_status *status) {
-    return load_tensor(v, ck, name, 1, &n, H3_WEIGHT_F32, out, status);
+static h3_status_code walk_linear(tensor_walk *w, const char *prefix, int64_t n_out, int64_t n_in, h3_tensor *weight,
+                                  h3_tensor *bias, h3_status *status) {
+    h3_status_code rc =
+        visit(w, H3_VIDEO_VAE_WEIGHT, &weight, 2, (int64_t[]){n_out, n_in}, status, "%s.weight", prefix);
+    if (rc == H3_OK) rc = visit(w, H3_VIDEO_VAE_BIAS, &bias, 1, &n_out, status, "%s.bias", prefix);
+    return rc;
 }
+
+/* prefix.leaf, a vector of the model width. */
+static h3_status_code walk_vector(tensor_walk *w, h3_video_vae_role role, const char *prefix, const char *leaf,
+                                  h3_tensor *dst, h3_status *status) {
+    int64_t n = w->v->dim;
+    return visit(w, role, &dst, 1, &n, status, "%s.%s", prefix, leaf);
+}
+
+/* q, k, v: three linears (diffusers) or one fused per head (native). */
+static h3_status_code walk_qkv(tensor_walk *w, const char *p, vae_block *k, h3_status *status) {
+    int64_t D = w->v->dim;
+    h3_tensor *ws[3] = {&k->wq, &k->wk, &k->wv}, *bs[3] = {&k->bq, &k->bk, &k->bv};
+    h3_status_code rc = H3_OK;
+    if (!w->v->value_first) {
+        rc = visit(w, H3_VIDEO_VAE_QKV_WEIGHT, ws, 2, (int64_t[]){3 * D, D}, status, "%s.attn.to_qkv.weight", p);
+        if (rc == H3_OK)
+            rc = visit(w, H3_VIDEO_VAE_QKV_BIAS, bs, 1, (int64_t[]){3 * D}, status, "%s.attn.to_qkv.bias", p);
+        return rc;
+    }
+    const char *parts[3] = {"attn.to_q", "attn.to_k", "attn.to_v"};
+    for (int j = 0; j < 3 && rc == H3_OK; j++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.%s", p, parts[j]);
+        rc = walk_linear(w, name, D, D, ws[j], bs[j], status);
+    }
+    return rc;
+}
+
+static h3_status_code walk_block(tensor_walk *w, int i, vae_block *k, h3_status *status) {
+    const h3_video_vae *v = w->v;
+    int native = !v->value_first;
+    int64_t D = v->dim, F = v->ffn_dim;
+    char p[128], out[192], fc1[192], fc2[192];
+    snprintf(p, sizeof p, "decoder.transformer_blocks.%d", i);
+    snprintf(out, sizeof out, "%s.%s", p, native ? "attn.to_out" : "attn.to_out.0");
+    snprintf(fc1, sizeof fc1, "%s.%s", p, native ? "ff.w1" : "ff.net.0.proj");
+    snprintf(fc2, sizeof fc2, "%s.%s", p, native ? "ff.w2" : "ff.net.2");
+    h3_status_code rc = walk_vector(w, H3_VIDEO_VAE_NORM_WEIGHT, p, "norm1.weight", &k->norm1, status);
+    if (rc == H3_OK) rc = walk_qkv(w, p, k, status);
+    if (rc == H3_OK) rc = walk_linear(w, out, D, D, &k->wo, &k->bo, status);
+    if (rc == H3_OK) rc = walk_vector(w, H3_VIDEO_VAE_LAYER_SCALE, p, "scale1", &k->scale1, status);
+    if (rc == H3_OK) rc = walk_vector(w, H3_VIDEO_VAE_NORM_WEIGHT, p, "norm2.weight", &k->norm2, status);
+    if (rc == H3_OK) rc = walk_linear(w, fc1, 2 * F, D, &k->w1, &k->b1, status);
+    if (rc == H3_OK) rc = walk_linear(w, fc2, D, F, &k->w2, &k->b2, status);
+    if (rc == H3_OK) rc = walk_vector(w, H3_VIDEO_VAE_LAYER_SCALE, p, "scale2", &k->scale2, status);
+    return rc;
+}
+
+/* v->blocks holds n_layers blocks. */
+static h3_status_code walk_decoder(tensor_walk *w, h3_status *status) {
+    h3_video_vae *v = w->v;
+    int64_t C = v->z_channels, D = v->dim, P = (int64_t)v->out_channels * v->ratio_t * v->ratio * v->ratio;
+    h3_tensor *pq_w = &v->pq_w, *pq_b = &v->pq_b, *registers = &v->registers;
+    h3_status_code rc =
+        visit(w, H3_VIDEO_VAE_WEIGHT, &pq_w, 5, (int64_t[]){C, C, 1, 1, 1}, status, "post_quant_conv.weight");
+    if (rc == H3_OK) rc = visit(w, H3_VIDEO_VAE_BIAS, &pq_b, 1, &C, status, "post_quant_conv.bias");
+    if (rc == H3_OK)
+        rc = walk_linear(w, v->value_first ? "decoder.proj_in" : "decoder.x_embedder", D, C, &v->in_w, &v->in_b,
+                         status);
+    if (rc == H3_OK)
+        rc = visit(w, H3_VIDEO_VAE_REGISTERS, &registers, 3, (int64_t[]){1, v->n_registers, D}, status,
+                   "decoder.register_tokens");
+    for (int i = 0; i < v->n_layers && rc == H3_OK; i++) rc = walk_block(w, i, &v->blocks[i], status);
+    if (rc == H3_OK)
+        rc = walk_vector(w, H3_VIDEO_VAE_NORM_WEIGHT, "decoder.norm_out", "weight", &v->norm_out_w, status);
+    if (rc == H3_OK) rc = walk_vector(w, H3_VIDEO_VAE_NORM_BIAS, "decoder.norm_out", "bias", &v->norm_out_b, status);
+    if (rc == H3_OK) rc = walk_linear(w, "decoder.proj_out", P, D, &v->out_w, &v->out_b, status);
+    return rc;
+}
+
+/* ---- weights ---------------------------------------------------------------------- */
 
 /* Native `to_qkv` rows are interleaved per head: [h0: q k v, h1: q k v, ...].
  * Part p (0 q, 1 k, 2 v) of a weight [3D, D] or bias [3D] goes to out. */
@@ -285,56 +368,32 @@ static h3_status_code load_qkv_part(h3_video_vae *v, const h3_st_tensor *src, in
     return rc;
 }
 
-static h3_status_code load_native_attention(h3_video_vae *v, const h3_checkpoint *ck, const char *p, vae_block *blk,
-                                            h3_status *status) {
-    char name[256];
-    const h3_st_tensor *w, *bias;
-    int64_t ws[2] = {3 * (int64_t)v->dim, v->dim}, bs = 3 * (int64_t)v->dim;
-    h3_status_code rc;
-    snprintf(name, sizeof name, "%s.attn.to_qkv.weight", p);
-    if ((rc = h3_checkpoint_get(ck, name, 2, ws, &w, status)) != H3_OK) return rc;
-    snprintf(name, sizeof name, "%s.attn.to_qkv.bias", p);
-    if ((rc = h3_checkpoint_get(ck, name, 1, &bs, &bias, status)) != H3_OK) return rc;
-    h3_tensor *dst_w[3] = {&blk->wq, &blk->wk, &blk->wv}, *dst_b[3] = {&blk->bq, &blk->bk, &blk->bv};
-    for (int part = 0; part < 3; part++) {
-        if ((rc = load_qkv_part(v, w, part, dst_w[part], status)) != H3_OK) return rc;
-        if ((rc = load_qkv_part(v, bias, part, dst_b[part], status)) != H3_OK) return rc;
+/* The loader's visit: the tensor from the checkpoint (its shape checked) onto
+ * the backend; linears in f16, vectors in f32, reshaped for the ops. */
+static h3_status_code load_one(tensor_walk *w, const h3_video_vae_tensor *t, h3_tensor *const *dst,
+                               h3_status *status) {
+    h3_video_vae *v = w->v;
+    const h3_st_tensor *src;
+    h3_status_code rc = h3_checkpoint_get(w->ck, t->name, t->ndim, t->shape, &src, status);
+    if (rc != H3_OK) return rc;
+    switch (t->role) {
+    case H3_VIDEO_VAE_QKV_WEIGHT:
+    case H3_VIDEO_VAE_QKV_BIAS:
+        for (int part = 0; part < 3 && rc == H3_OK; part++) rc = load_qkv_part(v, src, part, dst[part], status);
+        return rc;
+    case H3_VIDEO_VAE_WEIGHT:
+    case H3_VIDEO_VAE_BIAS:
+        rc = h3_weight_load(v->b, src, H3_WEIGHT_F16, dst[0], status);
+        if (rc == H3_OK && t->ndim == 5) /* a 1x1x1 conv is a linear over channels */
+            *dst[0] = h3_tensor_2d(dst[0], t->shape[0], t->shape[1]);
+        return rc;
+    default:
+        rc = h3_weight_load(v->b, src, H3_WEIGHT_F32, dst[0], status);
+        if (rc == H3_OK && t->role == H3_VIDEO_VAE_LAYER_SCALE) /* one-row tables for h3_op_gated_residual */
+            *dst[0] = h3_tensor_2d(dst[0], 1, t->shape[0]);
+        if (rc == H3_OK && t->role == H3_VIDEO_VAE_REGISTERS) *dst[0] = h3_tensor_2d(dst[0], t->shape[1], t->shape[2]);
+        return rc;
     }
-    snprintf(name, sizeof name, "%s.attn.to_out", p);
-    return load_linear(v, ck, name, v->dim, v->dim, &blk->wo, &blk->bo, status);
-}
-
-static h3_status_code load_block(h3_video_vae *v, const h3_checkpoint *ck, int i, vae_block *blk, h3_status *status) {
-    char p[128], name[256];
-    h3_status_code rc;
-    int native = !v->value_first;
-    snprintf(p, sizeof p, "decoder.transformer_blocks.%d", i);
-#define VEC(field, suffix)                                                                  \
-    do {                                                                                    \
-        snprintf(name, sizeof name, "%s.%s", p, suffix);                                    \
-        if ((rc = load_vector(v, ck, name, v->dim, &blk->field, status)) != H3_OK) return rc; \
-    } while (0)
-    VEC(norm1, "norm1.weight");
-    VEC(norm2, "norm2.weight");
-    VEC(scale1, "scale1");
-    VEC(scale2, "scale2");
-#undef VEC
-    blk->scale1 = h3_tensor_2d(&blk->scale1, 1, v->dim); /* one-row tables for h3_op_gated_residual */
-    blk->scale2 = h3_tensor_2d(&blk->scale2, 1, v->dim);
-    if (native) {
-        if ((rc = load_native_attention(v, ck, p, blk, status)) != H3_OK) return rc;
-    } else {
-        const char *parts[4] = {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0"};
-        h3_tensor *ws[4] = {&blk->wq, &blk->wk, &blk->wv, &blk->wo}, *bs[4] = {&blk->bq, &blk->bk, &blk->bv, &blk->bo};
-        for (int k = 0; k < 4; k++) {
-            snprintf(name, sizeof name, "%s.%s", p, parts[k]);
-            if ((rc = load_linear(v, ck, name, v->dim, v->dim, ws[k], bs[k], status)) != H3_OK) return rc;
-        }
-    }
-    snprintf(name, sizeof name, "%s.%s", p, native ? "ff.w1" : "ff.net.0.proj");
-    if ((rc = load_linear(v, ck, name, 2 * (int64_t)v->ffn_dim, v->dim, &blk->w1, &blk->b1, status)) != H3_OK) return rc;
-    snprintf(name, sizeof name, "%s.%s", p, native ? "ff.w2" : "ff.net.2");
-    return load_linear(v, ck, name, v->dim, v->ffn_dim, &blk->w2, &blk->b2, status);
 }
 
 /* The native config does not state the register count or the FFN width:
@@ -347,36 +406,18 @@ static void native_sizes_from_tensors(h3_video_vae *v, const h3_checkpoint *ck) 
     if (t && t->ndim == 2 && t->shape[0] % 2 == 0 && t->shape[1] == v->dim) v->ffn_dim = (int)(t->shape[0] / 2);
 }
 
-static h3_status_code load_weights(h3_video_vae *v, const h3_checkpoint *ck, h3_status *status) {
-    h3_status_code rc;
-    int64_t C = v->z_channels, D = v->dim;
-    int native = !v->value_first;
-    if (native) native_sizes_from_tensors(v, ck);
-
-    int64_t pq_shape[5] = {C, C, 1, 1, 1};
-    if ((rc = load_tensor(v, ck, "post_quant_conv.weight", 5, pq_shape, H3_WEIGHT_F16, &v->pq_w, status)) != H3_OK)
-        return rc;
-    v->pq_w = h3_tensor_2d(&v->pq_w, C, C); /* a 1x1x1 conv is a linear over channels */
-    if ((rc = load_tensor(v, ck, "post_quant_conv.bias", 1, &C, H3_WEIGHT_F16, &v->pq_b, status)) != H3_OK) return rc;
-    if ((rc = load_linear(v, ck, native ? "decoder.x_embedder" : "decoder.proj_in", D, C, &v->in_w, &v->in_b,
-                          status)) != H3_OK)
-        return rc;
-    int64_t reg_shape[3] = {1, v->n_registers, D};
-    if ((rc = load_tensor(v, ck, "decoder.register_tokens", 3, reg_shape, H3_WEIGHT_F32, &v->registers, status)) !=
-        H3_OK)
-        return rc;
-    v->registers = h3_tensor_2d(&v->registers, v->n_registers, D);
-    if ((rc = load_vector(v, ck, "decoder.norm_out.weight", D, &v->norm_out_w, status)) != H3_OK) return rc;
-    if ((rc = load_vector(v, ck, "decoder.norm_out.bias", D, &v->norm_out_b, status)) != H3_OK) return rc;
-    int64_t P = (int64_t)v->out_channels * v->ratio_t * v->ratio * v->ratio;
-    if ((rc = load_linear(v, ck, "decoder.proj_out", P, D, &v->out_w, &v->out_b, status)) != H3_OK) return rc;
-
+static h3_status_code alloc_blocks(h3_video_vae *v, h3_status *status) {
     v->blocks = calloc((size_t)(v->n_layers ? v->n_layers : 1), sizeof *v->blocks);
-    if (!v->blocks) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
-    for (int i = 0; i < v->n_layers; i++)
-        if ((rc = load_block(v, ck, i, &v->blocks[i], status)) != H3_OK) return rc;
+    return v->blocks ? H3_OK : h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
+}
 
-    rc = h3_weight_from_f32(v->b, v->latents_mean, H3_F32, 1, &C, &v->mean_t, status);
+static h3_status_code load_weights(h3_video_vae *v, const h3_checkpoint *ck, h3_status *status) {
+    int64_t C = v->z_channels;
+    if (!v->value_first) native_sizes_from_tensors(v, ck);
+    tensor_walk w = {.visit = load_one, .v = v, .ck = ck};
+    h3_status_code rc = alloc_blocks(v, status);
+    if (rc == H3_OK) rc = walk_decoder(&w, status);
+    if (rc == H3_OK) rc = h3_weight_from_f32(v->b, v->latents_mean, H3_F32, 1, &C, &v->mean_t, status);
     if (rc == H3_OK) rc = h3_weight_from_f32(v->b, v->latents_std, H3_F32, 1, &C, &v->std_t, status);
     return rc;
 }
@@ -426,23 +467,38 @@ static h3_status_code read_config(h3_video_vae *v, const char *dir, char **weigh
     return rc;
 }
 
-h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **out, h3_status *status) {
+/* A decoder without weights: the config of dir read and checked, the defaults set. */
+static h3_status_code config_from_dir(const char *dir, h3_video_vae **out, char **weights, h3_status *status) {
     *out = NULL;
-    if (!b || !dir) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "video VAE: no backend or directory");
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
         return h3_fail(status, H3_ERR_NOT_FOUND, "%s: no such video VAE directory", dir);
     h3_video_vae *v = calloc(1, sizeof *v);
     if (!v) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE: out of memory");
-    v->b = b;
     v->tp = H3_TP_SINGLE;
     v->tile = 256;
     v->min_overlap = 64;
-    v->act = h3_backend_compute_dtype(b) == H3_F32 ? H3_F32 : H3_F16;
+    h3_status_code rc = read_config(v, dir, weights, status);
+    if (rc == H3_OK) rc = check_geometry(v, dir, status);
+    if (rc != H3_OK) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    return H3_OK;
+}
+
+h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **out, h3_status *status) {
+    *out = NULL;
+    if (!b || !dir) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "video VAE: no backend or directory");
+    h3_video_vae *v = NULL;
     char *weights = NULL;
     h3_checkpoint *ck = NULL;
-    h3_status_code rc = read_config(v, dir, &weights, status);
-    if (rc == H3_OK) rc = check_geometry(v, dir, status);
-    if (rc == H3_OK) rc = h3_checkpoint_open(weights, &ck, status);
+    h3_status_code rc = config_from_dir(dir, &v, &weights, status);
+    if (rc == H3_OK) {
+        v->b = b;
+        v->act = h3_backend_compute_dtype(b) == H3_F32 ? H3_F32 : H3_F16;
+        rc = h3_checkpoint_open(weights, &ck, status);
+    }
     if (rc == H3_OK) rc = load_weights(v, ck, status);
     h3_checkpoint_close(ck);
     g_free(weights);
@@ -452,6 +508,28 @@ h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **
     }
     *out = v;
     return H3_OK;
+}
+
+/* The export's visit: the caller's callback. */
+static h3_status_code export_one(tensor_walk *w, const h3_video_vae_tensor *t, h3_tensor *const *dst,
+                                 h3_status *status) {
+    (void)dst;
+    return w->fn(w->opaque, t, status);
+}
+
+h3_status_code h3_video_vae_decoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status) {
+    if (!dir || !fn) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "video VAE: no directory or callback");
+    h3_video_vae *v = NULL;
+    char *weights = NULL;
+    h3_status_code rc = config_from_dir(dir, &v, &weights, status);
+    g_free(weights);
+    if (rc == H3_OK) rc = alloc_blocks(v, status);
+    tensor_walk w = {.visit = export_one, .v = v, .fn = fn, .opaque = opaque};
+    if (rc == H3_OK) rc = walk_decoder(&w, status);
+    if (v) free(v->blocks);
+    free(v);
+    return rc;
 }
 
 void h3_video_vae_set_tp(h3_video_vae *v, const h3_tp *tp) { v->tp = *tp; }

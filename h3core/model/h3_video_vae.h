@@ -1,6 +1,6 @@
 /* h3_video_vae.h - the MiniMax-H3 video VAE decoder: latents -> RGB frames.
  *
- * The decoder is a non-causal ViT (spec/h3-vaes.md §3.5) run per temporal
+ * The decoder is a non-causal ViT (docs/spec/h3-vaes.md §3.5) run per temporal
  * window of 7 latents (5 new + 2 overlap, cross-faded over 5 frames, §3.6)
  * and per 256-px spatial tile (linearly blended overlaps, §3.7), exactly as
  * the official diffusers AutoencoderKLMiniMaxH3. Frames are streamed out one
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "backend/h3_backend.h"
+#include "base/h3_safetensors.h"
 #include "base/h3_status.h"
 #include "parallel/h3_tp.h"
 
@@ -68,6 +69,39 @@ void h3_video_vae_set_progress(h3_video_vae *vae, h3_video_progress_fn fn, void 
  * vae_tile_overlap_min. tile and min_overlap must be multiples of the
  * spatial ratio (16), with 0 <= min_overlap < tile. */
 h3_status_code h3_video_vae_set_tiling(h3_video_vae *vae, int tile, int min_overlap, h3_status *status);
+
+/* The decoder's tensors (docs/spec/h3-vaes.md §3.11): the one list the
+ * loader reads, that h3-bench and h3-make-tiny-model write random
+ * checkpoints from. What a tensor is, so that a writer can draw each kind at
+ * its own scale: */
+typedef enum h3_video_vae_role {
+    H3_VIDEO_VAE_WEIGHT,       /* a linear's [out, in], or post_quant_conv's [out, in, 1, 1, 1]: fan-in shape[1] */
+    H3_VIDEO_VAE_BIAS,         /* its bias [out] */
+    H3_VIDEO_VAE_NORM_WEIGHT,  /* an RMSNorm's or norm_out's weight [dim] */
+    H3_VIDEO_VAE_NORM_BIAS,    /* norm_out's bias [dim] */
+    H3_VIDEO_VAE_LAYER_SCALE,  /* a block's scale1 / scale2 [dim]: the gain of its residual branch */
+    H3_VIDEO_VAE_REGISTERS,    /* decoder.register_tokens [1, n, dim] */
+    H3_VIDEO_VAE_QKV_WEIGHT,   /* native layout: to_qkv [3·dim, dim], q/k/v interleaved per head */
+    H3_VIDEO_VAE_QKV_BIAS      /* native layout: its bias [3·dim] */
+} h3_video_vae_role;
+
+typedef struct h3_video_vae_tensor {
+    const char *name; /* valid during the callback */
+    int ndim;
+    int64_t shape[5];
+    h3_st_dtype dtype; /* as the release stores it: float32 (the loader converts any dtype) */
+    h3_video_vae_role role;
+} h3_video_vae_tensor;
+
+typedef h3_status_code (*h3_video_vae_tensor_fn)(void *opaque, const h3_video_vae_tensor *t, h3_status *status);
+
+/* Calls fn, in module order (the order torch lists them), for every decoder
+ * tensor (post_quant_conv and decoder.*) of the VAE whose config is in dir,
+ * either layout (h3_video_vae_load). The native config states neither the
+ * register count nor the FFN width: the ViT3DDecoder defaults (4, 4·dim) are
+ * listed there. Stops at fn's first error and returns it. */
+h3_status_code h3_video_vae_decoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status);
 
 /* Geometry (release values in comments). */
 int h3_video_vae_latent_channels(const h3_video_vae *vae); /* 24 */

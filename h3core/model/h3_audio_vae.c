@@ -291,32 +291,141 @@ done:
     return rc;
 }
 
-/* ---- weights ---------------------------------------------------------------------- */
+/* ---- the decoder's tensors ------------------------------------------------------- */
 
-static h3_status_code load_plain(h3_backend *b, const h3_checkpoint *ck, const char *name, int ndim,
-                                 const int64_t *shape, h3_tensor *out, h3_status *status) {
-    const h3_st_tensor *t;
-    h3_status_code rc = h3_checkpoint_get(ck, name, ndim, shape, &t, status);
-    if (rc != H3_OK) return rc;
-    return h3_weight_load(b, t, H3_WEIGHT_F32, out, status);
+/* One walk over the decoder's tensors, module by module, the single statement
+ * of which tensors a decoder of this config has: the loader (load_one) puts
+ * each into its field, h3_audio_vae_decoder_tensors hands each to its caller
+ * (export_one). dst: the field, NULL for a weight_v (folded with its
+ * weight_g) and for the export, which has no decoder. */
+typedef struct tensor_walk tensor_walk;
+struct tensor_walk {
+    h3_status_code (*visit)(tensor_walk *w, const h3_audio_vae_tensor *t, h3_tensor *dst, h3_status *status);
+    const h3_audio_vae_config *cfg;
+    h3_audio_vae *vae;             /* load_one's: where the tensors go */
+    const h3_checkpoint *ck;
+    const h3_st_tensor *pending_v; /* load_one's: the weight_v waiting for its weight_g */
+    h3_audio_vae_tensor_fn fn;     /* export_one's */
+    void *opaque;
+};
+
+/* Where a tensor sits: its module and, for an upsampler, the rate. */
+typedef struct spot {
+    h3_audio_vae_module module;
+    int stride;
+} spot;
+
+static h3_status_code visit(tensor_walk *w, spot at, h3_audio_vae_role role, const char *prefix, const char *leaf,
+                            int ndim, const int64_t *shape, h3_tensor *dst, h3_status *status) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", prefix, leaf);
+    h3_audio_vae_tensor t = {.name = name, .ndim = ndim, .dtype = H3_ST_F32, .role = role, .module = at.module,
+                             .stride = at.stride};
+    for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
+    return w->visit(w, &t, dst, status);
 }
+
+/* A weight-normed conv: v [d0, d1, K] (Conv1d [Cout, Cin, K], ConvTranspose1d
+ * [Cin, Cout, K]), g [d0, 1, 1] and a bias of bias_n elements (0 = none). */
+static h3_status_code walk_conv(tensor_walk *w, spot at, const char *prefix, int64_t d0, int64_t d1, int64_t K,
+                                int64_t bias_n, conv *c, h3_status *status) {
+    h3_status_code rc = visit(w, at, H3_AUDIO_VAE_WN_V, prefix, "weight_v", 3, (int64_t[]){d0, d1, K}, NULL, status);
+    if (rc == H3_OK)
+        rc = visit(w, at, H3_AUDIO_VAE_WN_G, prefix, "weight_g", 3, (int64_t[]){d0, 1, 1}, c ? &c->w : NULL, status);
+    if (rc == H3_OK && bias_n)
+        rc = visit(w, at, H3_AUDIO_VAE_BIAS, prefix, "bias", 1, &bias_n, c ? &c->bias : NULL, status);
+    return rc;
+}
+
+/* An anti-aliased SnakeBeta over C channels. */
+static h3_status_code walk_act(tensor_walk *w, const char *prefix, int64_t C, snake_act *a, h3_status *status) {
+    static const int64_t taps[3] = {1, 1, FILTER_TAPS};
+    const spot at = {H3_AUDIO_VAE_ACTIVATION, 1};
+    h3_status_code rc =
+        visit(w, at, H3_AUDIO_VAE_SNAKE_ALPHA, prefix, "act.alpha", 1, &C, a ? &a->alpha : NULL, status);
+    if (rc == H3_OK) rc = visit(w, at, H3_AUDIO_VAE_SNAKE_BETA, prefix, "act.beta", 1, &C, a ? &a->beta : NULL, status);
+    if (rc == H3_OK)
+        rc = visit(w, at, H3_AUDIO_VAE_FILTER_UP, prefix, "upsample.filter", 3, taps, a ? &a->up_filter : NULL, status);
+    if (rc == H3_OK)
+        rc = visit(w, at, H3_AUDIO_VAE_FILTER_DOWN, prefix, "downsample.lowpass.filter", 3, taps,
+                   a ? &a->down_filter : NULL, status);
+    return rc;
+}
+
+/* resblocks.{index}, the AMP block of resblock kernel j over C channels:
+ * its 2·n activations, then convs1 and convs2. */
+static h3_status_code walk_amp_block(tensor_walk *w, int index, int j, int64_t C, amp_block *blk, h3_status *status) {
+    int n = w->cfg->n_dilations[j], K = w->cfg->resblock_kernels[j];
+    char p[256];
+    h3_status_code rc = H3_OK;
+    for (int a = 0; a < 2 * n && rc == H3_OK; a++) {
+        snprintf(p, sizeof p, "decoder.resblocks.%d.activations.%d", index, a);
+        rc = walk_act(w, p, C, blk ? (a % 2 ? &blk->acts2[a / 2] : &blk->acts1[a / 2]) : NULL, status);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n && rc == H3_OK; i++) {
+            snprintf(p, sizeof p, "decoder.resblocks.%d.convs%d.%d", index, k + 1, i);
+            spot at = {k ? H3_AUDIO_VAE_AMP_CONV2 : H3_AUDIO_VAE_AMP_CONV1, 1};
+            rc = walk_conv(w, at, p, C, C, K, C, blk ? (k ? &blk->convs2[i] : &blk->convs1[i]) : NULL, status);
+        }
+    return rc;
+}
+
+static h3_status_code walk_decoder(tensor_walk *w, h3_status *status) {
+    const h3_audio_vae_config *cfg = w->cfg;
+    h3_audio_vae *vae = w->vae;
+    int64_t D = cfg->decoder_dim, Lc = cfg->latent_channels, Ld = cfg->latent_dim;
+    const spot in = {H3_AUDIO_VAE_IN_PROJ, 1};
+    h3_status_code rc = visit(w, in, H3_AUDIO_VAE_CONV_WEIGHT, "dec_in_proj", "weight", 3, (int64_t[]){Ld, Lc, 1},
+                              vae ? &vae->in_proj.w : NULL, status);
+    if (rc == H3_OK)
+        rc = visit(w, in, H3_AUDIO_VAE_BIAS, "dec_in_proj", "bias", 1, &Ld, vae ? &vae->in_proj.bias : NULL, status);
+    if (rc == H3_OK)
+        rc = walk_conv(w, (spot){H3_AUDIO_VAE_CONV_PRE, 1}, "decoder.conv_pre", D, Ld, 7, D, vae ? &vae->conv_pre : NULL,
+                       status);
+    for (int s = 0; s < cfg->n_stages && rc == H3_OK; s++) {
+        char prefix[64];
+        int64_t Cin = D >> s, Cout = D >> (s + 1);
+        snprintf(prefix, sizeof prefix, "decoder.ups.%d.0", s);
+        rc = walk_conv(w, (spot){H3_AUDIO_VAE_UPSAMPLE, cfg->rates[s]}, prefix, Cin, Cout, cfg->kernel_sizes[s], Cout,
+                       vae ? &vae->ups[s] : NULL, status);
+        for (int j = 0; j < cfg->n_kernels && rc == H3_OK; j++) {
+            int index = s * cfg->n_kernels + j;
+            rc = walk_amp_block(w, index, j, Cout, vae ? &vae->blocks[index] : NULL, status);
+        }
+    }
+    int64_t Cf = D >> cfg->n_stages;
+    if (rc == H3_OK) rc = walk_act(w, "decoder.activation_post", Cf, vae ? &vae->act_post : NULL, status);
+    if (rc == H3_OK)
+        rc = walk_conv(w, (spot){H3_AUDIO_VAE_CONV_POST, 1}, "decoder.conv_post", 1, Cf, 7, 0,
+                       vae ? &vae->conv_post : NULL, status);
+    return rc;
+}
+
+static h3_status_code export_one(tensor_walk *w, const h3_audio_vae_tensor *t, h3_tensor *dst, h3_status *status) {
+    (void)dst;
+    return w->fn(w->opaque, t, status);
+}
+
+h3_status_code h3_audio_vae_decoder_tensors(const h3_audio_vae_config *cfg, h3_audio_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status) {
+    if (!cfg || !fn) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE: no config or callback");
+    tensor_walk w = {.visit = export_one, .cfg = cfg, .fn = fn, .opaque = opaque};
+    return walk_decoder(&w, status);
+}
+
+/* ---- weights ---------------------------------------------------------------------- */
 
 /* w = g · v / ‖v‖ per slice of dim 0: the norm in double, then g/‖v‖ and the
  * product in float32 as torch's _weight_norm does. */
-static h3_status_code load_weight_norm(h3_backend *b, const h3_checkpoint *ck, const char *prefix,
-                                       const int64_t shape[3], h3_tensor *out, h3_status *status) {
-    char gname[256], vname[256];
-    snprintf(gname, sizeof gname, "%s.weight_g", prefix);
-    snprintf(vname, sizeof vname, "%s.weight_v", prefix);
-    int64_t gshape[3] = {shape[0], 1, 1};
-    const h3_st_tensor *g, *v;
-    h3_status_code rc = h3_checkpoint_get(ck, gname, 3, gshape, &g, status);
-    if (rc == H3_OK) rc = h3_checkpoint_get(ck, vname, 3, shape, &v, status);
-    if (rc != H3_OK) return rc;
+static h3_status_code fold_weight_norm(h3_backend *b, const h3_st_tensor *v, const h3_st_tensor *g, h3_tensor *out,
+                                       h3_status *status) {
+    const int64_t *shape = v->shape;
     size_t n = (size_t)v->numel, slice = n / (size_t)shape[0];
     float *w = malloc(n * sizeof(float) + 4), *gv = malloc((size_t)shape[0] * sizeof(float) + 4);
+    h3_status_code rc;
     if (!w || !gv) {
-        rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of host memory folding '%s'", v->file_path, prefix);
+        rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of host memory folding '%s'", v->file_path, v->name);
         goto done;
     }
     if ((rc = h3_st_to_f32(v, w, n, status)) != H3_OK || (rc = h3_st_to_f32(g, gv, (size_t)shape[0], status)) != H3_OK)
@@ -328,93 +437,45 @@ static h3_status_code load_weight_norm(h3_backend *b, const h3_checkpoint *ck, c
         float norm = (float)sqrt(ss);
         if (!(norm > 0.0f) || !isfinite(norm)) {
             rc = h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' slice %lld has norm %g; weight norm is undefined",
-                         v->file_path, vname, (long long)o, (double)norm);
+                         v->file_path, v->name, (long long)o, (double)norm);
             goto done;
         }
         float scale = gv[o] / norm;
         for (size_t i = 0; i < slice; i++) row[i] *= scale;
     }
     rc = h3_weight_from_f32(b, w, H3_F32, 3, shape, out, status);
-    if (rc != H3_OK) h3_status_prefix(status, "%s: '%s'", v->file_path, prefix);
+    if (rc != H3_OK) h3_status_prefix(status, "%s: '%s'", v->file_path, v->name);
 done:
     free(w);
     free(gv);
     return rc;
 }
 
-/* A weight-normed conv: v [d0, d1, K] (Conv1d [Cout, Cin, K], ConvTranspose1d
- * [Cin, Cout, K]) and a bias of bias_n elements (0 = none). */
-static h3_status_code load_conv(h3_backend *b, const h3_checkpoint *ck, const char *prefix, int64_t d0, int64_t d1,
-                                int64_t K, int64_t bias_n, conv *out, h3_status *status) {
-    int64_t shape[3] = {d0, d1, K};
-    h3_status_code rc = load_weight_norm(b, ck, prefix, shape, &out->w, status);
-    if (rc != H3_OK || bias_n == 0) return rc;
-    char name[256];
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    return load_plain(b, ck, name, 1, &bias_n, &out->bias, status);
-}
-
-static h3_status_code load_act(h3_backend *b, const h3_checkpoint *ck, const char *prefix, int64_t C, snake_act *a,
-                               h3_status *status) {
-    static const int64_t fshape[3] = {1, 1, FILTER_TAPS};
-    static const char *suffix[4] = {"act.alpha", "act.beta", "upsample.filter", "downsample.lowpass.filter"};
-    h3_tensor *dst[4] = {&a->alpha, &a->beta, &a->up_filter, &a->down_filter};
-    for (int i = 0; i < 4; i++) {
-        char name[256];
-        snprintf(name, sizeof name, "%s.%s", prefix, suffix[i]);
-        h3_status_code rc = i < 2 ? load_plain(b, ck, name, 1, &C, dst[i], status)
-                                  : load_plain(b, ck, name, 3, fshape, dst[i], status);
-        if (rc != H3_OK) return rc;
+/* The loader's visit: the tensor from the checkpoint (its shape checked) onto
+ * the backend in float32; a weight_v is held until its weight_g, then folded. */
+static h3_status_code load_one(tensor_walk *w, const h3_audio_vae_tensor *t, h3_tensor *dst, h3_status *status) {
+    const h3_st_tensor *src;
+    h3_status_code rc = h3_checkpoint_get(w->ck, t->name, t->ndim, t->shape, &src, status);
+    if (rc != H3_OK) return rc;
+    if (t->role == H3_AUDIO_VAE_WN_V) {
+        w->pending_v = src;
+        return H3_OK;
     }
-    return H3_OK;
-}
-
-static h3_status_code load_amp_block(h3_backend *b, const h3_checkpoint *ck, int index, int64_t C, int kernel,
-                                     int n_dilations, const int *dilations, amp_block *blk, h3_status *status) {
-    blk->kernel = kernel;
-    blk->n_dilations = n_dilations;
-    blk->dilations = dilations;
-    char prefix[256];
-    h3_status_code rc = H3_OK;
-    for (int i = 0; i < n_dilations && rc == H3_OK; i++) {
-        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.convs1.%d", index, i);
-        rc = load_conv(b, ck, prefix, C, C, kernel, C, &blk->convs1[i], status);
-        if (rc != H3_OK) break;
-        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.convs2.%d", index, i);
-        rc = load_conv(b, ck, prefix, C, C, kernel, C, &blk->convs2[i], status);
-        if (rc != H3_OK) break;
-        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.activations.%d", index, 2 * i);
-        rc = load_act(b, ck, prefix, C, &blk->acts1[i], status);
-        if (rc != H3_OK) break;
-        snprintf(prefix, sizeof prefix, "decoder.resblocks.%d.activations.%d", index, 2 * i + 1);
-        rc = load_act(b, ck, prefix, C, &blk->acts2[i], status);
-    }
-    return rc;
+    if (t->role == H3_AUDIO_VAE_WN_G) return fold_weight_norm(w->vae->b, w->pending_v, src, dst, status);
+    return h3_weight_load(w->vae->b, src, H3_WEIGHT_F32, dst, status);
 }
 
 static h3_status_code load_weights(h3_audio_vae *vae, const h3_checkpoint *ck, h3_status *status) {
-    h3_backend *b = vae->b;
     const h3_audio_vae_config *cfg = &vae->cfg;
-    int64_t D = cfg->decoder_dim, Lc = cfg->latent_channels, Ld = cfg->latent_dim;
-    int64_t in_shape[3] = {Ld, Lc, 1};
-    h3_status_code rc = load_plain(b, ck, "dec_in_proj.weight", 3, in_shape, &vae->in_proj.w, status);
-    if (rc == H3_OK) rc = load_plain(b, ck, "dec_in_proj.bias", 1, &Ld, &vae->in_proj.bias, status);
-    if (rc == H3_OK) rc = load_conv(b, ck, "decoder.conv_pre", D, Ld, 7, D, &vae->conv_pre, status);
-    for (int s = 0; s < cfg->n_stages && rc == H3_OK; s++) {
-        char prefix[64];
-        int64_t Cin = D >> s, Cout = D >> (s + 1);
-        snprintf(prefix, sizeof prefix, "decoder.ups.%d.0", s);
-        rc = load_conv(b, ck, prefix, Cin, Cout, cfg->kernel_sizes[s], Cout, &vae->ups[s], status);
-        for (int j = 0; j < cfg->n_kernels && rc == H3_OK; j++) {
-            int index = s * cfg->n_kernels + j;
-            rc = load_amp_block(b, ck, index, Cout, cfg->resblock_kernels[j], cfg->n_dilations[j], cfg->dilations[j],
-                                &vae->blocks[index], status);
+    for (int s = 0; s < cfg->n_stages; s++)
+        for (int j = 0; j < cfg->n_kernels; j++) {
+            amp_block *blk = &vae->blocks[s * cfg->n_kernels + j];
+            blk->kernel = cfg->resblock_kernels[j];
+            blk->n_dilations = cfg->n_dilations[j];
+            blk->dilations = cfg->dilations[j];
         }
-    }
-    int64_t Cf = D >> cfg->n_stages;
-    if (rc == H3_OK) rc = load_act(b, ck, "decoder.activation_post", Cf, &vae->act_post, status);
-    if (rc == H3_OK) rc = load_conv(b, ck, "decoder.conv_post", 1, Cf, 7, 0, &vae->conv_post, status);
-    return rc;
+    tensor_walk w = {.visit = load_one, .cfg = cfg, .vae = vae, .ck = ck};
+    return walk_decoder(&w, status);
 }
 
 h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **out, h3_status *status) {

@@ -9,6 +9,7 @@
 #define H3_AUDIO_VAE_H
 
 #include "backend/h3_backend.h"
+#include "base/h3_safetensors.h"
 #include "base/h3_status.h"
 
 #ifdef __cplusplus
@@ -43,6 +44,51 @@ typedef struct h3_audio_vae_config {
 
 /* Reads and validates the config of an audio_vae/ directory. */
 h3_status_code h3_audio_vae_config_load(const char *dir, h3_audio_vae_config *cfg, h3_status *status);
+
+/* The decoder's tensors (docs/spec/h3-vaes.md §4.6): the one list the loader
+ * reads, that h3-bench and h3-make-tiny-model write random checkpoints from.
+ * What a tensor is, and where it sits, so that a writer can draw each kind at
+ * its own scale: */
+typedef enum h3_audio_vae_role {
+    H3_AUDIO_VAE_CONV_WEIGHT, /* a plain Conv1d weight [out, in, k] (dec_in_proj) */
+    H3_AUDIO_VAE_WN_V,        /* weight_v of a weight-normed conv: Conv1d [out, in, k], ConvTranspose1d [in, out, k] */
+    H3_AUDIO_VAE_WN_G,        /* its weight_g [v's dim 0, 1, 1], right after it: w = g·v/‖v‖ per slice of dim 0 */
+    H3_AUDIO_VAE_BIAS,        /* a conv's bias [out] */
+    H3_AUDIO_VAE_SNAKE_ALPHA, /* SnakeBeta's log-scale alpha [C] */
+    H3_AUDIO_VAE_SNAKE_BETA,  /* and beta [C] */
+    H3_AUDIO_VAE_FILTER_UP,   /* a buffer, not a parameter: the ×2 upsampler's Kaiser-sinc low-pass [1, 1, 12] */
+    H3_AUDIO_VAE_FILTER_DOWN  /* the ×2 downsampler's, the same taps */
+} h3_audio_vae_role;
+
+typedef enum h3_audio_vae_module {
+    H3_AUDIO_VAE_IN_PROJ,    /* dec_in_proj: latent_channels -> latent_dim */
+    H3_AUDIO_VAE_CONV_PRE,   /* decoder.conv_pre: latent_dim -> decoder_dim */
+    H3_AUDIO_VAE_UPSAMPLE,   /* decoder.ups.{s}.0: a ConvTranspose1d by `stride`, halving the width */
+    H3_AUDIO_VAE_ACTIVATION, /* an anti-aliased SnakeBeta: in an AMP block, or decoder.activation_post */
+    H3_AUDIO_VAE_AMP_CONV1,  /* an AMP block's dilated conv (convs1) */
+    H3_AUDIO_VAE_AMP_CONV2,  /* the conv that ends its residual branch (convs2) */
+    H3_AUDIO_VAE_CONV_POST   /* decoder.conv_post: to one channel, no bias */
+} h3_audio_vae_module;
+
+typedef struct h3_audio_vae_tensor {
+    const char *name; /* valid during the callback */
+    int ndim;
+    int64_t shape[3];
+    h3_st_dtype dtype; /* as the release stores it: float32 */
+    h3_audio_vae_role role;
+    h3_audio_vae_module module;
+    int stride; /* H3_AUDIO_VAE_UPSAMPLE: its rate; 1 otherwise */
+} h3_audio_vae_tensor;
+
+typedef h3_status_code (*h3_audio_vae_tensor_fn)(void *opaque, const h3_audio_vae_tensor *t, h3_status *status);
+
+/* Calls fn for every decoder tensor (dec_in_proj and decoder.*) of a VAE with
+ * config cfg (h3_audio_vae_config_load), module by module as data flows
+ * through them: the order h3-make-tiny-model draws its random values in. Each
+ * weight_v comes right before its weight_g, which a writer may compute from
+ * it. Stops at fn's first error and returns it. */
+h3_status_code h3_audio_vae_decoder_tensors(const h3_audio_vae_config *cfg, h3_audio_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status);
 
 typedef struct h3_audio_vae h3_audio_vae;
 

@@ -236,7 +236,7 @@ static h3_status_code check_geometry(h3_video_vae *v, const char *path, h3_statu
 
 /* ---- the decoder's tensors ------------------------------------------------------- */
 
-/* One walk over the decoder's tensors in module order, the single statement
+/* One walk over the decoder's tensors, module by module, the single statement
  * of which tensors a decoder of this config has: the loader (load_one) puts
  * each into its field, h3_video_vae_decoder_tensors hands each to its caller
  * (export_one). dst: the field, or the three of a fused native q/k/v. */

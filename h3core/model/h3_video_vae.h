@@ -95,11 +95,12 @@ typedef struct h3_video_vae_tensor {
 
 typedef h3_status_code (*h3_video_vae_tensor_fn)(void *opaque, const h3_video_vae_tensor *t, h3_status *status);
 
-/* Calls fn, in module order (the order torch lists them), for every decoder
- * tensor (post_quant_conv and decoder.*) of the VAE whose config is in dir,
- * either layout (h3_video_vae_load). The native config states neither the
- * register count nor the FFN width: the ViT3DDecoder defaults (4, 4·dim) are
- * listed there. Stops at fn's first error and returns it. */
+/* Calls fn for every decoder tensor (post_quant_conv and decoder.*) of the
+ * VAE whose config is in dir, either layout (h3_video_vae_load), module by
+ * module as data flows through them: the order h3-make-tiny-model draws its
+ * random values in. The native config states neither the register count nor
+ * the FFN width: the ViT3DDecoder defaults (4, 4·dim) are listed there. Stops
+ * at fn's first error and returns it. */
 h3_status_code h3_video_vae_decoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
                                             h3_status *status);
 

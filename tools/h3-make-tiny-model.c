@@ -17,9 +17,11 @@
  * How it works: the configs are written first, from the profile; then each
  * component's config.json is read back and one function per component walks
  * the architecture it describes (transformer blocks and refiner, the causal
- * CNN encoder and ViT decoder, the BigVGAN stages and AMP blocks, the Qwen3
- * text decoder and vision tower) and emits every tensor with its name,
- * shape and dtype. So the files and their configs cannot disagree.
+ * CNN encoder, the DAC encoder, the Qwen3 text decoder and vision tower) and
+ * emits every tensor with its name, shape and dtype; the two VAE decoders
+ * are the lists their loaders read (h3_video_vae_decoder_tensors,
+ * h3_audio_vae_decoder_tensors). So the files and their configs cannot
+ * disagree, nor the files and the loaders.
  *
  * Values are deterministic in the seed (torch's CPU randn, h3_random.h),
  * one generator per component seeded with seed + 1/3/4/5 (transformer, vae,
@@ -53,6 +55,8 @@
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_status.h"
+#include "model/h3_audio_vae.h"
+#include "model/h3_video_vae.h"
 
 /* Generated from tests/data/models/tiny-h3/tokenizer/ by h3-embed-files. */
 int h3_tiny_tokenizer_file(int i, const char **name, const unsigned char **data, size_t *size);
@@ -782,8 +786,8 @@ static void conv1d(tensor_file *f, const char *prefix, int64_t out, int64_t in, 
 
 /* weight_g of a weight-normed conv: ‖v‖ over every dim but 0, so that
  * w = g·v/‖v‖ = v at load time. */
-static void weight_norm_g(tensor_file *f, const char *prefix, const float *v, int64_t rows, int64_t per_row) {
-    float *g = add_tensor(f, NAME(prefix, "weight_g"), 0, DIMS(rows, 1, 1));
+static void weight_norm_g(tensor_file *f, const char *name, const float *v, int64_t rows, int64_t per_row) {
+    float *g = add_tensor(f, name, 0, DIMS(rows, 1, 1));
     for (int64_t r = 0; r < rows; r++) {
         double s = 0;
         for (int64_t i = 0; i < per_row; i++) s += (double)v[r * per_row + i] * v[r * per_row + i];
@@ -794,24 +798,13 @@ static void weight_norm_g(tensor_file *f, const char *prefix, const float *v, in
 /* weight_norm(Conv1d): weight_v [out, in, k] ~ N(0, gain²/(in·k)), g [out,1,1]. */
 static void wn_conv1d(tensor_file *f, const char *prefix, int64_t out, int64_t in, int64_t k, int bias, float gain) {
     const float *v = normal(f, NAME(prefix, "weight_v"), 0, gain / sqrtf((float)(in * k)), DIMS(out, in, k));
-    weight_norm_g(f, prefix, v, out, in * k);
+    weight_norm_g(f, NAME(prefix, "weight_g"), v, out, in * k);
     if (bias) normal(f, NAME(prefix, "bias"), 0, bias_std, DIMS(out));
-}
-
-/* weight_norm(ConvTranspose1d): v [in, out, k]; each output sample sums
- * in·k/stride taps, hence the variance stride/(in·k); g [in,1,1] (the norm is
- * per input channel, dim 0). */
-static void wn_conv_transpose1d(tensor_file *f, const char *prefix, int64_t in, int64_t out, int64_t k,
-                                int64_t stride) {
-    const float *v =
-        normal(f, NAME(prefix, "weight_v"), 0, sqrtf((float)stride / (float)(in * k)), DIMS(in, out, k));
-    weight_norm_g(f, prefix, v, in, out * k);
-    normal(f, NAME(prefix, "bias"), 0, bias_std, DIMS(out));
 }
 
 /* BigVGAN's anti-aliasing low-pass (kaiser_sinc_filter1d(cutoff, half_width,
  * K)), computed in float32 in the order torch does it, so the taps are
- * bit-identical to the buffers of a constructed model (spec h3-vaes.md
+ * bit-identical to the buffers of a constructed model (docs/spec/h3-vaes.md
  * §4.3): Kaiser window with calc_i0 (Cephes Chebyshev series), sinc, then a
  * division by the sum, which torch's vectorised reduction forms as four
  * interleaved partial sums added pairwise. */
@@ -864,22 +857,76 @@ static void kaiser_sinc_filter(float cutoff, float half_width, int K, float *out
 
 enum { AA_TAPS = 12 }; /* up/down ratio 2: kernel 6·2//2·2 = 12, cutoff 0.5/2, half width 0.6/2 */
 
-/* Activation1d(SnakeBeta): log-alpha/log-beta 0 (alpha = beta = 1) and the
- * two low-pass buffers. */
-static void aa_activation(tensor_file *f, const char *prefix, int64_t channels) {
-    char p[256];
-    snprintf(p, sizeof p, "%s.act", prefix);
-    constant(f, NAME(p, "alpha"), 0, 0.0f, DIMS(channels));
-    constant(f, NAME(p, "beta"), 0, 0.0f, DIMS(channels));
-    float taps[AA_TAPS];
-    kaiser_sinc_filter(0.25f, 0.3f, AA_TAPS, taps);
-    memcpy(add_tensor(f, NAME(prefix, "upsample.filter"), 1, DIMS(1, 1, AA_TAPS)), taps, sizeof taps);
-    memcpy(add_tensor(f, NAME(prefix, "downsample.lowpass.filter"), 1, DIMS(1, 1, AA_TAPS)), taps, sizeof taps);
+/* ---- the decoders, as the loaders list them ---------------------------------------- */
+
+/* Product of the dims after the first: a weight's fan-in. */
+static int64_t fan_in(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 1; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+/* One tensor of the video decoder (h3_video_vae_decoder_tensors): weights
+ * N(0, 1/fan_in), biases 0.02·N, norm weights 1 and biases 0, layer scales
+ * 0.5, register tokens N(0, 1). */
+static h3_status_code draw_video_tensor(void *opaque, const h3_video_vae_tensor *t, h3_status *status) {
+    tensor_file *f = opaque;
+    switch (t->role) {
+    case H3_VIDEO_VAE_WEIGHT:
+        normal(f, t->name, 0, 1.0f / sqrtf((float)fan_in(t->ndim, t->shape)), t->ndim, t->shape);
+        return H3_OK;
+    case H3_VIDEO_VAE_BIAS: normal(f, t->name, 0, bias_std, t->ndim, t->shape); return H3_OK;
+    case H3_VIDEO_VAE_NORM_WEIGHT: constant(f, t->name, 0, 1.0f, t->ndim, t->shape); return H3_OK;
+    case H3_VIDEO_VAE_NORM_BIAS: constant(f, t->name, 0, 0.0f, t->ndim, t->shape); return H3_OK;
+    case H3_VIDEO_VAE_LAYER_SCALE: constant(f, t->name, 0, 0.5f, t->ndim, t->shape); return H3_OK;
+    case H3_VIDEO_VAE_REGISTERS: normal(f, t->name, 0, 1, t->ndim, t->shape); return H3_OK;
+    default: return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: the fused native q/k/v is not written here", t->name);
+    }
+}
+
+/* weight_v of the audio decoder's weight-normed convs: unit gain, or 0.1 for
+ * the convs that end a residual branch and for conv_post; a transposed conv's
+ * output sample sums in·k/stride taps, hence the variance stride/(in·k). */
+static float weight_v_std(const h3_audio_vae_tensor *t) {
+    if (t->module == H3_AUDIO_VAE_UPSAMPLE) return sqrtf((float)t->stride / (float)(t->shape[0] * t->shape[2]));
+    float gain = t->module == H3_AUDIO_VAE_AMP_CONV2 ? residual_gain : t->module == H3_AUDIO_VAE_CONV_POST ? 0.1f : 1.0f;
+    return gain / sqrtf((float)fan_in(t->ndim, t->shape));
+}
+
+/* One tensor of the audio decoder (h3_audio_vae_decoder_tensors): weight_g
+ * = ‖v‖ of the weight_v just drawn, SnakeBeta log-alpha/log-beta 0, the
+ * Kaiser-sinc filters computed. */
+static h3_status_code draw_audio_tensor(void *opaque, const h3_audio_vae_tensor *t, h3_status *status) {
+    tensor_file *f = opaque;
+    switch (t->role) {
+    case H3_AUDIO_VAE_CONV_WEIGHT:
+        normal(f, t->name, 0, 1.0f / sqrtf((float)fan_in(t->ndim, t->shape)), t->ndim, t->shape);
+        return H3_OK;
+    case H3_AUDIO_VAE_WN_V: normal(f, t->name, 0, weight_v_std(t), t->ndim, t->shape); return H3_OK;
+    case H3_AUDIO_VAE_WN_G: {
+        const tensor *v = f->tensors->len ? &g_array_index(f->tensors, tensor, f->tensors->len - 1) : NULL;
+        if (!v || !g_str_has_suffix(v->name, "weight_v") || v->shape[0] != t->shape[0])
+            return h3_fail(status, H3_ERR_INTERNAL, "%s does not follow its weight_v", t->name);
+        weight_norm_g(f, t->name, v->data, v->shape[0], v->numel / v->shape[0]);
+        return H3_OK;
+    }
+    case H3_AUDIO_VAE_BIAS: normal(f, t->name, 0, bias_std, t->ndim, t->shape); return H3_OK;
+    case H3_AUDIO_VAE_SNAKE_ALPHA:
+    case H3_AUDIO_VAE_SNAKE_BETA: constant(f, t->name, 0, 0.0f, t->ndim, t->shape); return H3_OK;
+    default: { /* the two low-pass buffers */
+        if (t->ndim != 3 || t->shape[2] != AA_TAPS)
+            return h3_fail(status, H3_ERR_INTERNAL, "%s: a filter of %d taps expected", t->name, AA_TAPS);
+        float taps[AA_TAPS];
+        kaiser_sinc_filter(0.25f, 0.3f, AA_TAPS, taps);
+        memcpy(add_tensor(f, t->name, 1, t->ndim, t->shape), taps, sizeof taps);
+        return H3_OK;
+    }
+    }
 }
 
 /* ---- the architecture walkers ------------------------------------------------- */
 
-/* MiniMaxH3Transformer3DModel (spec h3-transformer.md §2.3). */
+/* MiniMaxH3Transformer3DModel (docs/spec/h3-transformer.md §2.3). */
 static h3_status_code enumerate_transformer(config *c, tensor_file *f, h3_status *status) {
     int64_t D = config_dim(c, "hidden_size"), heads = config_dim(c, "num_attention_heads");
     int64_t head_dim = config_dim(c, "attention_head_dim"), ffn = config_dim(c, "ffn_dim");
@@ -924,18 +971,16 @@ static h3_status_code enumerate_transformer(config *c, tensor_file *f, h3_status
     return H3_OK;
 }
 
-/* AutoencoderKLMiniMaxH3: the causal CNN encoder and the ViT decoder
- * (spec h3-vaes.md §3.4, §3.5, §3.11). */
+/* AutoencoderKLMiniMaxH3: the causal CNN encoder, then post_quant_conv and
+ * the ViT decoder as h3_video_vae lists them (docs/spec/h3-vaes.md §3.4,
+ * §3.5, §3.11). */
 static h3_status_code enumerate_vae(config *c, tensor_file *f, h3_status *status) {
     int64_t channels[16], spatial[16], temporal[16];
     int levels = config_array(c, "block_out_channels", channels, 16);
     int ns = config_array(c, "spatial_downsample_factors", spatial, 16);
     int nt = config_array(c, "temporal_downsample_factors", temporal, 16);
-    int64_t in_ch = config_dim(c, "in_channels"), out_ch = config_dim(c, "out_channels");
+    int64_t in_ch = config_dim(c, "in_channels");
     int64_t latent = config_dim(c, "latent_channels"), per_block = config_dim(c, "layers_per_block");
-    int64_t dec_layers = config_dim(c, "decoder_num_layers"), heads = config_dim(c, "decoder_num_attention_heads");
-    int64_t head_dim = config_dim(c, "decoder_attention_head_dim");
-    int64_t registers = config_dim(c, "decoder_num_register_tokens"), mult = config_dim(c, "decoder_ffn_mult");
     if (!c->failed && (levels < 1 || ns != levels || nt != levels))
         config_error(c, "%s: block_out_channels, spatial_downsample_factors and temporal_downsample_factors "
                         "need the same (non-zero) length", c->path);
@@ -943,7 +988,6 @@ static h3_status_code enumerate_vae(config *c, tensor_file *f, h3_status *status
     if (rc != H3_OK) return rc;
 
     conv3d(f, "encoder.conv_in", channels[0], in_ch, 3);
-    int64_t rs = 1, rt = 1;
     for (int l = 0; l < levels; l++) {
         char p[128];
         for (int64_t j = 0; j < per_block; j++) {
@@ -959,79 +1003,33 @@ static h3_status_code enumerate_vae(config *c, tensor_file *f, h3_status *status
             snprintf(p, sizeof p, "encoder.down_blocks.%d.downsamplers.0.conv", l);
             conv3d(f, p, channels[l], channels[l], 3);
         }
-        rs *= spatial[l];
-        rt *= temporal[l];
     }
     norm(f, "encoder.norm_out", channels[levels - 1], 1);
     conv3d(f, "encoder.conv_out", 2 * latent, channels[levels - 1], 3); /* mean and logvar */
     conv3d(f, "quant_conv", 2 * latent, 2 * latent, 1);
-    conv3d(f, "post_quant_conv", latent, latent, 1);
-
-    int64_t D = heads * head_dim;
-    linear(f, "decoder.proj_in", D, latent, 1);
-    normal(f, "decoder.register_tokens", 0, 1, DIMS(1, registers, D));
-    for (int64_t i = 0; i < dec_layers; i++) {
-        char p[128], q[160];
-        snprintf(p, sizeof p, "decoder.transformer_blocks.%" G_GINT64_FORMAT, i);
-        norm(f, NAME(p, "norm1"), D, 0); /* RMSNorm, no bias; the per-head qk norms have no weight */
-        snprintf(q, sizeof q, "%s.attn", p);
-        linear(f, NAME(q, "to_q"), D, D, 1);
-        linear(f, NAME(q, "to_k"), D, D, 1);
-        linear(f, NAME(q, "to_v"), D, D, 1);
-        linear(f, NAME(q, "to_out.0"), D, D, 1);
-        constant(f, NAME(p, "scale1"), 0, 0.5f, DIMS(D));
-        norm(f, NAME(p, "norm2"), D, 0);
-        linear(f, NAME(p, "ff.net.0.proj"), 2 * mult * D, D, 1); /* [value; gate] */
-        linear(f, NAME(p, "ff.net.2"), D, mult * D, 1);
-        constant(f, NAME(p, "scale2"), 0, 0.5f, DIMS(D));
-    }
-    norm(f, "decoder.norm_out", D, 1);
-    linear(f, "decoder.proj_out", out_ch * rt * rs * rs, D, 1); /* one token → a 4×16×16 RGB patch */
-    return H3_OK;
+    char *dir = g_path_get_dirname(c->path);
+    rc = h3_video_vae_decoder_tensors(dir, draw_video_tensor, f, status);
+    g_free(dir);
+    return rc;
 }
 
-/* AutoencoderKLMiniMaxH3Audio: DAC encoder + pre_block, BigVGAN decoder
- * (spec h3-vaes.md §4.3-§4.6). */
+/* AutoencoderKLMiniMaxH3Audio: DAC encoder + pre_block, then the BigVGAN
+ * decoder as h3_audio_vae lists it (docs/spec/h3-vaes.md §4.3-§4.6). */
 static h3_status_code enumerate_audio_vae(config *c, tensor_file *f, h3_status *status) {
-    int64_t enc_rates[16], dec_rates[16], dec_kernels[16], res_kernels[16], dilations[16][16];
+    /* the decoder's geometry (and the hops of both sides), checked as the loader checks it */
+    h3_audio_vae_config dec;
+    char *dir = g_path_get_dirname(c->path);
+    h3_status_code rc = h3_audio_vae_config_load(dir, &dec, status);
+    g_free(dir);
+    if (rc != H3_OK) return rc;
+    int64_t enc_rates[16];
     int n_enc = config_array(c, "encoder_rates", enc_rates, 16);
-    int n_dec = config_array(c, "decoder_rates", dec_rates, 16);
-    int n_dk = config_array(c, "decoder_kernel_sizes", dec_kernels, 16);
-    int n_res = config_array(c, "resblock_kernel_sizes", res_kernels, 16);
-    int n_dil[16] = {0};
-    int64_t enc_dim = config_dim(c, "encoder_dim"), dec_dim = config_dim(c, "decoder_dim");
+    int64_t enc_dim = config_dim(c, "encoder_dim");
     int64_t Ld = config_dim(c, "latent_dim"), Lc = config_dim(c, "latent_channels");
     int64_t heads = config_dim(c, "num_attention_heads");
-    config_dim(c, "sampling_rate");
-    JsonNode *dn = config_node(c, "resblock_dilation_sizes");
-    if (dn && (!JSON_NODE_HOLDS_ARRAY(dn) || (int)json_array_get_length(json_node_get_array(dn)) != n_res))
-        config_error(c, "%s: \"resblock_dilation_sizes\" needs one list per resblock kernel", c->path);
-    for (int j = 0; !c->failed && j < n_res; j++)
-        n_dil[j] = config_dims(c, json_array_get_element(json_node_get_array(dn), (guint)j),
-                               "resblock_dilation_sizes", dilations[j], 16, 0);
-    if (!c->failed) {
-        int64_t hop_enc = 1, hop_dec = 1;
-        for (int i = 0; i < n_enc; i++) hop_enc *= enc_rates[i];
-        for (int i = 0; i < n_dec; i++) hop_dec *= dec_rates[i];
-        if (n_dec < 1 || n_dk != n_dec)
-            config_error(c, "%s: %d decoder_kernel_sizes for %d decoder_rates", c->path, n_dk, n_dec);
-        else if (hop_enc != hop_dec)
-            config_error(c, "%s: encoder_rates hop %" G_GINT64_FORMAT " differs from decoder_rates hop %" G_GINT64_FORMAT,
-                         c->path, hop_enc, hop_dec);
-        else if (dec_dim % ((int64_t)1 << n_dec) != 0)
-            config_error(c, "%s: decoder_dim %" G_GINT64_FORMAT " does not halve %d times", c->path, dec_dim, n_dec);
-        else if (Ld % heads != 0)
-            config_error(c, "%s: latent_dim %" G_GINT64_FORMAT " is not a multiple of num_attention_heads", c->path, Ld);
-        for (int s = 0; !c->failed && s < n_dec; s++)
-            if (dec_kernels[s] < dec_rates[s] || (dec_kernels[s] - dec_rates[s]) % 2 != 0)
-                config_error(c, "%s: stage %d has kernel %" G_GINT64_FORMAT " and rate %" G_GINT64_FORMAT
-                                " (the transposed conv needs kernel >= rate, same parity)",
-                             c->path, s, dec_kernels[s], dec_rates[s]);
-        for (int j = 0; !c->failed && j < n_res; j++)
-            if (res_kernels[j] % 2 == 0)
-                config_error(c, "%s: resblock kernel %" G_GINT64_FORMAT " is even", c->path, res_kernels[j]);
-    }
-    h3_status_code rc = config_check(c, status);
+    if (!c->failed && Ld % heads != 0)
+        config_error(c, "%s: latent_dim %" G_GINT64_FORMAT " is not a multiple of num_attention_heads", c->path, Ld);
+    rc = config_check(c, status);
     if (rc != H3_OK) return rc;
 
     /* Encoder: conv, n_enc EncoderBlocks (3 residual units, Snake, strided
@@ -1078,33 +1076,10 @@ static h3_status_code enumerate_audio_vae(config *c, tensor_file *f, h3_status *
     conv1d(f, "mean_proj", Lc, Lc, 1);
     conv1d(f, "logs_proj", Lc, Lc, 1);
 
-    /* Decoder: dec_in_proj, conv_pre, per stage a transposed conv halving
-     * the width and one AMP block per resblock kernel, SnakeBeta, conv_post. */
-    conv1d(f, "dec_in_proj", Ld, Lc, 1);
-    wn_conv1d(f, "decoder.conv_pre", dec_dim, Ld, 7, 1, 1.0f);
-    for (int s = 0; s < n_dec; s++) {
-        int64_t cin = dec_dim >> s, cout = dec_dim >> (s + 1);
-        snprintf(p, sizeof p, "decoder.ups.%d.0", s);
-        wn_conv_transpose1d(f, p, cin, cout, dec_kernels[s], dec_rates[s]);
-        for (int j = 0; j < n_res; j++) {
-            int index = s * n_res + j;
-            for (int a = 0; a < 2 * n_dil[j]; a++) {
-                snprintf(p, sizeof p, "decoder.resblocks.%d.activations.%d", index, a);
-                aa_activation(f, p, cout);
-            }
-            for (int k = 0; k < 2; k++)
-                for (int i = 0; i < n_dil[j]; i++) {
-                    snprintf(p, sizeof p, "decoder.resblocks.%d.convs%d.%d", index, k + 1, i);
-                    wn_conv1d(f, p, cout, cout, res_kernels[j], 1, k ? residual_gain : 1.0f);
-                }
-        }
-    }
-    aa_activation(f, "decoder.activation_post", dec_dim >> n_dec);
-    wn_conv1d(f, "decoder.conv_post", 1, dec_dim >> n_dec, 7, 0, 0.1f);
-    return H3_OK;
+    return h3_audio_vae_decoder_tensors(&dec, draw_audio_tensor, f, status);
 }
 
-/* Qwen3VLForConditionalGeneration: the text decoder (spec h3-conditioner.md
+/* Qwen3VLForConditionalGeneration: the text decoder (docs/spec/h3-conditioner.md
  * §3.1) and the vision tower (§5.3). */
 static h3_status_code enumerate_text_encoder(config *c, tensor_file *f, h3_status *status) {
     int64_t V = config_dim(c, "text_config.vocab_size"), H = config_dim(c, "text_config.hidden_size");
@@ -1251,7 +1226,7 @@ typedef struct component {
     enumerate_fn enumerate;
 } component;
 
-/* The transformer's float32 islands (spec h3-transformer.md §2.2). */
+/* The transformer's float32 islands (docs/spec/h3-transformer.md §2.2). */
 static const char *const transformer_f32[] = {"proj_in.", "audio_proj_in.", "time_embedder.", "proj_out.",
                                               "audio_proj_out.", NULL};
 

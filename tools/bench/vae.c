@@ -3,8 +3,10 @@
  *
  * Random weights in the release's dtypes (float32 safetensors: the video
  * decoder side, 2.4 G parameters, and the BigVGAN decoder with
- * weight_g/weight_v) and the real configs (tests/data/official/{vae,audio_vae}/
- * config.json) are written under --dump-dir and loaded through
+ * weight_g/weight_v) for the tensors the loaders list
+ * (h3_video_vae_decoder_tensors, h3_audio_vae_decoder_tensors) of the real
+ * configs (tests/data/official/{vae,audio_vae}/config.json, read from the
+ * working directory) are written under --dump-dir and loaded through
  * h3_video_vae_load / h3_audio_vae_load, so the decode runs exactly as the
  * engine runs it: 7 temporal windows × 28 spatial tiles of 7×16×16 latents,
  * stitching, cross-fades and the uint8 conversion of every frame
@@ -16,7 +18,6 @@
  * against ours. Before them, the video decoder's ViT block op by op
  * (vae_profile.c). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,13 @@
 #define VAE_FRAMES 124
 #define VAE_AUDIO_L 207 /* round(124/24·40) latents of 800 samples */
 
+/* One tensor of a random checkpoint: drawn uniform in [lo, hi), or the Kaiser filter. */
 typedef struct vae_tensor {
     char name[128];
     int ndim;
     int64_t shape[5];
     float lo, hi;
+    int filter;
 } vae_tensor;
 
 typedef struct vae_list {
@@ -46,9 +49,7 @@ typedef struct vae_list {
     int n, cap;
 } vae_list;
 
-static void vae_add(vae_list *l, float lo, float hi, int ndim, const int64_t *shape, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static void vae_add(vae_list *l, float lo, float hi, int ndim, const int64_t *shape, const char *fmt, ...) {
+static vae_tensor *vae_add(vae_list *l, const char *name, int ndim, const int64_t *shape, float lo, float hi) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
         l->t = realloc(l->t, (size_t)l->cap * sizeof *l->t);
@@ -58,13 +59,12 @@ static void vae_add(vae_list *l, float lo, float hi, int ndim, const int64_t *sh
         }
     }
     vae_tensor *t = &l->t[l->n++];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->lo = lo, t->hi = hi;
+    return t;
 }
 
 static int64_t vae_numel(const vae_tensor *t) {
@@ -73,82 +73,68 @@ static int64_t vae_numel(const vae_tensor *t) {
     return n;
 }
 
-/* The decoder side of the diffusers video VAE (docs/spec/h3-vaes.md §3.11): linear weights of variance 1/fan-in, so every
+/* Uniform weights of variance 1/fan-in (the dims after the first), so every layer sees unit-scale inputs. */
+static float vae_weight_bound(int ndim, const int64_t *shape) {
+    int64_t fan_in = 1;
+    for (int i = 1; i < ndim; i++) fan_in *= shape[i];
+    return sqrtf(3.0f / (float)fan_in);
+}
+
+/* The video decoder's tensors as h3_video_vae lists them (docs/spec/h3-vaes.md §3.11), drawn so that every
  * block sees unit-scale activations; layer scales small as in a trained ViT. */
-static void vae_video_tensors(vae_list *l) {
-    const int64_t C = 24, Dm = 2048, F = 8192, P = 3072;
-    int64_t s5[5] = {C, C, 1, 1, 1}, c[1] = {C}, d[1] = {Dm};
-    float a24 = sqrtf(3.0f / 24), aD = sqrtf(3.0f / 2048), aF = sqrtf(3.0f / 8192);
-    vae_add(l, -a24, a24, 5, s5, "post_quant_conv.weight");
-    vae_add(l, -0.05f, 0.05f, 1, c, "post_quant_conv.bias");
-    vae_add(l, -a24, a24, 2, (int64_t[]){Dm, C}, "decoder.proj_in.weight");
-    vae_add(l, -0.05f, 0.05f, 1, d, "decoder.proj_in.bias");
-    vae_add(l, -1.0f, 1.0f, 3, (int64_t[]){1, 4, Dm}, "decoder.register_tokens");
-    for (int i = 0; i < 36; i++) {
-        const char *p = "decoder.transformer_blocks";
-        vae_add(l, 0.8f, 1.2f, 1, d, "%s.%d.norm1.weight", p, i);
-        vae_add(l, 0.8f, 1.2f, 1, d, "%s.%d.norm2.weight", p, i);
-        vae_add(l, 0.05f, 0.25f, 1, d, "%s.%d.scale1", p, i);
-        vae_add(l, 0.05f, 0.25f, 1, d, "%s.%d.scale2", p, i);
-        const char *lin[4] = {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0"};
-        for (int k = 0; k < 4; k++) {
-            vae_add(l, -aD, aD, 2, (int64_t[]){Dm, Dm}, "%s.%d.%s.weight", p, i, lin[k]);
-            vae_add(l, -0.02f, 0.02f, 1, d, "%s.%d.%s.bias", p, i, lin[k]);
-        }
-        vae_add(l, -aD, aD, 2, (int64_t[]){2 * F, Dm}, "%s.%d.ff.net.0.proj.weight", p, i);
-        vae_add(l, -0.02f, 0.02f, 1, (int64_t[]){2 * F}, "%s.%d.ff.net.0.proj.bias", p, i);
-        vae_add(l, -aF, aF, 2, (int64_t[]){Dm, F}, "%s.%d.ff.net.2.weight", p, i);
-        vae_add(l, -0.02f, 0.02f, 1, d, "%s.%d.ff.net.2.bias", p, i);
+static h3_status_code vae_video_tensor(void *opaque, const h3_video_vae_tensor *t, h3_status *status) {
+    vae_list *l = opaque;
+    float a = vae_weight_bound(t->ndim, t->shape);
+    switch (t->role) {
+    case H3_VIDEO_VAE_WEIGHT: vae_add(l, t->name, t->ndim, t->shape, -a, a); break;
+    case H3_VIDEO_VAE_BIAS: vae_add(l, t->name, t->ndim, t->shape, -0.02f, 0.02f); break;
+    case H3_VIDEO_VAE_NORM_WEIGHT: vae_add(l, t->name, t->ndim, t->shape, 0.8f, 1.2f); break;
+    case H3_VIDEO_VAE_NORM_BIAS: vae_add(l, t->name, t->ndim, t->shape, -0.1f, 0.1f); break;
+    case H3_VIDEO_VAE_LAYER_SCALE: vae_add(l, t->name, t->ndim, t->shape, 0.05f, 0.25f); break;
+    case H3_VIDEO_VAE_REGISTERS: vae_add(l, t->name, t->ndim, t->shape, -1.0f, 1.0f); break;
+    default: return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: h3-bench writes the diffusers layout only", t->name);
     }
-    vae_add(l, 0.8f, 1.2f, 1, d, "decoder.norm_out.weight");
-    vae_add(l, -0.1f, 0.1f, 1, d, "decoder.norm_out.bias");
-    vae_add(l, -aD, aD, 2, (int64_t[]){P, Dm}, "decoder.proj_out.weight");
-    vae_add(l, -0.05f, 0.05f, 1, (int64_t[]){P}, "decoder.proj_out.bias");
+    return H3_OK;
 }
 
-/* A weight-normed conv: g sets the output scale (w = g·v/‖v‖, so a unit-variance input gives ≈ g² variance). */
-static void vae_wn(vae_list *l, const char *prefix, int64_t d0, int64_t d1, int64_t K, int64_t bias_n, float g) {
-    vae_add(l, 0.9f * g, 1.1f * g, 3, (int64_t[]){d0, 1, 1}, "%s.weight_g", prefix);
-    vae_add(l, -1.0f, 1.0f, 3, (int64_t[]){d0, d1, K}, "%s.weight_v", prefix);
-    if (bias_n) vae_add(l, -0.02f, 0.02f, 1, &bias_n, "%s.bias", prefix);
-}
-
-/* alpha/beta in log space; the two Kaiser filters are filled with their real values after generation. */
-static void vae_act(vae_list *l, const char *prefix, int64_t C) {
-    vae_add(l, -0.3f, 0.3f, 1, &C, "%s.act.alpha", prefix);
-    vae_add(l, -0.3f, 0.3f, 1, &C, "%s.act.beta", prefix);
-    vae_add(l, 0, 0, 3, (int64_t[]){1, 1, 12}, "%s.upsample.filter", prefix);
-    vae_add(l, 0, 0, 3, (int64_t[]){1, 1, 12}, "%s.downsample.lowpass.filter", prefix);
-}
-
-/* The BigVGAN decoder side of the audio VAE (docs/spec/h3-vaes.md §4.3, §4.6), release config. */
-static void vae_audio_tensors(vae_list *l) {
-    const int rates[7] = {5, 5, 2, 2, 2, 2, 2}, ks[7] = {9, 9, 4, 4, 4, 4, 4}, rk[3] = {3, 7, 11};
-    char p[160];
-    float a32 = sqrtf(3.0f / 32);
-    vae_add(l, -a32, a32, 3, (int64_t[]){2048, 32, 1}, "dec_in_proj.weight");
-    vae_add(l, -0.02f, 0.02f, 1, (int64_t[]){2048}, "dec_in_proj.bias");
-    vae_wn(l, "decoder.conv_pre", 1024, 2048, 7, 1024, 1.0f);
-    for (int s = 0; s < 7; s++) {
-        int64_t Cs = 1024 >> s, C = Cs / 2;
-        snprintf(p, sizeof p, "decoder.ups.%d.0", s);
-        vae_wn(l, p, Cs, C, ks[s], C, sqrtf(rates[s] / 2.0f));
-        for (int j = 0; j < 3; j++) {
-            int r = 3 * s + j;
-            for (int i = 0; i < 3; i++) {
-                snprintf(p, sizeof p, "decoder.resblocks.%d.convs1.%d", r, i);
-                vae_wn(l, p, C, C, rk[j], C, 1.0f);
-                snprintf(p, sizeof p, "decoder.resblocks.%d.convs2.%d", r, i);
-                vae_wn(l, p, C, C, rk[j], C, 0.3f);
-            }
-            for (int a = 0; a < 6; a++) {
-                snprintf(p, sizeof p, "decoder.resblocks.%d.activations.%d", r, a);
-                vae_act(l, p, C);
-            }
-        }
+/* weight_g of a weight-normed conv sets its output scale (w = g·v/‖v‖, so a unit-variance input gives about g²
+ * variance): 1, but sqrt(rate/2) for an upsampler and less for the end of a residual branch and conv_post. */
+static float vae_conv_gain(const h3_audio_vae_tensor *t) {
+    switch (t->module) {
+    case H3_AUDIO_VAE_UPSAMPLE: return sqrtf((float)t->stride / 2.0f);
+    case H3_AUDIO_VAE_AMP_CONV2: return 0.3f;
+    case H3_AUDIO_VAE_CONV_POST: return 0.2f;
+    default: return 1.0f;
     }
-    vae_act(l, "decoder.activation_post", 8);
-    vae_wn(l, "decoder.conv_post", 1, 8, 7, 0, 0.2f);
+}
+
+/* The BigVGAN decoder's tensors as h3_audio_vae lists them (docs/spec/h3-vaes.md §4.3, §4.6); alpha/beta in
+ * log space; the two Kaiser filters get their real values when written. */
+static h3_status_code vae_audio_tensor(void *opaque, const h3_audio_vae_tensor *t, h3_status *status) {
+    (void)status;
+    vae_list *l = opaque;
+    float a = vae_weight_bound(t->ndim, t->shape), g = vae_conv_gain(t);
+    switch (t->role) {
+    case H3_AUDIO_VAE_CONV_WEIGHT: vae_add(l, t->name, t->ndim, t->shape, -a, a); break;
+    case H3_AUDIO_VAE_WN_V: vae_add(l, t->name, t->ndim, t->shape, -1.0f, 1.0f); break;
+    case H3_AUDIO_VAE_WN_G: vae_add(l, t->name, t->ndim, t->shape, 0.9f * g, 1.1f * g); break;
+    case H3_AUDIO_VAE_BIAS: vae_add(l, t->name, t->ndim, t->shape, -0.02f, 0.02f); break;
+    case H3_AUDIO_VAE_SNAKE_ALPHA:
+    case H3_AUDIO_VAE_SNAKE_BETA: vae_add(l, t->name, t->ndim, t->shape, -0.3f, 0.3f); break;
+    default: vae_add(l, t->name, t->ndim, t->shape, 0, 0)->filter = 1;
+    }
+    return H3_OK;
+}
+
+/* The decoder tensors of the VAE whose config is in official (video: the dir; audio: its config). */
+static int vae_tensors(const char *official, int video, vae_list *l) {
+    h3_status st;
+    h3_audio_vae_config cfg;
+    h3_status_code rc = video ? h3_video_vae_decoder_tensors(official, vae_video_tensor, l, &st)
+                              : h3_audio_vae_config_load(official, &cfg, &st);
+    if (rc == H3_OK && !video) rc = h3_audio_vae_decoder_tensors(&cfg, vae_audio_tensor, l, &st);
+    if (rc != H3_OK) fprintf(stderr, "h3-bench: %s: %s\n", official, st.message);
+    return rc == H3_OK;
 }
 
 static const float vae_kaiser[12] = {0.0020289647f, 0.0093894657f, -0.0255434588f, -0.0576573834f,
@@ -178,7 +164,7 @@ static int vae_write_weights(const char *path, const vae_list *l) {
         const vae_tensor *t = &l->t[i];
         int64_t n = vae_numel(t);
         float *dst = host + at;
-        if (strstr(t->name, ".filter")) {
+        if (t->filter) {
             memcpy(dst, vae_kaiser, sizeof vae_kaiser);
         } else {
             h3_tensor s = scratch;
@@ -223,10 +209,9 @@ static int vae_make_model(const char *dir, const char *official, int video) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (!vae_copy_file(cfg, path)) return 0;
     vae_list l = {0};
-    if (video) vae_video_tensors(&l);
-    else vae_audio_tensors(&l);
+    int ok = vae_tensors(official, video, &l);
     snprintf(path, sizeof path, "%s/%s", dir, "diffusion_pytorch_model.safetensors");
-    int ok = vae_write_weights(path, &l);
+    ok = ok && vae_write_weights(path, &l);
     free(l.t);
     return ok;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Eager PyTorch run of a (tiny) Qwen3-VL text conditioner, written from
-shared/spec/h3-conditioner.md §3, in float32 and in bf16 with the reference's
+docs/spec/h3-conditioner.md §3, in float32 and in bf16 with the reference's
 rounding points (§3.2: bf16 GEMM outputs, RMSNorm rounded before the weight,
 bf16 RoPE products, bf16 SiLU and product, bf16 residual adds).
 

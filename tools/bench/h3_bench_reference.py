@@ -5,7 +5,7 @@ Measures, with CUDA events after warm-up (medians):
   * the bf16 GEMM peak (torch.matmul 8192^3 on random data),
   * F.linear at the DiT block's GEMM shapes,
   * SDPA at the benchmark's sequence lengths with each backend (flash, cuDNN, efficient),
-  * an eager bf16 MiniMax-H3 block written from h3-transformer.md section 3.7, with the
+  * an eager bf16 MiniMax-H3 block written from docs/spec/h3-transformer.md §3.7, with the
     weights h3-bench used (read from the dump directory), at each sequence length;
 and checks the eager block's output against h3-bench's block output on the same input
 (relative L2). Prints one JSON object on a line starting with "H3REF ".
@@ -116,7 +116,7 @@ def rope(x, cos, sin):
 
 
 def h3_block(X, W, sel, cos, sin):
-    """One MiniMax-H3 main block, eager bf16 (h3-transformer.md 3.7)."""
+    """One MiniMax-H3 main block, eager bf16 (docs/spec/h3-transformer.md §3.7)."""
     S = X.shape[0]
     sh1, sc1, g1, sh2, sc2, g2 = (W["tables"][i][sel] for i in range(6))
     h = F.rms_norm(X, (D,), W["norm1"], EPS) * (1 + sc1) + sh1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Eager PyTorch reference of the MiniMax-H3 VAE decoders for h3-bench --vae.
 
-Written from /work/shared/spec/h3-vaes.md, not from diffusers:
+Written from docs/spec/h3-vaes.md, not from diffusers:
   video (§3.5-§3.8): per temporal window of 7 latents (5-frame cross-fade) and
     per 256-px spatial tile (linear blends, diffusers' stitch order), the ViT
     decoder with the official fp16 recipe: fp16 Linear weights, fp32 residual

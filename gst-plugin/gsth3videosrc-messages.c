@@ -262,3 +262,20 @@ gst_h3_video_src_post_engine_error (GstH3VideoSrc * self, GstH3Stage stage,
       gst_structure_new ("details", "h3-status", G_TYPE_STRING,
           h3_status_code_name (st->code), NULL));
 }
+
+/* A setting that h3core's model-free rules refuse (h3_request_check,
+ * h3_devices_parse), found at the state change: LIBRARY/SETTINGS in the
+ * engine's own words, which name the property and the value. */
+void
+gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
+    const h3_status * st)
+{
+  gst_element_message_full_with_details (GST_ELEMENT (self),
+      GST_MESSAGE_ERROR, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
+      g_strdup (st->message),
+      g_strdup_printf ("h3core %s while checking the settings: %s",
+          h3_status_code_name (st->code), st->message),
+      __FILE__, GST_FUNCTION, __LINE__,
+      gst_structure_new ("details", "h3-status", G_TYPE_STRING,
+          h3_status_code_name (st->code), NULL));
+}

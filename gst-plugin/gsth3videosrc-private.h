@@ -26,7 +26,8 @@
  *   gsth3videosrc.c           the element: GObject boilerplate, properties,
  *                             pads, events, queries, state changes
  *   gsth3videosrc-settings.c  the properties' values: defaults, copies, the
- *                             checks before a run, the h3_request
+ *                             checks before a run (h3core's rules), the
+ *                             h3_request
  *   gsth3videosrc-worker.c    the generation thread and the engine callbacks
  *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
@@ -46,23 +47,20 @@ G_BEGIN_DECLS
 GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
 
+/* Property defaults. The rules of a request (defaults, ranges, the devices
+ * grammar) are h3core's: they come from h3.h and are never restated here. */
 #define DEFAULT_PROMPT NULL
-#define DEFAULT_SEED 42
-#define DEFAULT_WIDTH 1280
-#define DEFAULT_HEIGHT 736
-#define DEFAULT_NUM_FRAMES 120
+#define DEFAULT_SEED H3_DEFAULT_SEED
+#define DEFAULT_WIDTH H3_DEFAULT_WIDTH
+#define DEFAULT_HEIGHT H3_DEFAULT_HEIGHT
+#define DEFAULT_NUM_FRAMES H3_DEFAULT_FRAMES
 #define DEFAULT_BACKEND GST_H3_BACKEND_FA
-#define DEFAULT_STEPS 0
+#define DEFAULT_STEPS 0         /* the model's default */
 #define DEFAULT_MODEL_LOCATION NULL
 #define DEFAULT_ADAPTER_LOCATION NULL
 #define DEFAULT_COMPUTE GST_H3_COMPUTE_AUTO
 #define DEFAULT_DEVICES "auto"
-#define DEFAULT_VSA_SPARSITY 0.9
-
-#define MIN_SIZE 32
-#define MAX_SIZE 4096
-#define MAX_FRAMES 362          /* 15 s at 24 fps, the longest the model serves */
-#define MAX_STEPS 1000
+#define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
 
 /* Everything the properties configure. The element keeps one copy under the
  * object lock and snapshots it into `run` when a run starts, so property
@@ -200,6 +198,8 @@ GstStructure *gst_h3_stats_structure_new (const h3_stats * stats);
 GstStructure *gst_h3_capabilities_structure_new (void);
 void gst_h3_video_src_post_engine_error (GstH3VideoSrc * self,
     GstH3Stage stage, const h3_status * st);
+void gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
+    const h3_status * st);
 
 G_END_DECLS
 

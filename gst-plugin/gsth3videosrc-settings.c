@@ -1,7 +1,9 @@
 /* gsth3videosrc-settings.c - the values of h3videosrc's properties: their
  * defaults, the snapshot a run takes, what they mean to the engine (model
  * directory, engine key, h3_request) and the checks that fail a bad setting
- * at the state change, before any model load. */
+ * at the state change, before any model load. The rules themselves are
+ * h3core's (h3_request_check, h3_devices_parse): the element applies them
+ * and reports the engine's words. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -115,79 +117,31 @@ gst_h3_settings_request (const GstH3Settings * s)
   return r;
 }
 
-static gboolean
-devices_valid (const gchar * devices)
-{
-  gchar **parts;
-  gboolean ok = TRUE;
-
-  if (!devices || !*devices || g_strcmp0 (devices, "auto") == 0)
-    return TRUE;
-  parts = g_strsplit (devices, ",", -1);
-  for (gchar ** p = parts; *p && ok; p++) {
-    const gchar *c = g_strstrip (*p);
-    if (!*c)
-      ok = FALSE;
-    for (; *c && ok; c++)
-      ok = g_ascii_isdigit (*c);
-  }
-  g_strfreev (parts);
-  return ok;
-}
-
-static gint
-round_to_32 (gint v, gboolean up)
-{
-  gint r = v / 32 * 32 + (up ? 32 : 0);
-  return CLAMP (r, MIN_SIZE, MAX_SIZE);
-}
-
 /* Checks what can be checked without the model, so that bad settings fail
- * the state change at once instead of after a model load. The engine's
- * h3_engine_validate() stays the authority (it also knows the model). */
+ * the state change at once instead of after a model load: h3core's rules
+ * of a request and of a device list, then that the files exist. The
+ * engine's h3_engine_validate() stays the authority (it also knows the
+ * model). */
 gboolean
 gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s)
 {
+  h3_request req = gst_h3_settings_request (s);
+  h3_device_list devices;
+  h3_status st;
   const gchar *dir;
-  gchar *stripped;
-  gboolean empty;
+  gchar *prompt;
+  gboolean ok;
 
-  stripped = g_strstrip (g_strdup (s->prompt ? s->prompt : ""));
-  empty = *stripped == '\0';
-  g_free (stripped);
-  if (empty) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("No prompt: set the prompt property to a description of the clip, "
-            "e.g. prompt=\"a red fox running in snow\"."),
-        ("prompt is empty"));
-    return FALSE;
-  }
-  if (!g_utf8_validate (s->prompt, -1, NULL)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("The prompt is not valid UTF-8 text."), ("prompt is not UTF-8"));
-    return FALSE;
-  }
-  if (s->width % 32 || s->height % 32) {
-    gint bad = s->width % 32 ? s->width : s->height;
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("%s=%d is not a multiple of 32: use %d or %d.",
-            s->width % 32 ? "width" : "height", bad, round_to_32 (bad, FALSE),
-            round_to_32 (bad, TRUE)), ("width %d height %d", s->width,
-            s->height));
-    return FALSE;
-  }
-  if (s->width > 4 * s->height || s->height > 4 * s->width) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("%dx%d is too elongated: the aspect ratio must be between 1:4 and "
-            "4:1.", s->width, s->height), ("width %d height %d", s->width,
-            s->height));
-    return FALSE;
-  }
-  if (!devices_valid (s->devices)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("devices=\"%s\" is not valid: use \"auto\" or a comma-separated list "
-            "of CUDA device numbers such as \"0,1,2,3\".", s->devices),
-        ("devices '%s'", s->devices));
+  /* A prompt of blanks describes nothing: it is checked as an empty one. */
+  prompt = g_strstrip (g_strdup (s->prompt ? s->prompt : ""));
+  req.prompt = prompt;
+  memset (&st, 0, sizeof st);
+  ok = h3_request_check (&req, &st) == H3_OK
+      && h3_devices_parse (s->devices, gst_h3_settings_compute (s), &devices,
+      &st) == H3_OK;
+  g_free (prompt);
+  if (!ok) {
+    gst_h3_video_src_post_settings_error (self, &st);
     return FALSE;
   }
   dir = gst_h3_settings_model_dir (s);

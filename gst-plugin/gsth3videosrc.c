@@ -83,10 +83,13 @@ enum
   PROP_STATS
 };
 
+/* The sides and the frame rate h3core serves (h3.h). */
+#define SIDE_RANGE "[ " G_STRINGIFY (H3_MIN_SIDE) ", " \
+  G_STRINGIFY (H3_MAX_SIDE) " ]"
 #define VIDEO_CAPS_TEMPLATE \
-  "video/x-raw, format = (string) RGB, width = (int) [ 32, 4096 ], " \
-  "height = (int) [ 32, 4096 ], framerate = (fraction) 24/1, " \
-  "pixel-aspect-ratio = (fraction) 1/1"
+  "video/x-raw, format = (string) RGB, width = (int) " SIDE_RANGE ", " \
+  "height = (int) " SIDE_RANGE ", framerate = (fraction) " \
+  G_STRINGIFY (H3_FPS) "/1, pixel-aspect-ratio = (fraction) 1/1"
 
 #define AUDIO_CAPS_TEMPLATE \
   "audio/x-raw, format = (string) F32LE, rate = (int) [ 1, MAX ], " \
@@ -212,7 +215,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   g_object_class_install_property (gobject_class, PROP_WIDTH,
       g_param_spec_int ("width", "Width",
           "Frame width in pixels (multiple of 32, aspect 1:4 to 4:1)",
-          MIN_SIZE, MAX_SIZE, DEFAULT_WIDTH, rw));
+          H3_MIN_SIDE, H3_MAX_SIDE, DEFAULT_WIDTH, rw));
 
   /**
    * GstH3VideoSrc:height:
@@ -222,7 +225,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   g_object_class_install_property (gobject_class, PROP_HEIGHT,
       g_param_spec_int ("height", "Height",
           "Frame height in pixels (multiple of 32, aspect 1:4 to 4:1)",
-          MIN_SIZE, MAX_SIZE, DEFAULT_HEIGHT, rw));
+          H3_MIN_SIDE, H3_MAX_SIDE, DEFAULT_HEIGHT, rw));
 
   /**
    * GstH3VideoSrc:num-frames:
@@ -234,7 +237,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   g_object_class_install_property (gobject_class, PROP_NUM_FRAMES,
       g_param_spec_int ("num-frames", "Number of frames",
           "Requested number of frames at 24 fps (aligned up to 17n+5, "
-          "see aligned-frames)", 1, MAX_FRAMES, DEFAULT_NUM_FRAMES, rw));
+          "see aligned-frames)", 1, H3_MAX_FRAMES, DEFAULT_NUM_FRAMES, rw));
 
   /**
    * GstH3VideoSrc:aligned-frames:
@@ -245,7 +248,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   g_object_class_install_property (gobject_class, PROP_ALIGNED_FRAMES,
       g_param_spec_int ("aligned-frames", "Aligned frames",
           "Number of frames that will be produced (num-frames aligned up to "
-          "17n+5)", 22, G_MAXINT, h3_align_frames (DEFAULT_NUM_FRAMES), ro));
+          "17n+5)", h3_align_frames (1), G_MAXINT,
+          h3_align_frames (DEFAULT_NUM_FRAMES), ro));
 
   /**
    * GstH3VideoSrc:backend:
@@ -269,7 +273,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   g_object_class_install_property (gobject_class, PROP_STEPS,
       g_param_spec_uint ("steps", "Steps",
           "Denoising passes; 0 = the model's default (49, or 4 with a FastH3 "
-          "adapter)", 0, MAX_STEPS, DEFAULT_STEPS, rw));
+          "adapter)", 0, H3_MAX_STEPS, DEFAULT_STEPS, rw));
 
   /**
    * GstH3VideoSrc:model-location:
@@ -311,13 +315,22 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   /**
    * GstH3VideoSrc:devices:
    *
-   * CUDA devices to use: "auto", or a comma-separated list of device
-   * numbers such as "0,1,2,3" (the tensor-parallel degree is the count).
+   * Where the ranks of tensor parallelism run:
+   *
+   * * `auto`: one backend, chosen by #GstH3VideoSrc:compute;
+   * * a comma-separated list of CUDA device numbers such as `0,1,2,3`: one
+   *   rank per GPU (NCCL between them), the degree is the count;
+   * * `cpu:N`: N ranks on the CPU (for tests and for checking a
+   *   tensor-parallel setup without GPUs).
+   *
+   * The degree must divide the model's attention heads (1, 2, 4, 7 or 8 for
+   * MiniMax-H3). A GPU list with compute=cpu, or cpu:N with compute=cuda,
+   * is refused. #GstH3VideoSrc:stats names the ranks that ran.
    */
   g_object_class_install_property (gobject_class, PROP_DEVICES,
       g_param_spec_string ("devices", "Devices",
-          "CUDA devices: \"auto\" or a list such as \"0,1,2,3\"",
-          DEFAULT_DEVICES, rw));
+          "Tensor-parallel ranks: \"auto\", CUDA devices such as "
+          "\"0,1,2,3\", or \"cpu:N\" (N CPU ranks)", DEFAULT_DEVICES, rw));
 
   /**
    * GstH3VideoSrc:vsa-sparsity:
@@ -327,8 +340,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    */
   g_object_class_install_property (gobject_class, PROP_VSA_SPARSITY,
       g_param_spec_double ("vsa-sparsity", "VSA sparsity",
-          "Fraction of video key tiles skipped with backend=vsa", 0.0, 0.99,
-          DEFAULT_VSA_SPARSITY, rw));
+          "Fraction of video key tiles skipped with backend=vsa", 0.0,
+          H3_MAX_VSA_SPARSITY, DEFAULT_VSA_SPARSITY, rw));
 
   /**
    * GstH3VideoSrc:capabilities:

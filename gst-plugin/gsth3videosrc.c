@@ -348,8 +348,10 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    *
    * What this build and machine can run (compute backends, GPUs, fa/vsa
    * availability and the reason for any fallback), as a GstStructure named
-   * `h3videosrc/capabilities`. Reading it creates no CUDA context and loads
-   * no model.
+   * `h3videosrc/capabilities`: each `key: value` line of
+   * h3_capabilities_describe() is a string field (among them `cpu-threads`,
+   * `gpus` and `compute-auto`, `cpu` or `cuda`), and `description` holds
+   * the whole text. Reading it creates no CUDA context and loads no model.
    */
   g_object_class_install_property (gobject_class, PROP_CAPABILITIES,
       g_param_spec_boxed ("capabilities", "Capabilities",
@@ -362,7 +364,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    * Stage timings of the last generation in seconds, as a GstStructure named
    * `h3videosrc/stats` (`load`, `text`, `denoise`, `decode-video`,
    * `decode-audio`, `total`, `per-step`, `steps`, `compute`, `fallback`).
-   * NULL before the first generation.
+   * `compute` names the ranks that ran, e.g. `cpu (tp2, cpu)` for
+   * devices=cpu:2. NULL before the first generation.
    */
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",

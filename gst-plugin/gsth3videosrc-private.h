@@ -155,49 +155,78 @@ typedef enum
   GST_H3_STAGE_GENERATE
 } GstH3Stage;
 
+/* The functions the files share: internal to the plugin. */
+
 /* ---- gsth3videosrc-settings.c -------------------------------------------- */
 
+G_GNUC_INTERNAL
 void gst_h3_settings_init (GstH3Settings * s);
+G_GNUC_INTERNAL
 void gst_h3_settings_clear (GstH3Settings * s);
+G_GNUC_INTERNAL
 void gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src);
+G_GNUC_INTERNAL
 const gchar *gst_h3_settings_model_dir (const GstH3Settings * s);
+G_GNUC_INTERNAL
 gchar *gst_h3_settings_engine_key (const GstH3Settings * s);
+G_GNUC_INTERNAL
 gchar *gst_h3_settings_stream_id (const GstH3Settings * s,
     const gchar * pad_name);
+G_GNUC_INTERNAL
 h3_compute gst_h3_settings_compute (const GstH3Settings * s);
+G_GNUC_INTERNAL
 h3_request gst_h3_settings_request (const GstH3Settings * s);
+G_GNUC_INTERNAL
 gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s);
 
 /* ---- gsth3videosrc-worker.c ---------------------------------------------- */
 
+G_GNUC_INTERNAL
 gpointer gst_h3_video_src_worker (gpointer data);
+G_GNUC_INTERNAL
 void gst_h3_video_src_worker_join (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
 void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
 
 /* ---- gsth3videosrc-output.c ---------------------------------------------- */
 
+G_GNUC_INTERNAL
 GstClockTime gst_h3_frame_time (gint64 n);
+G_GNUC_INTERNAL
 GstCaps *gst_h3_video_caps_new (gint width, gint height);
+G_GNUC_INTERNAL
 GstCaps *gst_h3_audio_caps_new (gint rate);
+G_GNUC_INTERNAL
 void gst_h3_video_src_streams_new (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
 void gst_h3_video_src_streams_clear (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
 void gst_h3_output_reset (GstH3Output * out);
+G_GNUC_INTERNAL
 void gst_h3_video_src_loop (gpointer user_data);
 
 /* ---- gsth3videosrc-messages.c -------------------------------------------- */
 
+G_GNUC_INTERNAL
 void gst_h3_video_src_post_progress (GstH3VideoSrc * self, gboolean * open,
     GstProgressType type, const gchar * code, gint percent,
     const gchar * format, ...) G_GNUC_PRINTF (6, 7);
+G_GNUC_INTERNAL
 gint gst_h3_phase_percent (h3_phase phase, gint done, gint total);
+G_GNUC_INTERNAL
 void gst_h3_video_src_post_step (GstH3VideoSrc * self, h3_phase phase,
     gint done, gint total, gint percent);
+G_GNUC_INTERNAL
 void gst_h3_video_src_post_done (GstH3VideoSrc * self, const gchar * result,
     const h3_stats * stats);
+G_GNUC_INTERNAL
 GstStructure *gst_h3_stats_structure_new (const h3_stats * stats);
+G_GNUC_INTERNAL
 GstStructure *gst_h3_capabilities_structure_new (void);
+G_GNUC_INTERNAL
 void gst_h3_video_src_post_engine_error (GstH3VideoSrc * self,
     GstH3Stage stage, const h3_status * st);
+G_GNUC_INTERNAL
 void gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
     const h3_status * st);
 

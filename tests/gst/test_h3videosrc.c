@@ -74,27 +74,41 @@ caps_equal (GstCaps * caps, const gchar * expected)
   return equal;
 }
 
+static void
+mark_finalized (gpointer data)
+{
+  g_atomic_int_set ((gint *) data, TRUE);
+}
+
 /* Drops a reference to an h3videosrc and waits until it is finalized: its
  * generation thread holds a reference until a cancelled step returns, and
- * the leaks tracer checks every test at exit. */
+ * the leaks tracer checks every test at exit.
+ *
+ * "Finalized", not "its weak references cleared": GLib clears those when
+ * the last unref begins, before dispose. The element may then still be
+ * finalizing on its generation thread, listed by the leaks tracer, and
+ * get-live-objects would take a reference to it and dispose it a second
+ * time. Object data is destroyed at the very end of finalize, after the
+ * tracer has forgotten the object, and without taking a reference. */
 static void
 unref_and_wait (GstElement * e)
 {
-  GWeakRef ref;
-  GObject *alive = NULL;
+  static GQuark quark;
+  gint *finalized = g_new0 (gint, 1);
+  gboolean gone = FALSE;
 
-  g_weak_ref_init (&ref, e);
+  if (!quark)
+    quark = g_quark_from_static_string ("test-h3videosrc-finalized");
+  g_object_set_qdata_full (G_OBJECT (e), quark, finalized, mark_finalized);
   gst_object_unref (e);
-  for (gint i = 0; i < 1000; i++) {
-    alive = g_weak_ref_get (&ref);
-    if (!alive)
-      break;
-    g_object_unref (alive);
-    g_usleep (10000);
+  for (gint i = 0; i < 1000 && !gone; i++) {
+    gone = g_atomic_int_get (finalized);
+    if (!gone)
+      g_usleep (10000);
   }
-  g_weak_ref_clear (&ref);
-  fail_unless (alive == NULL, "h3videosrc still alive 10 s after its last "
-      "reference was dropped");
+  fail_unless (gone, "h3videosrc still alive 10 s after its last reference "
+      "was dropped");
+  g_free (finalized);
 }
 
 static GstClockTime
@@ -246,9 +260,11 @@ wait_element_message (GstBus * bus, const gchar * name, GstClockTime timeout)
   }
 }
 
-/* Waits for an error and checks its domain and code. */
+/* Waits for an error and checks its domain and code, and that its message
+ * says must_say (when not NULL). */
 static void
-expect_error (GstBus * bus, GQuark domain, gint code, const gchar * what)
+expect_error_saying (GstBus * bus, GQuark domain, gint code,
+    const gchar * what, const gchar * must_say)
 {
   GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
       GST_MESSAGE_ERROR);
@@ -264,9 +280,17 @@ expect_error (GstBus * bus, GQuark domain, gint code, const gchar * what)
       g_quark_to_string (domain), code);
   fail_unless (strlen (err->message) > 20, "%s: uninformative message '%s'",
       what, err->message);
+  fail_unless (must_say == NULL || strstr (err->message, must_say) != NULL,
+      "%s: the message '%s' does not say '%s'", what, err->message, must_say);
   g_error_free (err);
   g_free (dbg);
   gst_message_unref (m);
+}
+
+static void
+expect_error (GstBus * bus, GQuark domain, gint code, const gchar * what)
+{
+  expect_error_saying (bus, domain, code, what, NULL);
 }
 
 static guint
@@ -526,6 +550,65 @@ GST_START_TEST (test_rerun_reuses_engine)
     gst_message_unref (m);
   }
   fail_unless_equals_int (loads, 1);
+  output_clear (&v1);
+  output_clear (&a1);
+  output_clear (&v2);
+  output_clear (&a2);
+  clip_free (&c);
+}
+
+GST_END_TEST;
+
+/* Total audio samples (per channel) of an output. */
+static guint64
+output_samples (Output * o)
+{
+  guint64 n = 0;
+
+  for (guint i = 0; i < o->buffers->len; i++)
+    n += gst_buffer_get_size (g_ptr_array_index (o->buffers, i)) /
+        (2 * sizeof (gfloat));
+  return n;
+}
+
+/* devices=cpu:2: the element runs tensor parallelism over two CPU ranks,
+ * as the engine does for h3_engine_open; the clip has the geometry of the
+ * one devices=auto gives, and the stats name the ranks. */
+GST_START_TEST (test_devices_cpu_ranks)
+{
+  Clip c;
+  Output v1, a1, v2, a2;
+  GstStructure *stats = NULL;
+  const gchar *compute;
+
+  generate (42, &v1, &a1);
+
+  clip_new (&c, 42);
+  g_object_set (c.hv->element, "devices", "cpu:2", NULL);
+  gst_harness_play (c.hv);
+  output_collect (c.hv, &v2);
+  output_collect (c.ha, &a2);
+  fail_unless_equals_int (v1.buffers->len, FRAMES);
+  fail_unless_equals_int (v2.buffers->len, v1.buffers->len);
+  fail_unless_equals_int (a2.buffers->len, a1.buffers->len);
+  fail_unless_equals_uint64 (output_samples (&a2), output_samples (&a1));
+  fail_unless (output_samples (&a2) > 0);
+
+  /* The stats are stored when the engine returns, which can be after the
+   * last frame went out. */
+  for (gint i = 0; i < 1000 && !stats; i++) {
+    g_object_get (c.hv->element, "stats", &stats, NULL);
+    if (!stats)
+      g_usleep (10000);
+  }
+  fail_unless (stats != NULL, "no stats 10 s after EOS");
+  compute = gst_structure_get_string (stats, "compute");
+  GST_INFO ("devices=cpu:2: compute '%s'", compute);
+  fail_unless (compute != NULL && g_str_has_prefix (compute, "cpu")
+      && strstr (compute, "tp2") != NULL, "compute '%s' does not name two "
+      "CPU ranks", compute);
+  gst_structure_free (stats);
+
   output_clear (&v1);
   output_clear (&a1);
   output_clear (&v2);
@@ -1010,6 +1093,76 @@ GST_START_TEST (test_properties)
 
 GST_END_TEST;
 
+/* A capabilities field as an integer, whatever type the element gives it
+ * (the text of its `key: value` line, or a number). */
+static gboolean
+capabilities_int (const GstStructure * st, const gchar * name, gint64 * out)
+{
+  const GValue *v = gst_structure_get_value (st, name);
+  GValue n = G_VALUE_INIT;
+
+  if (!v)
+    return FALSE;
+  if (G_VALUE_HOLDS_STRING (v)) {
+    const gchar *text = g_value_get_string (v);
+    gchar *end = NULL;
+    if (!text)
+      return FALSE;
+    *out = g_ascii_strtoll (text, &end, 10);
+    return end != text && *end == '\0';
+  }
+  g_value_init (&n, G_TYPE_INT64);
+  if (!g_value_transform (v, &n))
+    return FALSE;
+  *out = g_value_get_int64 (&n);
+  return TRUE;
+}
+
+/* A capabilities field as text, whatever its type. */
+static gchar *
+capabilities_text (const GstStructure * st, const gchar * name)
+{
+  const GValue *v = gst_structure_get_value (st, name);
+
+  if (!v)
+    return NULL;
+  if (G_VALUE_HOLDS_STRING (v))
+    return g_value_dup_string (v);
+  return gst_value_serialize (v);
+}
+
+/* What h3_capabilities_describe reports about the machine reaches the
+ * element: CPU threads, GPUs and what compute=auto picks. */
+GST_START_TEST (test_capabilities_fields)
+{
+  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
+  GstStructure *caps = NULL;
+  gint64 threads = -1, gpus = -1;
+  gchar *compute;
+
+  g_object_get (e, "capabilities", &caps, NULL);
+  fail_unless (caps != NULL);
+  GST_INFO ("%" GST_PTR_FORMAT, caps);
+  fail_unless (capabilities_int (caps, "cpu-threads", &threads),
+      "no cpu-threads in %" GST_PTR_FORMAT, caps);
+  fail_unless (threads >= 1, "cpu-threads %" G_GINT64_FORMAT, threads);
+  fail_unless (capabilities_int (caps, "gpus", &gpus),
+      "no gpus in %" GST_PTR_FORMAT, caps);
+  fail_unless (gpus >= 0, "gpus %" G_GINT64_FORMAT, gpus);
+  compute = capabilities_text (caps, "compute-auto");
+  fail_unless (compute != NULL, "no compute-auto in %" GST_PTR_FORMAT, caps);
+  fail_unless (g_strcmp0 (compute, "cpu") == 0
+      || g_strcmp0 (compute, "cuda") == 0, "compute-auto '%s'", compute);
+  /* compute=auto only picks CUDA with a GPU to run on. */
+  fail_unless (g_strcmp0 (compute, "cuda") != 0 || gpus >= 1,
+      "compute-auto cuda with %" G_GINT64_FORMAT " GPUs", gpus);
+  g_free (compute);
+  gst_structure_free (caps);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_property_locked_while_playing)
 {
   Clip c;
@@ -1095,27 +1248,42 @@ GST_START_TEST (test_queries)
 
 GST_END_TEST;
 
-/* Starts a lone element with a bad setting; the state change fails and the
- * error has the expected domain. */
+/* Starts a lone element with bad settings (property, value, ..., NULL);
+ * the state change to PAUSED fails, and the error has the expected domain
+ * and says must_say (when not NULL). */
 static void
-check_setting_error (const gchar * prop, const gchar * value, GQuark domain,
-    gint code)
+check_settings_error (GQuark domain, gint code, const gchar * must_say,
+    const gchar * prop, ...)
 {
   GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
   GstBus *bus = gst_bus_new ();
-  gchar *what = g_strdup_printf ("%s=%s", prop, value);
+  GString *what = g_string_new (NULL);
+  va_list args;
 
   set_small (e, 42);
-  gst_util_set_object_arg (G_OBJECT (e), prop, value);
+  va_start (args, prop);
+  for (const gchar * p = prop; p; p = va_arg (args, const gchar *)) {
+    const gchar *value = va_arg (args, const gchar *);
+    gst_util_set_object_arg (G_OBJECT (e), p, value);
+    g_string_append_printf (what, "%s%s=%s", what->len ? " " : "", p, value);
+  }
+  va_end (args);
   gst_element_set_bus (e, bus);
   fail_unless_equals_int (gst_element_set_state (e, GST_STATE_PAUSED),
       GST_STATE_CHANGE_FAILURE);
-  expect_error (bus, domain, code, what);
+  expect_error_saying (bus, domain, code, what->str, must_say);
   gst_element_set_state (e, GST_STATE_NULL);
   gst_bus_set_flushing (bus, TRUE);
   gst_object_unref (bus);
   unref_and_wait (e);
-  g_free (what);
+  g_string_free (what, TRUE);
+}
+
+static void
+check_setting_error (const gchar * prop, const gchar * value, GQuark domain,
+    gint code)
+{
+  check_settings_error (domain, code, NULL, prop, value, NULL);
 }
 
 GST_START_TEST (test_error_domains)
@@ -1178,6 +1346,19 @@ GST_START_TEST (test_error_domains)
   }
   g_rmdir (notamodel);
   g_free (notamodel);
+}
+
+GST_END_TEST;
+
+/* The devices grammar is h3core's (h3_devices_parse): a bad list fails the
+ * state change in the engine's words, which name the value, and a GPU list
+ * with compute=cpu suggests cpu:N. */
+GST_START_TEST (test_devices_errors)
+{
+  check_settings_error (GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
+      "0,x", "devices", "0,x", NULL);
+  check_settings_error (GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
+      "use cpu:N", "devices", "0", "compute", "cpu", NULL);
 }
 
 GST_END_TEST;
@@ -1281,6 +1462,7 @@ h3videosrc_suite (void)
   tcase_add_test (tc, test_timestamps_and_offsets);
   tcase_add_test (tc, test_seed_determinism);
   tcase_add_test (tc, test_rerun_reuses_engine);
+  tcase_add_test (tc, test_devices_cpu_ranks);
   tcase_add_test (tc, test_progress_and_element_messages);
   tcase_add_test (tc, test_eos_mid_generation);
   tcase_add_test (tc, test_null_within_one_second);
@@ -1289,9 +1471,11 @@ h3videosrc_suite (void)
   tcase_add_test (tc, test_device_failure_mid_generation);
   tcase_add_test (tc, test_caps_negotiation_failure);
   tcase_add_test (tc, test_properties);
+  tcase_add_test (tc, test_capabilities_fields);
   tcase_add_test (tc, test_property_locked_while_playing);
   tcase_add_test (tc, test_queries);
   tcase_add_test (tc, test_error_domains);
+  tcase_add_test (tc, test_devices_errors);
   tcase_add_test (tc, test_start_stop_cycles);
   return s;
 }

@@ -132,12 +132,39 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus,
 }
 
 static void
+mark_finalized (gpointer data)
+{
+  g_atomic_int_set ((gint *) data, TRUE);
+}
+
+/* Tears the harnesses down and waits until the element is finalized: its
+ * generation thread holds a reference until it returns (after an error
+ * too), and the leaks tracer checks every test at exit. Object data is
+ * destroyed at the end of finalize (see test_h3videosrc.c). */
+static void
 element_free (GstHarness * hv, GstHarness * ha, GstBus * bus)
 {
+  static GQuark quark;
+  GstElement *e = gst_object_ref (hv->element);
+  gint *finalized = g_new0 (gint, 1);
+  gboolean gone = FALSE;
+
+  if (!quark)
+    quark = g_quark_from_static_string ("test-h3videosrc-finalized");
+  g_object_set_qdata_full (G_OBJECT (e), quark, finalized, mark_finalized);
   gst_harness_teardown (ha);
   gst_harness_teardown (hv);
   gst_bus_set_flushing (bus, TRUE);
   gst_object_unref (bus);
+  gst_object_unref (e);
+  for (gint i = 0; i < 1000 && !gone; i++) {
+    gone = g_atomic_int_get (finalized);
+    if (!gone)
+      g_usleep (10000);
+  }
+  fail_unless (gone, "h3videosrc still alive 10 s after the harnesses were "
+      "torn down");
+  g_free (finalized);
 }
 
 static void

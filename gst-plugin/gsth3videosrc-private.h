@@ -1,0 +1,235 @@
+/* gsth3videosrc-private.h - what the files of h3videosrc share: the
+ * instance struct, the internal types and the cross-file functions.
+ *
+ * The element is a GstElement with two ALWAYS source pads. It holds no model
+ * code: it drives the h3core engine (h3.h) from a worker thread and streams
+ * what the engine's callbacks deliver.
+ *
+ *   READY->PAUSED  snapshot the properties, check them, start one pad task
+ *                  per pad and the worker thread.
+ *   worker         open the engine (only when the model settings changed),
+ *                  validate the request into a plan, generate. Callbacks
+ *                  store decoded frames and samples in the run's clip and
+ *                  wake the pad tasks.
+ *   pad tasks      each pushes its own stream at downstream's pace:
+ *                  stream-start, caps, segment, collection, tags, then one
+ *                  buffer per video frame (audio sliced per video frame),
+ *                  then EOS. One blocked branch never stalls the other.
+ *   PAUSED->READY  cancel the engine, wake and stop the tasks; the worker is
+ *                  not joined here (a denoising step can take seconds), but
+ *                  at the next start or on dispose.
+ *
+ * Timestamps come from frame and sample counters, never from accumulated
+ * durations, so the streams cannot drift apart.
+ *
+ * One file per concern:
+ *   gsth3videosrc.c           the element: GObject boilerplate, properties,
+ *                             pads, events, queries, state changes
+ *   gsth3videosrc-settings.c  the properties' values: defaults, copies, the
+ *                             checks before a run (h3core's rules), the
+ *                             h3_request
+ *   gsth3videosrc-worker.c    the generation thread and the engine callbacks
+ *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
+ *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
+ *                             capabilities structures, engine errors
+ */
+#ifndef GST_H3_VIDEO_SRC_PRIVATE_H
+#define GST_H3_VIDEO_SRC_PRIVATE_H
+
+#include <gst/gst.h>
+#include <gst/base/gstflowcombiner.h>
+
+#include "gsth3videosrc.h"
+#include "h3.h"
+
+G_BEGIN_DECLS
+
+GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
+#define GST_CAT_DEFAULT gst_h3_video_src_debug
+
+/* Property defaults. The rules of a request (defaults, ranges, the devices
+ * grammar) are h3core's: they come from h3.h and are never restated here. */
+#define DEFAULT_PROMPT NULL
+#define DEFAULT_SEED H3_DEFAULT_SEED
+#define DEFAULT_WIDTH H3_DEFAULT_WIDTH
+#define DEFAULT_HEIGHT H3_DEFAULT_HEIGHT
+#define DEFAULT_NUM_FRAMES H3_DEFAULT_FRAMES
+#define DEFAULT_BACKEND GST_H3_BACKEND_FA
+#define DEFAULT_STEPS 0         /* the model's default */
+#define DEFAULT_MODEL_LOCATION NULL
+#define DEFAULT_ADAPTER_LOCATION NULL
+#define DEFAULT_COMPUTE GST_H3_COMPUTE_AUTO
+#define DEFAULT_DEVICES "auto"
+#define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
+
+/* Everything the properties configure. The element keeps one copy under the
+ * object lock and snapshots it into `run` when a run starts, so property
+ * changes never reach a generation in flight. */
+typedef struct
+{
+  gchar *prompt;
+  guint64 seed;
+  gint width, height, num_frames;
+  GstH3Backend backend;
+  guint steps;
+  gchar *model_location, *adapter_location;
+  GstH3Compute compute;
+  gchar *devices;
+  gdouble vsa_sparsity;
+} GstH3Settings;
+
+/* One source pad and the position of its pad task in the run. Touched only
+ * by that task, or by the state change while the task is stopped. */
+typedef struct
+{
+  GstH3VideoSrc *self;
+  GstPad *pad;
+  gboolean is_video;
+  gint next;                    /* next video frame, or audio slice (one per frame) */
+  gboolean started;             /* sticky events pushed */
+  gboolean discont;
+  gboolean eos;
+  GstFlowReturn last_flow;      /* of the last push */
+} GstH3Output;
+
+struct _GstH3VideoSrc
+{
+  GstElement parent;
+
+  GstH3Output video, audio;
+
+  GstH3Settings settings;       /* object lock */
+
+  /* The engine is opened by the worker and kept across runs while the
+   * model settings (engine_key) stay the same. Only the worker uses it;
+   * the pointer is published under `lock` so stop can cancel it. */
+  h3_engine *engine;
+  gchar *engine_key;
+
+  GThread *worker;
+  GstH3Settings run;            /* read-only while the worker runs */
+  gint run_frames;              /* aligned frame count of the run */
+
+  /* The run; guarded by `lock`, changes broadcast on `cond`. */
+  GMutex lock;
+  GCond cond;
+  gboolean running;             /* between READY->PAUSED and PAUSED->READY */
+  gboolean flushing;            /* tasks must return at once */
+  gboolean cancel;              /* the generation must stop */
+  gboolean eos_requested;       /* application EOS: push EOS now */
+  guint32 eos_seqnum;
+  gboolean stop_streaming;      /* fatal error: push EOS and stop */
+  gboolean error_posted;
+  gboolean worker_done;
+  gboolean have_plan;
+  h3_plan plan;
+  GstBuffer **frames;           /* plan.num_frames; NULL once pushed */
+  gint frames_ready;
+  gfloat *samples;              /* audio_len stereo frames, zero padded */
+  gint64 audio_len, audio_ready, audio_delivered;
+  gboolean generated;           /* the engine returned H3_OK */
+  gchar *callback_error;        /* the engine broke the callback contract */
+  gint64 run_start_us, denoise_start_us;
+  GstStructure *stats;
+
+  /* Progress bookkeeping: each START gets exactly one terminal message. */
+  GRecMutex progress_lock;
+  gboolean load_open, generate_open;
+
+  /* Identity of the run's streams; written at start, then read-only. */
+  guint group_id;
+  guint32 segment_seqnum;
+  gchar *video_stream_id, *audio_stream_id;
+  GstStream *video_stream, *audio_stream;
+  GstStreamCollection *collection;
+
+  GstFlowCombiner *combiner;    /* object lock */
+  guint32 last_seek_seqnum;
+};
+
+/* What the worker was doing when the engine failed (for the message). */
+typedef enum
+{
+  GST_H3_STAGE_LOAD,
+  GST_H3_STAGE_VALIDATE,
+  GST_H3_STAGE_GENERATE
+} GstH3Stage;
+
+/* The functions the files share: internal to the plugin. */
+
+/* ---- gsth3videosrc-settings.c -------------------------------------------- */
+
+G_GNUC_INTERNAL
+void gst_h3_settings_init (GstH3Settings * s);
+G_GNUC_INTERNAL
+void gst_h3_settings_clear (GstH3Settings * s);
+G_GNUC_INTERNAL
+void gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src);
+G_GNUC_INTERNAL
+const gchar *gst_h3_settings_model_dir (const GstH3Settings * s);
+G_GNUC_INTERNAL
+gchar *gst_h3_settings_engine_key (const GstH3Settings * s);
+G_GNUC_INTERNAL
+gchar *gst_h3_settings_stream_id (const GstH3Settings * s,
+    const gchar * pad_name);
+G_GNUC_INTERNAL
+h3_compute gst_h3_settings_compute (const GstH3Settings * s);
+G_GNUC_INTERNAL
+h3_request gst_h3_settings_request (const GstH3Settings * s);
+G_GNUC_INTERNAL
+gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s);
+
+/* ---- gsth3videosrc-worker.c ---------------------------------------------- */
+
+G_GNUC_INTERNAL
+gpointer gst_h3_video_src_worker (gpointer data);
+G_GNUC_INTERNAL
+void gst_h3_video_src_worker_join (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
+
+/* ---- gsth3videosrc-output.c ---------------------------------------------- */
+
+G_GNUC_INTERNAL
+GstClockTime gst_h3_frame_time (gint64 n);
+G_GNUC_INTERNAL
+GstCaps *gst_h3_video_caps_new (gint width, gint height);
+G_GNUC_INTERNAL
+GstCaps *gst_h3_audio_caps_new (gint rate);
+G_GNUC_INTERNAL
+void gst_h3_video_src_streams_new (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+void gst_h3_video_src_streams_clear (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+void gst_h3_output_reset (GstH3Output * out);
+G_GNUC_INTERNAL
+void gst_h3_video_src_loop (gpointer user_data);
+
+/* ---- gsth3videosrc-messages.c -------------------------------------------- */
+
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_progress (GstH3VideoSrc * self, gboolean * open,
+    GstProgressType type, const gchar * code, gint percent,
+    const gchar * format, ...) G_GNUC_PRINTF (6, 7);
+G_GNUC_INTERNAL
+gint gst_h3_phase_percent (h3_phase phase, gint done, gint total);
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_step (GstH3VideoSrc * self, h3_phase phase,
+    gint done, gint total, gint percent);
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_done (GstH3VideoSrc * self, const gchar * result,
+    const h3_stats * stats);
+G_GNUC_INTERNAL
+GstStructure *gst_h3_stats_structure_new (const h3_stats * stats);
+G_GNUC_INTERNAL
+GstStructure *gst_h3_capabilities_structure_new (void);
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_engine_error (GstH3VideoSrc * self,
+    GstH3Stage stage, const h3_status * st);
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
+    const h3_status * st);
+
+G_END_DECLS
+
+#endif /* GST_H3_VIDEO_SRC_PRIVATE_H */

@@ -1,0 +1,172 @@
+/* gsth3videosrc-settings.c - the values of h3videosrc's properties: their
+ * defaults, the snapshot a run takes, what they mean to the engine (model
+ * directory, engine key, h3_request) and the checks that fail a bad setting
+ * at the state change, before any model load. The rules themselves are
+ * h3core's (h3_request_check, h3_devices_parse): the element applies them
+ * and reports the engine's words. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <string.h>
+
+#include "gsth3videosrc-private.h"
+
+void
+gst_h3_settings_init (GstH3Settings * s)
+{
+  memset (s, 0, sizeof *s);
+  s->prompt = g_strdup (DEFAULT_PROMPT);
+  s->seed = DEFAULT_SEED;
+  s->width = DEFAULT_WIDTH;
+  s->height = DEFAULT_HEIGHT;
+  s->num_frames = DEFAULT_NUM_FRAMES;
+  s->backend = DEFAULT_BACKEND;
+  s->steps = DEFAULT_STEPS;
+  s->model_location = g_strdup (DEFAULT_MODEL_LOCATION);
+  s->adapter_location = g_strdup (DEFAULT_ADAPTER_LOCATION);
+  s->compute = DEFAULT_COMPUTE;
+  s->devices = g_strdup (DEFAULT_DEVICES);
+  s->vsa_sparsity = DEFAULT_VSA_SPARSITY;
+}
+
+void
+gst_h3_settings_clear (GstH3Settings * s)
+{
+  g_free (s->prompt);
+  g_free (s->model_location);
+  g_free (s->adapter_location);
+  g_free (s->devices);
+  memset (s, 0, sizeof *s);
+}
+
+void
+gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src)
+{
+  gst_h3_settings_clear (dst);
+  *dst = *src;
+  dst->prompt = g_strdup (src->prompt);
+  dst->model_location = g_strdup (src->model_location);
+  dst->adapter_location = g_strdup (src->adapter_location);
+  dst->devices = g_strdup (src->devices);
+}
+
+const gchar *
+gst_h3_settings_model_dir (const GstH3Settings * s)
+{
+  return s->model_location && *s->model_location ? s->model_location :
+      h3_default_model_dir ();
+}
+
+/* What the engine was opened with: a change means a new engine. */
+gchar *
+gst_h3_settings_engine_key (const GstH3Settings * s)
+{
+  return g_strdup_printf ("%s\n%s\n%d\n%s", gst_h3_settings_model_dir (s),
+      s->adapter_location ? s->adapter_location : "", (int) s->compute,
+      s->devices ? s->devices : "auto");
+}
+
+/* Stream ids must be deterministic (the same request gives the same ids)
+ * and distinct per pad: a hash of everything that defines the clip. */
+gchar *
+gst_h3_settings_stream_id (const GstH3Settings * s, const gchar * pad_name)
+{
+  gchar *desc, *hash, *id;
+
+  desc = g_strdup_printf ("%s\n%" G_GUINT64_FORMAT "\n%dx%d\n%d\n%u\n%d\n%g\n"
+      "%s\n%s", s->prompt ? s->prompt : "", s->seed, s->width, s->height,
+      h3_align_frames (s->num_frames), s->steps, (int) s->backend,
+      s->vsa_sparsity, gst_h3_settings_model_dir (s),
+      s->adapter_location ? s->adapter_location : "");
+  hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, desc, -1);
+  id = g_strdup_printf ("h3videosrc/%.16s/%s", hash, pad_name);
+  g_free (hash);
+  g_free (desc);
+  return id;
+}
+
+/* The `compute` property as the engine's h3_compute. */
+h3_compute
+gst_h3_settings_compute (const GstH3Settings * s)
+{
+  switch (s->compute) {
+    case GST_H3_COMPUTE_CPU:
+      return H3_COMPUTE_CPU;
+    case GST_H3_COMPUTE_CUDA:
+      return H3_COMPUTE_CUDA;
+    default:
+      return H3_COMPUTE_AUTO;
+  }
+}
+
+h3_request
+gst_h3_settings_request (const GstH3Settings * s)
+{
+  h3_request r = h3_request_default ();
+
+  r.prompt = s->prompt;
+  r.seed = s->seed;
+  r.width = s->width;
+  r.height = s->height;
+  r.num_frames = s->num_frames;
+  r.steps = (int) s->steps;
+  r.attention = s->backend == GST_H3_BACKEND_VSA ? H3_ATTENTION_VSA :
+      H3_ATTENTION_DENSE;
+  r.vsa_sparsity = (float) s->vsa_sparsity;
+  return r;
+}
+
+/* Checks what can be checked without the model, so that bad settings fail
+ * the state change at once instead of after a model load: h3core's rules
+ * of a request and of a device list, then that the files exist. The
+ * engine's h3_engine_validate() stays the authority (it also knows the
+ * model). */
+gboolean
+gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s)
+{
+  h3_request req = gst_h3_settings_request (s);
+  h3_device_list devices;
+  h3_status st;
+  const gchar *dir;
+  gchar *prompt;
+  gboolean ok;
+
+  /* A prompt of blanks describes nothing: it is checked as an empty one. */
+  prompt = g_strstrip (g_strdup (s->prompt ? s->prompt : ""));
+  req.prompt = prompt;
+  memset (&st, 0, sizeof st);
+  ok = h3_request_check (&req, &st) == H3_OK
+      && h3_devices_parse (s->devices, gst_h3_settings_compute (s), &devices,
+      &st) == H3_OK;
+  g_free (prompt);
+  if (!ok) {
+    gst_h3_video_src_post_settings_error (self, &st);
+    return FALSE;
+  }
+  dir = gst_h3_settings_model_dir (s);
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR)) {
+    if (s->model_location && *s->model_location)
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("Model not found: '%s' is not a directory. Set model-location to "
+              "a MiniMax-H3 download (diffusers layout, or its FL2VA folder), "
+              "or leave it unset to use the embedded tiny model.", dir),
+          ("model-location '%s' does not exist", dir));
+    else
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("The embedded tiny model is missing from '%s': reinstall gst-h3 "
+              "or set model-location to a MiniMax-H3 download.", dir),
+          ("default model dir '%s' does not exist", dir));
+    return FALSE;
+  }
+  if (s->adapter_location && *s->adapter_location
+      && !g_file_test (s->adapter_location, G_FILE_TEST_EXISTS)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("Adapter not found: '%s' does not exist. Set adapter-location to a "
+            "FastH3 .safetensors file or leave it unset.",
+            s->adapter_location), ("adapter-location '%s' does not exist",
+            s->adapter_location));
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -129,18 +129,11 @@ gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s)
   h3_device_list devices;
   h3_status st;
   const gchar *dir;
-  gchar *prompt;
-  gboolean ok;
 
-  /* A prompt of blanks describes nothing: it is checked as an empty one. */
-  prompt = g_strstrip (g_strdup (s->prompt ? s->prompt : ""));
-  req.prompt = prompt;
   memset (&st, 0, sizeof st);
-  ok = h3_request_check (&req, &st) == H3_OK
-      && h3_devices_parse (s->devices, gst_h3_settings_compute (s), &devices,
-      &st) == H3_OK;
-  g_free (prompt);
-  if (!ok) {
+  if (h3_request_check (&req, &st) != H3_OK
+      || h3_devices_parse (s->devices, gst_h3_settings_compute (s), &devices,
+          &st) != H3_OK) {
     gst_h3_video_src_post_settings_error (self, &st);
     return FALSE;
   }

@@ -47,6 +47,13 @@ int h3_align_frames(int requested) {
     return 17 * n + 5;
 }
 
+/* Only white space (or nothing): the text encoder would see no description. */
+static int blank(const char *s) {
+    for (; *s; s++)
+        if (!g_ascii_isspace(*s)) return 0;
+    return 1;
+}
+
 /* The nearest allowed sides below and above v, for the message. */
 static void side_neighbours(int v, int *down, int *up) {
     int d = v / H3_SIDE_MULTIPLE * H3_SIDE_MULTIPLE, u = d + H3_SIDE_MULTIPLE;
@@ -69,7 +76,7 @@ static h3_status_code check_side(const char *name, int v, const h3_request *r, h
 
 h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
     if (!r) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no request");
-    if (!r->prompt || !*r->prompt)
+    if (!r->prompt || blank(r->prompt))
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is empty: describe the clip to generate");
     if (!g_utf8_validate(r->prompt, -1, NULL))
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is not valid UTF-8");

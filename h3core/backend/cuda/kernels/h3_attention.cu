@@ -29,34 +29,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, ld1_fp, st1_fp, warp_sum, ex2_ftz, aligned16 */
 #include "backend/cuda/kernels/h3_kernels.h"
 #include "backend/cuda/kernels/h3_tc.cuh" /* smem_u32, cp.async, ldmatrix, Mma, wgmma, mbarriers, bulk copies; H3_HAVE_WGMMA */
 
 namespace {
-
-const float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
-    switch (dt) {
-    case H3K_F32: return ((const float *)p)[i];
-    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return __half2float(((const __half *)p)[i]);
-    }
-}
-
-__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
-    switch (dt) {
-    case H3K_F32: ((float *)p)[i] = v; break;
-    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((__half *)p)[i] = __float2half_rn(v); break;
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* ============================ generic path ============================ */
 
@@ -78,7 +55,7 @@ __global__ void __launch_bounds__(256) k_attn_generic(void *o, const void *q, co
 #pragma unroll
     for (int e = 0; e < DPL; e++) {
         int d = lane + 32 * e;
-        qv[e] = active && d < hd ? ld1(q, dt, i * ldq + (int64_t)h * hd + d) * scale_log2 : 0.0f;
+        qv[e] = active && d < hd ? ld1_fp(q, dt, i * ldq + (int64_t)h * hd + d) * scale_log2 : 0.0f;
         acc[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -95,8 +72,8 @@ __global__ void __launch_bounds__(256) k_attn_generic(void *o, const void *q, co
             int64_t key = k0 + r;
             float kv = 0.0f, vv = 0.0f;
             if (key < Skv) {
-                kv = ld1(k, dt, key * ldk + (int64_t)kh * hd + d);
-                vv = ld1(v, dt, key * ldk + (int64_t)kh * hd + d);
+                kv = ld1_fp(k, dt, key * ldk + (int64_t)kh * hd + d);
+                vv = ld1_fp(v, dt, key * ldk + (int64_t)kh * hd + d);
             }
             ks[r][d] = kv;
             vs[r][d] = vv;
@@ -129,18 +106,9 @@ __global__ void __launch_bounds__(256) k_attn_generic(void *o, const void *q, co
 #pragma unroll
     for (int e = 0; e < DPL; e++) {
         int d = lane + 32 * e;
-        if (d < hd) st1(o, dt, i * ldq + (int64_t)h * hd + d, acc[e] * inv);
+        if (d < hd) st1_fp(o, dt, i * ldq + (int64_t)h * hd + d, acc[e] * inv);
     }
 }
-
-/* ======================= tensor-core helpers ======================= */
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 
 /* ========================== mma.sync path ========================== */
 
@@ -244,21 +212,11 @@ __global__ void __launch_bounds__(128) k_attn_mma(T *o, const T *q, const T *k, 
         }
         mma_softmax_step<kMmaKeys / 8, DH>(s, mx, m, l, oacc);
 
-        /* O += P·V, P from the S accumulators */
-#pragma unroll
-        for (int kk = 0; kk < kMmaKeys / 16; kk++) {
-            uint32_t pa[4] = {Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]), Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]),
-                              Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int d = 0; d < DH / 8; d += 2) {
-                uint32_t b[4];
-                int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = d + (lane >> 4);
-                ldmatrix_x4_trans(b, smem_u32(vt + swz<DH>(row, ch)));
-                Mma<T>::run(oacc[d], pa, b[0], b[1]);
-                Mma<T>::run(oacc[d + 1], pa, b[2], b[3]);
-            }
-        }
+        /* O += P·V, P from the S accumulators, B fragments from V rows (transposed by ldmatrix) */
+        mma_pv<T, kMmaKeys / 8, DH>(s, oacc, [&](int kk, int d, uint32_t b[4]) {
+            int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = d + (lane >> 4);
+            ldmatrix_x4_trans(b, smem_u32(vt + swz<DH>(row, ch)));
+        });
         __syncthreads(); /* the stage just read is refilled next iteration */
     }
 
@@ -295,8 +253,6 @@ __device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
     return wg_desc(tile + (uint32_t)((kk >> 2) * (128 * 128) + (kk & 3) * 32));
 }
 
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 /* The 128-row Q tile of query rows q0.. into sQ (rows past Sq zero), by
  * THREADS threads; the caller commits and waits. */
 template <int THREADS>
@@ -324,10 +280,6 @@ __device__ __forceinline__ void wg_load_kv(uint32_t sk, uint32_t sv, const __nv_
         cp_async16(sv + sw128(row, ch), vg + (int64_t)row * Skv_pad + (valid ? kc : 0), valid);
     }
 }
-
-/* Named barriers of the warp-specialised kernels (mbarriers and bulk copies: h3_tc.cuh). */
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
 /* The online-softmax step of k_attn_wgmma2 and k_attn_wgmma on a finished
  * 64 × 128 score tile s (s[4n + 2r + c] is row 16·w4 + g + 8r, key
@@ -464,37 +416,6 @@ __global__ void __launch_bounds__(288, 1)
 }
 
 #ifdef H3_HAVE_WGMMA
-/* Pins registers that an in-flight wgmma reads or writes: the compiler may
- * not move their uses across this point nor reuse them before it. */
-template <int N> __device__ __forceinline__ void fence_f(float *r) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N> __device__ __forceinline__ void fence_u(uint32_t *r) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
-}
-__device__ __forceinline__ float ex2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-/* mbar_wait without the trap: a trap anywhere in a setmaxnreg'd branch makes
- * ptxas fall back to the entry budget (168 registers: spills and serialized
- * wgmma, C7512). A wait that times out sets *late; the consumer traps once
- * its wgmma work is done, so a barrier that never completes still ends the
- * launch with an error. */
-__device__ __forceinline__ void mbar_wait_late(uint32_t bar, uint32_t parity, int *late) {
-    int n = 0;
-    while (!mbar_try(bar, parity))
-        if (++n > (1 << 26)) {
-            *late = 1;
-            break;
-        }
-}
-template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-
 template <int KN> __device__ __forceinline__ void wgmma_s(float *d, uint64_t da, uint64_t db, int scale_d);
 template <> __device__ __forceinline__ void wgmma_s<128>(float *d, uint64_t da, uint64_t db, int scale_d) {
     wgmma_ss(d, da, db, scale_d);
@@ -912,8 +833,6 @@ __global__ void k_transpose_v(uint16_t *vt, const uint16_t *v, int64_t Skv, int6
 }
 
 /* ============================ dispatch ============================ */
-
-inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 inline int64_t padded_keys(int64_t Skv) { return (Skv + 7) / 8 * 8; }
 

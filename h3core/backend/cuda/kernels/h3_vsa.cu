@@ -48,47 +48,15 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, ld1_fp, st1_fp, round_to_fp, warp_sum, ex2_ftz, aligned16 */
 #include "backend/cuda/kernels/h3_kernels.h"
 #include "backend/cuda/kernels/h3_tc.cuh"
 
 namespace {
 
-const float kLog2e = 1.4426950408889634f;
 const int kRows = 64; /* rows (and keys) of a tile block on the tensor-core paths */
 
 /* ---- small helpers ----------------------------------------------------------------- */
-
-__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
-    switch (dt) {
-    case H3K_F32: return ((const float *)p)[i];
-    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return __half2float(((const __half *)p)[i]);
-    }
-}
-
-__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
-    switch (dt) {
-    case H3K_F32: ((float *)p)[i] = v; break;
-    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((__half *)p)[i] = __float2half_rn(v); break;
-    }
-}
-
-/* x rounded to dt (the compressed branch is cast to the output dtype before
- * it meets the gate, as in the reference). */
-__device__ __forceinline__ float round_to(int dt, float x) {
-    switch (dt) {
-    case H3K_F32: return x;
-    case H3K_BF16: return __bfloat162float(__float2bfloat16_rn(x));
-    default: return __half2float(__float2half_rn(x));
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* Valid rows of tile j, clamped to [0, E] (k_vsa_slot_fill reports a table
  * whose sizes fall outside 1..E; the clamp keeps every read in bounds). */
@@ -204,7 +172,7 @@ __global__ void __launch_bounds__(128) k_vsa_prep(float *pooled, uint8_t *img, c
 #pragma unroll 4
             for (int r = 0; r < size; r++) {
                 int row = rows[r];
-                if (row >= 0) sum += (double)ld1(x, dt, (int64_t)row * ld + (int64_t)h * dh + c);
+                if (row >= 0) sum += (double)ld1_fp(x, dt, (int64_t)row * ld + (int64_t)h * dh + c);
             }
             pooled[((int64_t)h * n + j) * dh + c] = __fdiv_rn(__double2float_rn(sum), (float)size);
         }
@@ -515,7 +483,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int e = 0; e < DPL; e++) {
         int d = lane + 32 * e;
-        qv[e] = d < hd ? ld1(q, dt, row * ld + hoff + d) * scale_log2 : 0.0f;
+        qv[e] = d < hd ? ld1_fp(q, dt, row * ld + hoff + d) * scale_log2 : 0.0f;
         acc[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -530,7 +498,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int e = 0; e < DPL; e++) {
                 int d = lane + 32 * e;
-                if (d < hd) s += qv[e] * ld1(k, dt, krow * ld + hoff + d);
+                if (d < hd) s += qv[e] * ld1_fp(k, dt, krow * ld + hoff + d);
             }
             s = warp_sum(s);
             float mn = fmaxf(m, s);
@@ -539,7 +507,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int e = 0; e < DPL; e++) {
                 int d = lane + 32 * e;
-                if (d < hd) acc[e] = acc[e] * corr + p * ld1(v, dt, krow * ld + hoff + d);
+                if (d < hd) acc[e] = acc[e] * corr + p * ld1_fp(v, dt, krow * ld + hoff + d);
             }
             m = mn;
         }
@@ -551,8 +519,9 @@ __global__ void __launch_bounds__(256)
         int d = lane + 32 * e;
         if (d >= hd) continue;
         float val = acc[e] * inv;
-        if (gate) val += round_to(dt, ocr[d]) * ld1(gate, dt, row * ld + hoff + d);
-        st1(o, dt, row * ld + hoff + d, val);
+        /* the compressed branch is cast to the output dtype before it meets the gate, as in the reference */
+        if (gate) val += round_to_fp(dt, ocr[d]) * ld1_fp(gate, dt, row * ld + hoff + d);
+        st1_fp(o, dt, row * ld + hoff + d, val);
     }
 }
 
@@ -648,20 +617,10 @@ __global__ void __launch_bounds__(128)
         mma_softmax_step<kRows / 8, DH>(s, mx, m, l, oacc);
 
         /* O += P·V, P from the S accumulators, B fragments from Vᵀ rows */
-#pragma unroll
-        for (int kk = 0; kk < kRows / 16; kk++) {
-            uint32_t pa[4] = {Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]), Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]),
-                              Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int d = 0; d < DH / 8; d += 2) {
-                uint32_t b[4];
-                int row = d * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
-                ldmatrix_x4(b, vtile + sw_t(row, ch));
-                Mma<T>::run(oacc[d], pa, b[0], b[1]);
-                Mma<T>::run(oacc[d + 1], pa, b[2], b[3]);
-            }
-        }
+        mma_pv<T, kRows / 8, DH>(s, oacc, [&](int kk, int d, uint32_t b[4]) {
+            int row = d * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
+            ldmatrix_x4(b, vtile + sw_t(row, ch));
+        });
         __syncthreads(); /* the stage just read is refilled next iteration */
         kt = kt_next;
         kt_next = kt_after;
@@ -1053,12 +1012,6 @@ const int kPairTiles = (2 + 2 * kPairStages) * kWgImg;
 const int kPairSmem = kPairTiles + 1024 + 256;
 
 #ifdef H3_HAVE_WGMMA
-__device__ __forceinline__ float ex2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* wg_softmax with the dense kernel's arithmetic: m is the running raw (unscaled) row max, each p one
  * FFMA and one MUFU.EX2; max and sum on two chains a row. */
 __device__ __forceinline__ void wg_softmax_fast(const float s[32], float p[32], int ks, int t, float scale_log2,
@@ -1221,8 +1174,6 @@ __global__ void __launch_bounds__(288, 1)
 }
 
 /* ============================ host side ============================ */
-
-inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 inline size_t up256(size_t x) { return (x + 255) & ~(size_t)255; }
 

@@ -21,6 +21,9 @@
 
 #include "backend/h3_backend_impl.h"
 #include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_kernels_attention.h"
+#include "backend/cuda/kernels/h3_kernels_vae.h"
+#include "backend/cuda/kernels/h3_kernels_vsa.h"
 
 #include <glib.h>
 

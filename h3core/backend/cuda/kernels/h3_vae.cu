@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/kernels/h3_common.cuh" /* ld1, st1, round_to, GRID_STRIDE */
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_kernels_vae.h"
 
 namespace {
 

@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, ld1_fp, st1_fp, round_to_fp, warp_sum, ex2_ftz, aligned16 */
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_kernels_vsa.h"
 #include "backend/cuda/kernels/h3_tc.cuh"
 
 namespace {

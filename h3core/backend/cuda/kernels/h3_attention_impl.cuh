@@ -39,7 +39,8 @@ template <typename T> int launch_mma_dt(const h3k_attention_args *a, cudaStream_
 /* h3_attention_sm90.cu; these need a->scratch of h3k_attention_scratch(a) bytes */
 int launch_wgmma(const h3k_attention_args *a, cudaStream_t stream); /* k_attn_wgmma (WGMMA_SIMPLE) */
 int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream);
-template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k_attention_args *a, cudaStream_t stream);
+template <int STAGES, bool PINGPONG, bool LAZY, int KN>
+int launch_fa3(const h3k_attention_args *a, cudaStream_t stream);
 } /* namespace h3k_attn */
 
 #endif

@@ -5,10 +5,11 @@
  * VAE decoders' ops).
  *
  * The kernels are compiled ahead of time by nvcc (sm_80 and sm_90a) into a
- * static library; the CUDA backend (backend/cuda/*.c) calls them through
- * these headers so that the backend itself is ordinary C compiled with the
- * project's warnings. Every function enqueues work on `stream` and returns the CUDA
- * error of the launch (0 = cudaSuccess); none of them synchronizes.
+ * static library; the CUDA backend (the .c files of backend/cuda/) calls
+ * them through these headers so that the backend itself is ordinary C
+ * compiled with the project's warnings. Every function enqueues work on
+ * `stream` and returns the CUDA error of the launch (0 = cudaSuccess); none
+ * of them synchronizes.
  *
  * Dtype codes are h3_dtype's values: 0 F32, 1 BF16, 2 F16, 3 I32 and -1 for
  * "no tensor". Element tensors may mix dtypes; every kernel computes in

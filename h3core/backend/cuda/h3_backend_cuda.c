@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define WORKSPACE_BYTES ((size_t)64 << 20)
 
@@ -587,22 +586,6 @@ int h3_cuda_device_count(char *why, size_t why_size) {
     return n;
 }
 
-static h3_cuda_attention_variant attention_from_env(void) {
-    const char *e = getenv("H3_CUDA_ATTENTION");
-    if (!e || !*e) return H3_CUDA_VARIANT_AUTO;
-    if (!strcasecmp(e, "wgmma")) return H3_CUDA_VARIANT_WGMMA;
-    if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_VARIANT_WGMMA_SIMPLE;
-    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_VARIANT_WGMMA_FA3;
-    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_VARIANT_WGMMA_FA3_S2;
-    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_VARIANT_WGMMA_FA3_NOPP;
-    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_VARIANT_WGMMA_FA3_LAZY;
-    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_VARIANT_WGMMA_FA3_N176;
-    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_VARIANT_WGMMA_FA3_N192;
-    if (!strcasecmp(e, "mma")) return H3_CUDA_VARIANT_MMA;
-    if (!strcasecmp(e, "generic")) return H3_CUDA_VARIANT_GENERIC;
-    return H3_CUDA_VARIANT_AUTO;
-}
-
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status) {
     *out = NULL;
     char why[256];
@@ -631,12 +614,11 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     c->device = device;
     c->sm = sm;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
-    c->attention = attention_from_env();
+    c->attention = H3_CUDA_VARIANT_AUTO; /* the variants: h3_backend_cuda_bench.h */
     const char *up = getenv("H3_CUDA_UPLOAD");
     c->upload_mode = up && !strcmp(up, "pinned") ? UPLOAD_PINNED : up && !strcmp(up, "register") ? UPLOAD_REGISTER
                                                                                                : UPLOAD_PAGEABLE;
-    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") ? atoi(getenv("H3_CUDA_VSA_PIPELINED")) : 0;
-    c->vsa_pipelined = c->vsa_pipelined < 0 || c->vsa_pipelined > 2 ? 1 : c->vsa_pipelined;
+    c->vsa_pipelined = 0; /* the simple consumer; the others: h3_backend_cuda_set_vsa_pipelined */
     h3_backend_init(b, &cuda_ops, c);
     b->chunk_min_size = (size_t)256 << 20;
     const char *what = "stream";

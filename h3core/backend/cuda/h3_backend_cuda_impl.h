@@ -56,10 +56,10 @@ typedef struct cuda_impl {
     unsigned vsa_epoch;
     int vsa_valid;
     int vsa_profile;           /* h3_backend_cuda_vsa_profile */
-    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined, H3_CUDA_VSA_PIPELINED */
+    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined (0 by default) */
     cudaEvent_t vsa_events[4];
     int *flag; /* device word of H3K_ERR_* bits */
-    h3_cuda_attention_variant attention;
+    h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
 } cuda_impl;

@@ -15,11 +15,12 @@
  * set a bit in a device word instead of faulting; the word is read back at
  * the next synchronize or download. Nothing here aborts.
  *
- * Precision (docs/spec/h3-transformer.md §3.8): activations are bf16, GEMMs take
- * bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F); weights loaded
- * as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no TF32), weights
- * loaded as H3_WEIGHT_F16 become f16 (the video VAE's autocast recipe).
- * Elementwise kernels compute in fp32 and round once per output. */
+ * Precision (docs/spec/h3-transformer.md §3.8): activations are bf16,
+ * GEMMs take bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F);
+ * weights loaded as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no
+ * TF32), weights loaded as H3_WEIGHT_F16 become f16 (the video VAE's
+ * autocast recipe). Elementwise kernels compute in fp32 and round once per
+ * output. */
 #include "backend/cuda/h3_backend_cuda_bench.h"
 
 #include "backend/cuda/h3_backend_cuda_impl.h"

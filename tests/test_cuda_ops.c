@@ -15,7 +15,13 @@
  * Without a GPU (or without CUDA in the build) the test prints why and
  * exits 77, meson's code for a skipped test. H3_TEST_QUICK=1 skips the
  * full-size part; H3_TEST_ATTENTION_ONLY=1 runs the small attention cases alone, H3_TEST_VSA_ONLY=1
- * the VSA-H3 cases alone (see the VSA section). */
+ * the VSA-H3 cases alone (see the VSA section).
+ *
+ * Arguments, for runs by hand (meson passes none): --attention NAME makes the
+ * attention variant NAME (auto, generic, mma, wgmma, wgmma-simple,
+ * wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) what the "auto" cases run, and
+ * --vsa-consumer N the Hopper VSA consumer they run (0 simple, 1 pipelined,
+ * 2 paired): a variant tested as if it were the default. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,9 +41,10 @@ int main(void) {
 #include "model/h3_vsa.h"
 
 static h3_backend *cpu, *gpu;
-/* The backend's attention setting at start (H3_CUDA_ATTENTION); "auto" cases use it. */
-static h3_cuda_attention_variant default_path;
-static int default_pipelined; /* the backend's VSA consumer at start (H3_CUDA_VSA_PIPELINED) */
+/* What the "auto" cases run: AUTO and the simple VSA consumer, the backend's
+ * defaults, unless --attention / --vsa-consumer chose others. */
+static h3_cuda_attention_variant default_path = H3_CUDA_VARIANT_AUTO;
+static int default_pipelined = 0;
 static uint64_t seed_counter = 1000;
 
 /* One tensor on both backends: c on the CPU (always f32), g on the GPU. */
@@ -1261,7 +1268,45 @@ static void full_vsa_all(void) {
     }
 }
 
-int main(void) {
+/* --attention NAME and --vsa-consumer N into default_path and default_pipelined; 0 when they parse. */
+static int parse_args(int argc, char **argv) {
+    static const struct {
+        const char *name;
+        h3_cuda_attention_variant variant;
+    } names[] = {{"auto", H3_CUDA_VARIANT_AUTO},
+                 {"generic", H3_CUDA_VARIANT_GENERIC},
+                 {"mma", H3_CUDA_VARIANT_MMA},
+                 {"wgmma", H3_CUDA_VARIANT_WGMMA},
+                 {"wgmma-simple", H3_CUDA_VARIANT_WGMMA_SIMPLE},
+                 {"wgmma-fa3", H3_CUDA_VARIANT_WGMMA_FA3},
+                 {"wgmma-fa3-s2", H3_CUDA_VARIANT_WGMMA_FA3_S2},
+                 {"wgmma-fa3-nopp", H3_CUDA_VARIANT_WGMMA_FA3_NOPP},
+                 {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
+                 {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
+                 {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192}};
+    for (int i = 1; i < argc; i++) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--attention") && value) {
+            size_t n = sizeof names / sizeof names[0], j = 0;
+            while (j < n && strcmp(names[j].name, value) != 0) j++;
+            if (j == n) {
+                fprintf(stderr, "test_cuda_ops: --attention %s: not a variant\n", value);
+                return 1;
+            }
+            default_path = names[j].variant;
+        } else if (!strcmp(argv[i], "--vsa-consumer") && value && value[0] >= '0' && value[0] <= '2' && !value[1]) {
+            default_pipelined = value[0] - '0';
+        } else {
+            fprintf(stderr, "usage: test_cuda_ops [--attention NAME] [--vsa-consumer 0|1|2]\n");
+            return 1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (parse_args(argc, argv)) return 1;
     char why[256];
     if (h3_cuda_device_count(why, sizeof why) == 0) {
         printf("SKIP test_cuda_ops: no usable GPU (%s)\n", why);
@@ -1277,9 +1322,7 @@ int main(void) {
         return 1;
     }
     printf("device: %s (sm_%d)\n", h3_backend_cuda_device_name(gpu), h3_backend_cuda_sm(gpu));
-    default_path = h3_backend_cuda_set_attention_variant(gpu, H3_CUDA_VARIANT_AUTO);
     h3_backend_cuda_set_attention_variant(gpu, default_path);
-    default_pipelined = h3_backend_cuda_set_vsa_pipelined(gpu, 0);
     h3_backend_cuda_set_vsa_pipelined(gpu, default_pipelined);
 
     /* H3_TEST_ATTENTION_ONLY=1: the small attention cases alone (a quick first look at new kernels) */
@@ -1337,7 +1380,7 @@ int main(void) {
                                         H3_CUDA_VARIANT_WGMMA_FA3_NOPP, H3_CUDA_VARIANT_WGMMA_FA3_LAZY,
                                         H3_CUDA_VARIANT_WGMMA_FA3_N176, H3_CUDA_VARIANT_WGMMA_FA3_N192};
     for (int p = 0; p < 7; p++) {
-        /* a kernel set aside through H3_CUDA_ATTENTION is not forced either */
+        /* a kernel set aside through --attention is not forced either */
         if (paths[p] == H3_CUDA_VARIANT_WGMMA && default_path != H3_CUDA_VARIANT_AUTO &&
             default_path != H3_CUDA_VARIANT_WGMMA)
             continue;

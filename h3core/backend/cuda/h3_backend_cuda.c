@@ -1,5 +1,8 @@
 /* h3_backend_cuda.c - the CUDA backend: bf16 compute, cuBLASLt GEMMs and
- * our own kernels (kernels/h3_*.cu), all on one stream.
+ * our own kernels (kernels/h3_*.cu), all on one stream. This file creates
+ * the backend and holds its memory, uploads, GEMMs, core ops, dense
+ * attention and op table; VSA-H3 is in h3_cuda_vsa.c, the VAE decoders'
+ * ops in h3_cuda_vae.c (what they share: h3_backend_cuda_impl.h).
  *
  * Memory: weights and arena chunks are plain cudaMalloc allocations; a
  * backend-owned scratch buffer (dtype conversions of GEMM operands, the
@@ -12,15 +15,17 @@
  * set a bit in a device word instead of faulting; the word is read back at
  * the next synchronize or download. Nothing here aborts.
  *
- * Precision (h3-transformer.md §3.8): activations are bf16, GEMMs take
- * bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F); weights loaded
- * as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no TF32), weights
- * loaded as H3_WEIGHT_F16 become f16 (the video VAE's autocast recipe).
- * Elementwise kernels compute in fp32 and round once per output. */
+ * Precision (docs/spec/h3-transformer.md §3.8): activations are bf16,
+ * GEMMs take bf16 operands and accumulate in fp32 (CUBLAS_COMPUTE_32F);
+ * weights loaded as H3_WEIGHT_F32 stay f32 and run as true fp32 GEMMs (no
+ * TF32), weights loaded as H3_WEIGHT_F16 become f16 (the video VAE's
+ * autocast recipe). Elementwise kernels compute in fp32 and round once per
+ * output. */
 #include "backend/cuda/h3_backend_cuda_bench.h"
 
-#include "backend/h3_backend_impl.h"
+#include "backend/cuda/h3_backend_cuda_impl.h"
 #include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_kernels_attention.h"
 
 #include <glib.h>
 
@@ -29,22 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define WORKSPACE_BYTES ((size_t)64 << 20)
-#define PLAN_CACHE 64
-
-/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
- * tens of microseconds, the DiT issues the same few shapes 50 times a step. */
-typedef struct gemm_plan {
-    int valid;
-    int64_t M, N, K;
-    cudaDataType_t ab, d;
-    int bias, align;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, bl, c;
-    cublasLtMatmulAlgo_t algo;
-} gemm_plan;
 
 /* Weight uploads (tools/h3-bench-load measures the three on the H200):
  *  - pageable (the default): cudaMemcpy from the mmap'd file; the driver
@@ -56,48 +47,11 @@ typedef struct gemm_plan {
  *  - register (H3_CUDA_UPLOAD=register): the file's pages are page-locked
  *    in place (cudaHostRegister, read-only) and copied by DMA with no CPU copy.
  * Copies under STAGE_MIN bytes are always plain. */
-#define STAGE_SLOTS 4
 #define STAGE_BYTES ((size_t)32 << 20)
 #define STAGE_MIN ((size_t)1 << 20)
 enum { UPLOAD_PAGEABLE = 0, UPLOAD_PINNED, UPLOAD_REGISTER };
 
-typedef struct cuda_impl {
-    int device, sm;
-    void *stage[STAGE_SLOTS];         /* pinned, allocated at the first large upload */
-    cudaEvent_t stage_done[STAGE_SLOTS];
-    int stage_next, stage_state;      /* state: 0 not tried, 1 ready, -1 unavailable (pageable copies) */
-    int upload_mode;                  /* UPLOAD_*, from H3_CUDA_UPLOAD at creation */
-    int exact; /* h3_backend_cuda_create_exact: f32 weights and activations */
-    char name[256];
-    cudaStream_t stream;
-    cublasLtHandle_t lt;
-    void *workspace;
-    void *scratch;
-    size_t scratch_size;
-    unsigned scratch_epoch; /* bumped by every scratch() call: what a VSA call left there is still there */
-    h3k_vsa_args vsa_last;  /* the last vsa_attention call, for h3_backend_cuda_vsa_inspect */
-    unsigned vsa_epoch;
-    int vsa_valid;
-    int vsa_profile;           /* h3_backend_cuda_vsa_profile */
-    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined, H3_CUDA_VSA_PIPELINED */
-    cudaEvent_t vsa_events[4];
-    int *flag; /* device word of H3K_ERR_* bits */
-    h3_cuda_attention_variant attention;
-    gemm_plan plans[PLAN_CACHE];
-    int next_plan;
-} cuda_impl;
-
-static cuda_impl *impl_of(h3_backend *b) { return b->impl; }
-
 /* ---- errors ------------------------------------------------------------------ */
-
-/* Records a failed CUDA call (err != 0) as the sticky error; returns !err. */
-static int ok(h3_backend *b, int err, const char *what) {
-    if (err == 0) return 1;
-    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)", what, cudaGetErrorString((cudaError_t)err),
-                    cudaGetErrorName((cudaError_t)err));
-    return 0;
-}
 
 static int lt_ok(h3_backend *b, cublasStatus_t st, const char *what) {
     if (st == CUBLAS_STATUS_SUCCESS) return 1;
@@ -251,9 +205,9 @@ static int cuda_synchronize(h3_backend *b) {
     return check_flag(b) || h3_backend_failed(b);
 }
 
-/* Scratch of at least `bytes`, kept for later calls. Growing waits for the
- * stream (cudaFree does), which happens only while warming up. */
-static void *scratch(h3_backend *b, size_t bytes) {
+/* Growing the scratch waits for the stream (cudaFree does), which happens
+ * only while warming up. */
+void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     cuda_impl *c = impl_of(b);
     c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
@@ -352,10 +306,8 @@ static gemm_plan *find_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cuda
     return p;
 }
 
-/* D[M,N] = X[M,K]·W[N,K]ᵀ (+ bias[N] of D's type). Returns 1 when the bias
- * was applied (no algorithm with the bias epilogue: 0, the caller adds it). */
-static int gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
-                int64_t M, int64_t N, int64_t K, const void *bias) {
+int h3_cuda_gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
+                 int64_t M, int64_t N, int64_t K, const void *bias) {
     cuda_impl *c = impl_of(b);
     int align = common_alignment(W, X, D);
     gemm_plan *p = bias ? find_plan(b, M, N, K, ab, dtype, 1, align) : NULL;
@@ -395,7 +347,7 @@ static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     size_t obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
     char *tmp = NULL;
     if (xbytes + obytes) {
-        tmp = scratch(b, xbytes + obytes);
+        tmp = h3_cuda_scratch(b, xbytes + obytes);
         if (!tmp) return;
     }
     const void *X = x->data;
@@ -409,7 +361,8 @@ static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
         if (!ok(b, h3k_fill(D, out, M * N, 0.0f, c->stream), "linear: fill")) return;
         fused_bias = 0;
     } else {
-        fused_bias = gemm(b, D, cuda_type(out), w->data, X, cuda_type(ab), M, N, K, fused_bias ? bias->data : NULL);
+        fused_bias = h3_cuda_gemm(b, D, cuda_type(out), w->data, X, cuda_type(ab), M, N, K,
+                                  fused_bias ? bias->data : NULL);
         if (h3_backend_failed(b)) return;
     }
     if (bias && !fused_bias &&
@@ -541,7 +494,7 @@ static void cuda_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, cons
     attention_args(b, &a, o, q, k, v, n_heads, n_kv_heads, head_dim, causal, scale);
     size_t need = h3k_attention_scratch(&a);
     if (need) {
-        a.scratch = scratch(b, need);
+        a.scratch = h3_cuda_scratch(b, need);
         a.scratch_size = c->scratch_size;
         if (!a.scratch) return;
     }
@@ -579,230 +532,6 @@ static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
     ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
 }
 
-/* H3_CUDA_VSA_BEGIN: VSA-H3 block-sparse attention (kernels/h3_vsa.cu) */
-static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
-                     const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim) {
-    cuda_impl *c = impl_of(b);
-    memset(a, 0, sizeof *a);
-    a->o = o ? o->data : NULL;
-    a->q = q ? q->data : NULL;
-    a->k = k ? k->data : NULL;
-    a->v = v ? v->data : NULL;
-    a->gate = gate ? gate->data : NULL;
-    a->dt = q ? (int)q->dtype : H3K_BF16;
-    a->S = q ? h3_tensor_rows(q) : 0;
-    a->n_heads = n_heads;
-    a->head_dim = head_dim;
-    a->num_tiles = t->num_tiles;
-    a->num_prefix_tiles = t->num_prefix_tiles;
-    a->topk = t->topk;
-    a->tile_elems = t->tile_elems;
-    a->tile_sizes = t->tile_sizes.data;
-    a->untile_index = t->untile_index.data;
-    a->path = (int)c->attention;
-    a->pipelined = c->vsa_pipelined;
-    a->sm = c->sm;
-    a->err = c->flag;
-}
-
-static const char *vsa_kernel_name(const h3k_vsa_args *a) {
-    int path = h3k_vsa_path(a);
-    if (path == H3K_ATTN_WGMMA && a->pipelined) return a->pipelined == 2 ? "wgmma-paired" : "wgmma-pipelined";
-    return h3k_attention_path_name(path);
-}
-
-static void cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
-                               const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads,
-                               int head_dim) {
-    cuda_impl *c = impl_of(b);
-    if (head_dim > 256) {
-        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda vsa_attention: head_dim %d (at most 256)", head_dim);
-        return;
-    }
-    h3k_vsa_args a;
-    vsa_args(b, &a, o, q, k, v, gate, t, n_heads, head_dim);
-    if (c->vsa_profile)
-        for (int i = 0; i < 4; i++) a.events[i] = c->vsa_events[i];
-    a.scratch = scratch(b, h3k_vsa_scratch(&a));
-    a.scratch_size = c->scratch_size;
-    if (!a.scratch) return;
-    c->vsa_valid = 0;
-    if (!ok(b, h3k_vsa_attention(&a, c->stream), vsa_kernel_name(&a))) return;
-    c->vsa_last = a;
-    c->vsa_epoch = c->scratch_epoch;
-    c->vsa_valid = 1;
-}
-/* Benchmarks: a probe of the last VSA call's fine kernel, reps times; ms =
- * the fastest launch. The scratch must still hold that call's images and
- * lists. */
-h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
-                                            h3_status *status) {
-    cuda_impl *c = impl_of(b);
-    if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "cuda vsa_probe: no vsa_attention results in the scratch (probe right after the call)");
-    int kind = which == H3_CUDA_VSA_PROBE_MATH ? H3K_VSA_PROBE_MATH : H3K_VSA_PROBE_COPIES;
-    cudaEvent_t ev[2] = {NULL, NULL};
-    cudaError_t e = cudaEventCreate(&ev[0]);
-    if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
-    *ms = 0;
-    for (int r = 0; e == cudaSuccess && r < (reps < 1 ? 1 : reps); r++) {
-        float t = 0;
-        e = cudaEventRecord(ev[0], c->stream);
-        if (e == cudaSuccess) e = (cudaError_t)h3k_vsa_probe(&c->vsa_last, kind, c->stream);
-        if (e == cudaSuccess) e = cudaEventRecord(ev[1], c->stream);
-        if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
-        if (e == cudaSuccess) e = cudaEventElapsedTime(&t, ev[0], ev[1]);
-        if (e == cudaSuccess && (r == 0 || t < *ms)) *ms = t;
-    }
-    for (int i = 0; i < 2; i++)
-        if (ev[i]) cudaEventDestroy(ev[i]);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return h3_fail(status, e == cudaErrorNotSupported ? H3_ERR_UNSUPPORTED : H3_ERR_DEVICE, "cuda vsa_probe: %s",
-                       cudaGetErrorString(e));
-    }
-    return H3_OK;
-}
-/* H3_CUDA_VSA_END */
-
-/* H3_CUDA_VAE_OPS_BEGIN */
-static h3k_view kview(const h3_view *v) {
-    h3k_view k;
-    memset(&k, 0, sizeof k);
-    k.ndim = v->ndim;
-    k.offset = v->offset;
-    for (int i = 0; i < v->ndim && i < 8; i++) {
-        k.shape[i] = v->shape[i];
-        k.stride[i] = v->stride[i];
-    }
-    return k;
-}
-
-static void cuda_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src,
-                           const h3_view *sv) {
-    h3k_view d = kview(dv), s = kview(sv);
-    ok(b, h3k_copy_view(dst->data, &d, src->data, &s, (int)h3_dtype_size(dst->dtype), impl_of(b)->stream),
-       "copy_view");
-}
-
-static void cuda_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
-                            const h3_tensor *x, const h3_view *xv, int axis, int extent) {
-    if (dst->dtype == H3_I32) {
-        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda blend_view: i32 tensors");
-        return;
-    }
-    h3k_view d = kview(dv), va = kview(av), vx = kview(xv);
-    ok(b, h3k_blend_view(dst->data, &d, a->data, &va, x->data, &vx, dst->dtype, axis, extent, impl_of(b)->stream),
-       "blend_view");
-}
-
-static void cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0,
-                                  int64_t nframes, const float *mean, const float *std) {
-    h3k_rgb_norm norm;
-    memset(&norm, 0, sizeof norm);
-    int64_t C = src->shape[0];
-    if (C > 4 || src->ndim != 4) {
-        h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda rgb8_from_planar: src must be [C<=4, F, H, W]");
-        return;
-    }
-    for (int64_t c = 0; c < C; c++) {
-        norm.mean[c] = mean[c];
-        norm.std[c] = std[c];
-    }
-    ok(b, h3k_rgb8_from_planar(dst->data, src->data, src->dtype, C, src->shape[1], src->shape[2], src->shape[3],
-                               frame0, nframes, &norm, impl_of(b)->stream),
-       "rgb8_from_planar");
-}
-
-/* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch
- * item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ, then the bias per
- * channel. Returns 0 when the conv does not fit (16-bit, grouped, or too small to pay), for the direct kernel. */
-static int conv1d_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
-                       int stride, int padding, int dilation, int groups) {
-    cuda_impl *c = impl_of(b);
-    int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2], Cout = y->shape[1], Lout = y->shape[2];
-    int K = (int)w->shape[2];
-    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
-        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
-        return 0;
-    float *col = scratch(b, (size_t)(Lout * Cin * K) * sizeof(float));
-    if (!col) return 1; /* the failure is recorded */
-    for (int64_t i = 0; i < B && !h3_backend_failed(b); i++) {
-        const float *xb = (const float *)x->data + i * Cin * Lin;
-        float *yb = (float *)y->data + i * Cout * Lout;
-        if (!ok(b, h3k_im2col1d(col, xb, Cin, Lin, Lout, K, stride, padding, dilation, c->stream), "conv1d: im2col"))
-            return 1;
-        gemm(b, yb, CUDA_R_32F, col, w->data, CUDA_R_32F, Cout, Lout, Cin * K, NULL);
-    }
-    if (bias && !h3_backend_failed(b))
-        ok(b, h3k_add_channel_bias(y->data, bias->data, B, Cout, Lout, c->stream), "conv1d: bias");
-    return 1;
-}
-
-static void cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
-                        int stride, int padding, int dilation, int groups) {
-    if (conv1d_gemm(b, y, x, w, bias, stride, padding, dilation, groups)) return;
-    ok(b, h3k_conv1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias), x->shape[0],
-                     x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2], stride, padding, dilation,
-                     groups, impl_of(b)->stream),
-       "conv1d");
-}
-
-static void cuda_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
-                                  const h3_tensor *bias, int stride, int padding) {
-    ok(b, h3k_conv_transpose1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias),
-                               x->shape[0], x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2],
-                               stride, padding, impl_of(b)->stream),
-       "conv_transpose1d");
-}
-
-static void cuda_upsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
-    ok(b, h3k_upsample1d(y->data, y->dtype, x->data, x->dtype, filter->data, filter->dtype,
-                         (int)h3_tensor_numel(filter), ratio, h3_tensor_rows(x), h3_tensor_cols(x),
-                         impl_of(b)->stream),
-       "upsample1d");
-}
-
-static void cuda_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio) {
-    ok(b, h3k_downsample1d(y->data, y->dtype, x->data, x->dtype, filter->data, filter->dtype,
-                           (int)h3_tensor_numel(filter), ratio, h3_tensor_rows(x), h3_tensor_cols(x),
-                           h3_tensor_cols(y), impl_of(b)->stream),
-       "downsample1d");
-}
-
-static void cuda_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
-                            const h3_tensor *beta) {
-    ok(b, h3k_snake_beta(y->data, y->dtype, x->data, x->dtype, alpha->data, alpha->dtype, beta->data, beta->dtype,
-                         x->shape[0], x->shape[1], x->shape[2], impl_of(b)->stream),
-       "snake_beta");
-}
-
-/* y may alias x: the fused kernel reads neighbours of each output, so an
- * in-place call goes through scratch. */
-static void cuda_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
-                                        const h3_tensor *beta, const h3_tensor *up_filter,
-                                        const h3_tensor *down_filter, int ratio) {
-    cuda_impl *c = impl_of(b);
-    void *out = y->data;
-    size_t bytes = h3_tensor_nbytes(y);
-    if (y->data == x->data && !(out = scratch(b, bytes))) return;
-    if (!ok(b, h3k_snake_beta_antialiased(out, y->dtype, x->data, x->dtype, alpha->data, alpha->dtype, beta->data,
-                                          beta->dtype, up_filter->data, up_filter->dtype,
-                                          (int)h3_tensor_numel(up_filter), down_filter->data, down_filter->dtype,
-                                          (int)h3_tensor_numel(down_filter), ratio, x->shape[0], x->shape[1],
-                                          x->shape[2], c->stream),
-            "snake_beta_antialiased"))
-        return;
-    if (out != y->data)
-        ok(b, cudaMemcpyAsync(y->data, out, bytes, cudaMemcpyDeviceToDevice, c->stream), "snake_beta_antialiased");
-}
-
-static void cuda_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
-    ok(b, h3k_clamp(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), lo, hi, impl_of(b)->stream), "clamp");
-}
-/* H3_CUDA_VAE_OPS_END */
-
 static const h3_backend_ops cuda_ops = {
     .name = "cuda",
     .compute_dtype = H3_BF16,
@@ -825,24 +554,23 @@ static const h3_backend_ops cuda_ops = {
     .gated_residual = cuda_gated_residual,
     .rope = cuda_rope,
     .attention = cuda_attention,
-    .vsa_attention = cuda_vsa_attention, /* H3_CUDA_VSA */
+    .vsa_attention = h3_cuda_vsa_attention,
     .gather_rows = cuda_gather_rows,
     .scatter_rows = cuda_scatter_rows,
     .copy = cuda_copy,
     .fill = cuda_fill,
     .rms_norm_modulate = cuda_rms_norm_modulate,
     .qk_norm_rope = cuda_qk_norm_rope,
-    .copy_view = cuda_copy_view,
-    .blend_view = cuda_blend_view,
-    .rgb8_from_planar = cuda_rgb8_from_planar,
-    .conv1d = cuda_conv1d,
-    .conv_transpose1d = cuda_conv_transpose1d,
-    .upsample1d = cuda_upsample1d,
-    .downsample1d = cuda_downsample1d,
-    .snake_beta = cuda_snake_beta,
-    .snake_beta_antialiased = cuda_snake_beta_antialiased,
-    .clamp = cuda_clamp,
-    /* H3_CUDA_OPS_TABLE_VAE */
+    .copy_view = h3_cuda_copy_view,
+    .blend_view = h3_cuda_blend_view,
+    .rgb8_from_planar = h3_cuda_rgb8_from_planar,
+    .conv1d = h3_cuda_conv1d,
+    .conv_transpose1d = h3_cuda_conv_transpose1d,
+    .upsample1d = h3_cuda_upsample1d,
+    .downsample1d = h3_cuda_downsample1d,
+    .snake_beta = h3_cuda_snake_beta,
+    .snake_beta_antialiased = h3_cuda_snake_beta_antialiased,
+    .clamp = h3_cuda_clamp,
 };
 
 /* ---- lifetime and extras ------------------------------------------------------------ */
@@ -857,22 +585,6 @@ int h3_cuda_device_count(char *why, size_t why_size) {
     }
     if (n == 0 && why) snprintf(why, why_size, "no CUDA device");
     return n;
-}
-
-static h3_cuda_attention_variant attention_from_env(void) {
-    const char *e = getenv("H3_CUDA_ATTENTION");
-    if (!e || !*e) return H3_CUDA_VARIANT_AUTO;
-    if (!strcasecmp(e, "wgmma")) return H3_CUDA_VARIANT_WGMMA;
-    if (!strcasecmp(e, "wgmma-simple")) return H3_CUDA_VARIANT_WGMMA_SIMPLE;
-    if (!strcasecmp(e, "wgmma-fa3")) return H3_CUDA_VARIANT_WGMMA_FA3;
-    if (!strcasecmp(e, "wgmma-fa3-s2")) return H3_CUDA_VARIANT_WGMMA_FA3_S2;
-    if (!strcasecmp(e, "wgmma-fa3-nopp")) return H3_CUDA_VARIANT_WGMMA_FA3_NOPP;
-    if (!strcasecmp(e, "wgmma-fa3-lazy")) return H3_CUDA_VARIANT_WGMMA_FA3_LAZY;
-    if (!strcasecmp(e, "wgmma-fa3-n176")) return H3_CUDA_VARIANT_WGMMA_FA3_N176;
-    if (!strcasecmp(e, "wgmma-fa3-n192")) return H3_CUDA_VARIANT_WGMMA_FA3_N192;
-    if (!strcasecmp(e, "mma")) return H3_CUDA_VARIANT_MMA;
-    if (!strcasecmp(e, "generic")) return H3_CUDA_VARIANT_GENERIC;
-    return H3_CUDA_VARIANT_AUTO;
 }
 
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status) {
@@ -903,12 +615,11 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     c->device = device;
     c->sm = sm;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
-    c->attention = attention_from_env();
+    c->attention = H3_CUDA_VARIANT_AUTO; /* the variants: h3_backend_cuda_bench.h */
     const char *up = getenv("H3_CUDA_UPLOAD");
     c->upload_mode = up && !strcmp(up, "pinned") ? UPLOAD_PINNED : up && !strcmp(up, "register") ? UPLOAD_REGISTER
                                                                                                : UPLOAD_PAGEABLE;
-    c->vsa_pipelined = getenv("H3_CUDA_VSA_PIPELINED") ? atoi(getenv("H3_CUDA_VSA_PIPELINED")) : 0; /* H3_CUDA_VSA */
-    c->vsa_pipelined = c->vsa_pipelined < 0 || c->vsa_pipelined > 2 ? 1 : c->vsa_pipelined;
+    c->vsa_pipelined = 0; /* the simple consumer; the others: h3_backend_cuda_set_vsa_pipelined */
     h3_backend_init(b, &cuda_ops, c);
     b->chunk_min_size = (size_t)256 << 20;
     const char *what = "stream";
@@ -983,87 +694,3 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
     return h3k_attention_path_name(h3k_attention_path(&a));
 }
 
-/* H3_CUDA_VSA_BEGIN */
-/* The kernel-choosing fields of a VSA call, as this backend would fill them. */
-static h3k_vsa_args vsa_choice(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
-    cuda_impl *c = impl_of(b);
-    h3k_vsa_args a;
-    memset(&a, 0, sizeof a);
-    a.dt = (int)dtype;
-    a.head_dim = head_dim;
-    a.tile_elems = tile_elems;
-    a.path = (int)c->attention;
-    a.pipelined = c->vsa_pipelined;
-    a.sm = c->sm;
-    return a;
-}
-
-const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
-    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
-    return vsa_kernel_name(&a);
-}
-
-int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
-    cuda_impl *c = impl_of(b);
-    int old = c->vsa_pipelined;
-    c->vsa_pipelined = on < 0 || on > 2 ? 1 : on; /* 0 simple, 1 pipelined, 2 paired */
-    return old;
-}
-
-int h3_backend_cuda_vsa_ctas_per_sm(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems) {
-    h3k_vsa_args a = vsa_choice(b, dtype, head_dim, tile_elems);
-    return h3k_vsa_ctas_per_sm(&a);
-}
-
-h3_status_code h3_backend_cuda_vsa_profile(h3_backend *b, int on, h3_status *status) {
-    cuda_impl *c = impl_of(b);
-    for (int i = 0; on && i < 4; i++)
-        if (!c->vsa_events[i] && cudaEventCreate(&c->vsa_events[i]) != cudaSuccess) {
-            cudaGetLastError();
-            c->vsa_events[i] = NULL;
-            return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_profile: cannot create CUDA events");
-        }
-    c->vsa_profile = on != 0;
-    return H3_OK;
-}
-
-h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_status *status) {
-    cuda_impl *c = impl_of(b);
-    if (!c->vsa_profile || !c->vsa_valid)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "cuda vsa_stage_ms: no profiled vsa_attention call (turn h3_backend_cuda_vsa_profile on first)");
-    cudaError_t e = cudaEventSynchronize(c->vsa_events[3]);
-    for (int i = 0; e == cudaSuccess && i < 3; i++) e = cudaEventElapsedTime(&ms[i], c->vsa_events[i], c->vsa_events[i + 1]);
-    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_stage_ms: %s", cudaGetErrorString(e));
-    return H3_OK;
-}
-
-h3_status_code h3_backend_cuda_vsa_inspect(h3_backend *b, int32_t *lists, size_t lists_len, float *scores,
-                                           size_t scores_len, h3_status *status) {
-    cuda_impl *c = impl_of(b);
-    if (!c->vsa_valid || c->vsa_epoch != c->scratch_epoch)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "cuda vsa_inspect: no vsa_attention results in the scratch (inspect right after the call, "
-                       "before any other op that uses scratch)");
-    const h3k_vsa_args *a = &c->vsa_last;
-    const int32_t *dl = NULL;
-    const float *ds = NULL;
-    h3k_vsa_results(a, &dl, &ds);
-    size_t n = (size_t)a->num_tiles, P = (size_t)a->num_prefix_tiles, H = (size_t)a->n_heads;
-    size_t want_l = dl ? H * (n - P) * (P + (size_t)a->topk) : 0, want_s = ds ? H * n * n : 0;
-    if (lists && lists_len != want_l)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu list entries, not %zu",
-                       want_l, lists_len);
-    if (scores && scores_len != want_s)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda vsa_inspect: the call left %zu scores, not %zu", want_s,
-                       scores_len);
-    cudaError_t e = cudaSuccess;
-    if (lists && want_l)
-        e = cudaMemcpyAsync(lists, dl, want_l * sizeof *lists, cudaMemcpyDeviceToHost, c->stream);
-    if (e == cudaSuccess && scores && want_s)
-        e = cudaMemcpyAsync(scores, ds, want_s * sizeof *scores, cudaMemcpyDeviceToHost, c->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-    if (e != cudaSuccess) return h3_fail(status, H3_ERR_DEVICE, "cuda vsa_inspect: %s", cudaGetErrorString(e));
-    return H3_OK;
-}
-/* H3_CUDA_VSA_END */

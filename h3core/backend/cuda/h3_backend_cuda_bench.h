@@ -15,13 +15,13 @@
 extern "C" {
 #endif
 
-/* Attention kernel variants, for benchmarks and tests (the product picks
- * through h3_backend_cuda_set_attention_path). AUTO (the default, or H3_CUDA_ATTENTION=auto|wgmma|mma|generic
- * in the environment; also wgmma-simple and wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) picks wgmma on Hopper
- * for bf16 head_dim 128 non-causal
- * calls, mma.sync for other bf16/f16 calls with head_dim 64 or 128, and the
- * generic kernel otherwise. A forced path that does not fit a call falls
- * back to the next one down. */
+/* Attention kernel variants, for benchmarks and tests: the experimental
+ * kernels are reachable only through this call (the product picks through
+ * h3_backend_cuda_set_attention_path; nothing is read from the
+ * environment). AUTO (the default) picks wgmma on Hopper for bf16 head_dim
+ * 128 non-causal calls (k_attn_fa3 with 192-key tiles), mma.sync for other
+ * bf16/f16 calls with head_dim 64 or 128, and the generic kernel otherwise.
+ * A forced path that does not fit a call falls back to the next one down. */
 typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_AUTO = 0,
     H3_CUDA_VARIANT_GENERIC = 1,
@@ -44,19 +44,18 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
                                              const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads,
                                              int head_dim, int causal);
 
-/* VSA-H3 (h3_op_vsa_attention). The kernel follows the
- * attention setting above: wgmma on Hopper for bf16, head_dim 128 and
- * 64-row tiles; mma.sync for bf16/f16, head_dim 64/128 and tiles of at most
- * 64 rows; the generic kernel otherwise (H3_CUDA_ATTENTION=mma or generic
- * forces the lower ones). Name of the kernel a call with these parameters
- * runs now ("wgmma", "wgmma-pipelined", "wgmma-paired", "mma.sync", "generic"). */
+/* VSA-H3 (h3_op_vsa_attention). The kernel follows the attention setting
+ * above: wgmma on Hopper for bf16, head_dim 128 and 64-row tiles; mma.sync
+ * for bf16/f16, head_dim 64/128 and tiles of at most 64 rows; the generic
+ * kernel otherwise (MMA or GENERIC forces the lower ones). Name of the
+ * kernel a call with these parameters runs now ("wgmma", "wgmma-pipelined",
+ * "wgmma-paired", "mma.sync", "generic"). */
 const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems);
 /* The Hopper VSA kernel's consumer: 0 (the default) one tile at a time,
  * 1 FlashAttention-3's intra-warpgroup overlap (the softmax of tile j+1
  * while P·V of tile j runs), 2 paired (two query tiles of a head a CTA,
- * the union of their key lists streamed once; other values: 1).
- * H3_CUDA_VSA_PIPELINED=1 or 2 in the environment sets it at creation.
- * Returns the previous setting. */
+ * the union of their key lists streamed once; other values: 1). Returns
+ * the previous setting. */
 int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on);
 /* For tests and benchmarks: copies what the last h3_op_vsa_attention left in
  * the backend's scratch to the host, when no op has used the scratch since

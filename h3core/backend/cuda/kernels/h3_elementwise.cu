@@ -13,29 +13,12 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "backend/cuda/kernels/h3_common.cuh" /* ld1, st1, warp_sum, GRID_STRIDE, aligned16 */
 #include "backend/cuda/kernels/h3_kernels.h"
 
 namespace {
 
 /* ---- element access ------------------------------------------------------ */
-
-__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
-    switch (dt) {
-    case H3K_F32: return ((const float *)p)[i];
-    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case H3K_F16: return __half2float(((const __half *)p)[i]);
-    default: return (float)((const int32_t *)p)[i];
-    }
-}
-
-__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
-    switch (dt) {
-    case H3K_F32: ((float *)p)[i] = v; break;
-    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    case H3K_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    default: ((int32_t *)p)[i] = (int32_t)v; break;
-    }
-}
 
 /* 8 elements from index i (a multiple of 8) of a 16-byte aligned tensor. */
 __device__ __forceinline__ void ld8(const void *p, int dt, int64_t i, float v[8]) {
@@ -118,12 +101,6 @@ __device__ __forceinline__ void store_chunk(void *p, int dt, int64_t i, int64_t 
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Sum over the block (blockDim.x a multiple of 32, at most 1024). */
 __device__ float block_sum(float v) {
     __shared__ float part[32];
@@ -146,8 +123,6 @@ __device__ float block_sum(float v) {
 
 const int kThreads = 256;
 
-inline bool aligned16(const void *p) { return p == nullptr || ((uintptr_t)p & 15u) == 0; }
-
 inline unsigned grid_for(int64_t items, int per_block = kThreads) {
     int64_t g = (items + per_block - 1) / per_block;
     if (g < 1) g = 1;
@@ -156,10 +131,6 @@ inline unsigned grid_for(int64_t items, int per_block = kThreads) {
 }
 
 inline int launched() { return (int)cudaGetLastError(); }
-
-#define GRID_STRIDE(c, count)                                                              \
-    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < (count);        \
-         c += (int64_t)gridDim.x * blockDim.x)
 
 /* ---- fills and conversions ---------------------------------------------------------- */
 

@@ -1,11 +1,12 @@
 /* h3_tc.cuh - the tensor-core primitives of our attention kernels: cp.async,
  * ldmatrix, mma.sync (sm_80), and on sm_90a wgmma with its shared-memory
- * descriptors, mbarriers and bulk copies. These are the same instructions,
- * with the same operand conventions, as the ones h3_attention.cu's dense
- * kernels are built from (that file keeps its own copies); h3_vsa.cu's
- * block-sparse kernels use this header. Everything is static inline device
- * code in an anonymous namespace, so each .cu that includes it gets its own
- * copy and nothing clashes at link time. */
+ * descriptors, mbarriers, named barriers, register reallocation and bulk
+ * copies; with them the steps of the online softmax and the P·V product
+ * that the dense (h3_attention_*.cu) and block-sparse (h3_vsa_*.cu) kernels
+ * share. Loads, stores and reductions of plain values are in h3_common.cuh.
+ * Everything is static inline device code in an anonymous namespace, so
+ * each .cu that includes it gets its own copy and nothing clashes at link
+ * time. */
 #ifndef H3_TC_CUH
 #define H3_TC_CUH
 
@@ -35,6 +36,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+/* The same, each 8x8 matrix transposed (B fragments from a row-major V tile). */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
@@ -126,6 +133,28 @@ __device__ __forceinline__ void mma_softmax_step(float (*s)[4], float mx[2], flo
         oacc[d][1] *= corr[0];
         oacc[d][2] *= corr[1];
         oacc[d][3] *= corr[1];
+    }
+}
+
+/* O += P·V for the mma.sync kernels, 16 keys a step: P is s[NB][4] (the
+ * probabilities of NB 8-key blocks in the accumulator layout of S), packed
+ * pairwise into A fragments; load_v(kk, d, b) loads the B fragments of keys
+ * 16kk..16kk+15 for value channels 8d.. (b[0], b[1]) and 8(d+1).. (b[2],
+ * b[3]), from wherever the kernel keeps V. */
+template <typename T, int NB, int DH, typename LoadV>
+__device__ __forceinline__ void mma_pv(float (*s)[4], float (*oacc)[4], LoadV load_v) {
+#pragma unroll
+    for (int kk = 0; kk < NB / 2; kk++) {
+        uint32_t pa[4] = {Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]), Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]),
+                          Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                          Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int d = 0; d < DH / 8; d += 2) {
+            uint32_t b[4];
+            load_v(kk, d, b);
+            Mma<T>::run(oacc[d], pa, b[0], b[1]);
+            Mma<T>::run(oacc[d + 1], pa, b[2], b[3]);
+        }
     }
 }
 
@@ -262,6 +291,40 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
+
+/* Orders generic-proxy writes to shared memory (cp.async, st.shared) before async-proxy reads (wgmma, bulk copies). */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Named barriers 1.. among the 256 threads of two consumer warpgroups (the ping-pong token). */
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+/* Pins registers that an in-flight wgmma reads or writes: the compiler may
+ * not move their uses across this point nor reuse them before it. */
+template <int N> __device__ __forceinline__ void fence_f(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void fence_u(uint32_t *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+/* mbar_wait without the trap: a trap anywhere in a setmaxnreg'd branch makes
+ * ptxas fall back to the entry budget (168 registers: spills and serialized
+ * wgmma, C7512). A wait that times out sets *late; the consumer traps once
+ * its wgmma work is done, so a barrier that never completes still ends the
+ * launch with an error. */
+__device__ __forceinline__ void mbar_wait_late(uint32_t bar, uint32_t parity, int *late) {
+    int n = 0;
+    while (!mbar_try(bar, parity))
+        if (++n > (1 << 26)) {
+            *late = 1;
+            break;
+        }
+}
+/* setmaxnreg: the warpgroup raises (inc) or gives back (dec) its registers a thread, to N. */
+template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 #endif /* H3_HAVE_WGMMA */
 
 } /* namespace */

@@ -12,34 +12,10 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_common.cuh" /* ld1, st1, round_to, GRID_STRIDE */
+#include "backend/cuda/kernels/h3_kernels_vae.h"
 
 namespace {
-
-__device__ __forceinline__ float ld1(const void *p, int dt, int64_t i) {
-    switch (dt) {
-    case H3K_F32: return ((const float *)p)[i];
-    case H3K_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case H3K_F16: return __half2float(((const __half *)p)[i]);
-    default: return (float)((const int32_t *)p)[i];
-    }
-}
-
-__device__ __forceinline__ void st1(void *p, int dt, int64_t i, float v) {
-    switch (dt) {
-    case H3K_F32: ((float *)p)[i] = v; break;
-    case H3K_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    case H3K_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    default: ((int32_t *)p)[i] = (int32_t)v; break;
-    }
-}
-
-/* v rounded to dtype dt and back (torch computes in the tensor's dtype). */
-__device__ __forceinline__ float round_to(int dt, float v) {
-    if (dt == H3K_BF16) return __bfloat162float(__float2bfloat16_rn(v));
-    if (dt == H3K_F16) return __half2float(__float2half_rn(v));
-    return v;
-}
 
 const int kThreads = 256;
 
@@ -49,10 +25,6 @@ inline unsigned grid_for(int64_t n) {
     if (g > 65535) g = 65535;
     return (unsigned)g;
 }
-
-#define GRID_STRIDE(i, count)                                                              \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (count);        \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 /* Element offsets of linear index i (last dim fastest) in up to three views
  * of one shape; axis_idx gets the index along `axis`. */

@@ -1,0 +1,113 @@
+/* h3_backend_cuda_impl.h - what the CUDA backend's files share: its state,
+ * the error and scratch helpers every op uses, and the ops that live in
+ * their own files. Private to backend/cuda/.
+ *
+ *   h3_backend_cuda.c  creation, memory and uploads, GEMMs, the core ops and
+ *                      dense attention, the op table, the product extras
+ *   h3_cuda_vsa.c      VSA-H3 block-sparse attention and its bench hooks
+ *   h3_cuda_vae.c      the VAE decoders' ops (views, RGB, 1-D convolutions,
+ *                      resampling, SnakeBeta, clamp)
+ * The kernels they launch are in kernels/. Defined only when h3core is
+ * built with CUDA (H3_HAVE_CUDA). */
+#ifndef H3_BACKEND_CUDA_IMPL_H
+#define H3_BACKEND_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/h3_backend_cuda_bench.h" /* h3_cuda_attention_variant */
+#include "backend/cuda/kernels/h3_kernels.h"
+#include "backend/cuda/kernels/h3_kernels_vsa.h" /* h3k_vsa_args */
+#include "backend/h3_backend_impl.h"
+
+#define PLAN_CACHE 64
+#define STAGE_SLOTS 4 /* pinned upload buffers (h3_backend_cuda.c) */
+
+/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
+ * tens of microseconds, the DiT issues the same few shapes 50 times a step. */
+typedef struct gemm_plan {
+    int valid;
+    int64_t M, N, K;
+    cudaDataType_t ab, d;
+    int bias, align;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, bl, c;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+typedef struct cuda_impl {
+    int device, sm;
+    void *stage[STAGE_SLOTS];         /* pinned, allocated at the first large upload */
+    cudaEvent_t stage_done[STAGE_SLOTS];
+    int stage_next, stage_state;      /* state: 0 not tried, 1 ready, -1 unavailable (pageable copies) */
+    int upload_mode;                  /* UPLOAD_* (h3_backend_cuda.c), from H3_CUDA_UPLOAD at creation */
+    int exact; /* h3_backend_cuda_create_exact: f32 weights and activations */
+    char name[256];
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    void *scratch;
+    size_t scratch_size;
+    unsigned scratch_epoch; /* bumped by every h3_cuda_scratch call: what a VSA call left there is still there */
+    h3k_vsa_args vsa_last;  /* the last vsa_attention call, for h3_backend_cuda_vsa_inspect */
+    unsigned vsa_epoch;
+    int vsa_valid;
+    int vsa_profile;           /* h3_backend_cuda_vsa_profile */
+    int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined (0 by default) */
+    cudaEvent_t vsa_events[4];
+    int *flag; /* device word of H3K_ERR_* bits */
+    h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
+    gemm_plan plans[PLAN_CACHE];
+    int next_plan;
+} cuda_impl;
+
+static inline cuda_impl *impl_of(h3_backend *b) { return b->impl; }
+
+/* Records a failed CUDA call (err != 0) as the sticky error; returns !err. */
+static inline int ok(h3_backend *b, int err, const char *what) {
+    if (err == 0) return 1;
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)", what, cudaGetErrorString((cudaError_t)err),
+                    cudaGetErrorName((cudaError_t)err));
+    return 0;
+}
+
+/* A tensor's dtype code and data for the kernels, H3K_NONE and NULL for an absent one. */
+#define DT(t) ((t) ? (int)(t)->dtype : H3K_NONE)
+#define PTR(t) ((t) ? (t)->data : NULL)
+
+/* Scratch of at least `bytes`, kept for later calls (NULL, with the
+ * backend's error set, when it cannot be had). */
+void *h3_cuda_scratch(h3_backend *b, size_t bytes);
+/* D[M,N] = X[M,K]·W[N,K]ᵀ (+ bias[N] of D's type) by cuBLASLt. Returns 1
+ * when the bias was applied (no algorithm with the bias epilogue: 0, the
+ * caller adds it). */
+int h3_cuda_gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
+                 int64_t M, int64_t N, int64_t K, const void *bias);
+
+/* h3_cuda_vsa.c */
+void h3_cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                           const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim);
+
+/* h3_cuda_vae.c */
+void h3_cuda_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
+void h3_cuda_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                        const h3_tensor *x, const h3_view *xv, int axis, int extent);
+void h3_cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
+                              const float *mean, const float *std);
+void h3_cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                    int stride, int padding, int dilation, int groups);
+void h3_cuda_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                              const h3_tensor *bias, int stride, int padding);
+void h3_cuda_upsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+void h3_cuda_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
+void h3_cuda_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                        const h3_tensor *beta);
+void h3_cuda_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
+                                    const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
+                                    int ratio);
+void h3_cuda_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi);
+
+#endif

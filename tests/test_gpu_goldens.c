@@ -6,7 +6,7 @@
  *    float32 tolerance (1e-4 relative L2; end to end 1e-3, uint8 +-1). This
  *    is what proves the kernels compute the reference's function.
  *  - production mode (bf16 compute, fp16 video VAE, fp32 audio VAE and
- *    islands): relative L2 <= 1e-2 (METHOD.md), against the official bf16
+ *    islands): relative L2 <= 1e-2 (bf16 rounding over a few layers), against the official bf16
  *    golden where one exists. Two places drift further for a known reason and
  *    are held to a measured bound instead, see TEXT_BF16_TOLERANCE and
  *    test_engine.

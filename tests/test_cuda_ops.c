@@ -33,6 +33,7 @@ int main(void) {
 #else
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "model/h3_vsa.h"
+#include "backend/cpu/h3_cpu_vsa.h" /* the CPU reference of the coarse stage */
 
 static h3_backend *cpu, *gpu;
 /* The backend's attention setting at start (H3_CUDA_ATTENTION); "auto" cases use it. */

@@ -12,6 +12,7 @@
 #include "model/h3_adapter.h"
 #include "h3_test_fasth3.h"
 #include "model/h3_vsa.h"
+#include "backend/cpu/h3_cpu_vsa.h" /* the coarse stage: the CPU reference */
 
 #define TOLERANCE 1e-4
 

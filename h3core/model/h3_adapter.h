@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#include "model/h3_dit.h"
+#include "model/h3_dit_plan.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_status.h"
 

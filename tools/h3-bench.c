@@ -46,6 +46,7 @@
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "model/h3_dit.h" /* --forward: the product's forward */
 #include "h3_bench_tp.h" /* --forward with --devices / --tp-sweep / --backend vsa: over tensor-parallel ranks */
+#include "model/h3_tp_plan.h" /* the degrees the model splits over */
 #include "model/h3_vsa.h"
 #include "model/h3_audio_vae.h"
 #include "base/h3_safetensors.h"

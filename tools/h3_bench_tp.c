@@ -11,6 +11,7 @@
 
 #include "backend/h3_backend.h"
 #include "parallel/h3_tp.h"
+#include "model/h3_tp_plan.h"
 #include "model/h3_vsa.h"
 
 int h3_bench_parse_devices(const char *list, int *devices, int max, h3_status *status) {

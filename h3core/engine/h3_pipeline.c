@@ -30,6 +30,8 @@
 #include "model/h3_text_encoder.h"
 #include "model/h3_tokenizer.h"
 #include "parallel/h3_tp.h"
+#include "model/h3_tp_plan.h"
+#include "engine/h3_engine.h"
 #include "model/h3_video_vae.h"
 
 #define H3_AUDIO_LATENTS_PER_SECOND 40

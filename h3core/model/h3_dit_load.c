@@ -14,6 +14,7 @@
 
 #include "model/h3_adapter.h" /* FastH3 */
 #include "model/h3_dit_impl.h"
+#include "model/h3_tp_plan.h"
 
 /* ---- loading ----------------------------------------------------------------- */
 
@@ -102,7 +103,7 @@ h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_stat
     return h3_dit_load_tp(b, dir, &single, out, status);
 }
 
-/* This rank's share of the heads and the FFN (the plan: h3_tp.h). */
+/* This rank's share of the heads and the FFN (the plan: h3_tp_plan.h). */
 static h3_status_code split_for_tp(h3_dit *dit, const char *dir, h3_status *status) {
     const h3_dit_config *c = &dit->cfg;
     int n = dit->tp.size;

@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-/* VSA-H3 block-sparse attention over one packed sequence (docs/spec/
- * fasth3-vsa.md §3; the tiling and the selection rule are in
+/* VSA-H3 block-sparse attention over one packed sequence
+ * (docs/spec/fasth3-vsa.md §3; the tiling and the selection rule are in
  * model/h3_vsa.h). The tile tables come from an h3_vsa_plan, uploaded once
  * per request. */
 typedef struct h3_vsa_tiles {

@@ -79,7 +79,7 @@ void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNU
 /* Monotonic seconds, for the stats. */
 double h3_engine_now(void);
 
-/* ---- h3_fasth3.c (docs/spec/fasth3-vsa.md) ---------------------------------- */
+/* ---- h3_fasth3.c (docs/spec/fasth3-vsa.md §1, §2) ---------------------------- */
 /* Opens the adapter at path, checks that it was trained on this model and
  * binds it to the transformer's checkpoint header, before any weight loads. */
 h3_status_code h3_fasth3_open_adapter(h3_engine *e, const char *path, h3_status *status);

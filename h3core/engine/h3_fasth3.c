@@ -75,7 +75,7 @@ static int fasth3_forwards(const h3_engine *e, h3_fasth3_ladder ladder) {
     return H3_FASTH3_LADDER_POINTS - 1;
 }
 
-/* The attention mode must match the adapter (spec §1.4: VSA gates only make
+/* The attention mode must match the adapter (docs/spec/fasth3-vsa.md §1.4: VSA gates only make
  * sense under VSA-H3, and dense attention is no substitute for a VSA
  * student); a FastH3 student runs exactly its ladder's forwards. Sets the
  * default number of forwards. */

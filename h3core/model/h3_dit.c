@@ -144,7 +144,7 @@ static void feed_forward(h3_dit *dit, const h3_dit_block *blk, block_scratch *s)
 
 /* cos/sin [S, 6F] from the float64 positions: cast to float32, angle =
  * pos·inv_freq in float32, per axis (t, h, w), the 3F angles repeated twice
- * for the rotate-half pairing (§3.4). */
+ * for the rotate-half pairing (docs/spec/h3-transformer.md §3.4). */
 static h3_status_code build_rope(h3_dit *dit, const h3_dit_layout *l, h3_status *status) {
     const h3_dit_config *c = &dit->cfg;
     int F = c->rope_freq_dim, rot = 6 * F;
@@ -297,7 +297,7 @@ static h3_status_code table_index(h3_dit *dit, int n_params, int n_rows, h3_tens
 }
 
 /* temb = linear_2(silu(linear_1(features))) in float32; every AdaLN
- * projection reads silu(temb), applied in float32 then cast (§3.6). */
+ * projection reads silu(temb), applied in float32 then cast (docs/spec/h3-transformer.md §3.6). */
 static h3_status_code compute_modulation(h3_dit *dit, const float *timesteps, int n_t, modulation *m,
                                          h3_status *status) {
     h3_backend *b = dit->b;

@@ -1,5 +1,5 @@
 /* h3_dit.h - the MiniMax-H3 Omni-Transformer (DiT), written once against the
- * op interface of h3_backend.h (spec h3-transformer.md §2, §3).
+ * op interface of h3_backend.h (docs/spec/h3-transformer.md §2, §3).
  *
  * Loads either checkpoint layout of the release: the diffusers one
  * (`transformer/`, to_q/to_k/to_v, fc1 = [value; gate]) or the native one

@@ -46,7 +46,7 @@ static const config_key int_keys[] = {
     {"rope_freq_dim", "rope_inv_freq_len", offsetof(h3_dit_config, rope_freq_dim)},
 };
 
-/* Optional in both namings; the defaults are the model class's (§1). The
+/* Optional in both namings; the defaults are the model class's (docs/spec/h3-transformer.md §1). The
  * native config has no rope_theta: the reference hard-codes 10000. */
 static const config_key float_keys[] = {
     {"rope_theta", "rope_theta", offsetof(h3_dit_config, rope_theta), 10000.0},

@@ -49,7 +49,8 @@ h3_status_code h3_dit_config_load(const char *dir, h3_dit_config *cfg, h3_status
  * (random models); `what` names it in the message. */
 h3_status_code h3_dit_config_check(const char *what, const h3_dit_config *cfg, h3_status *status);
 
-/* Which layout a checkpoint holds, by its tensor names (§2.4). Neither or
+/* Which layout a checkpoint holds, by its tensor names
+ * (docs/spec/h3-transformer.md §2.4). Neither or
  * both is an H3_ERR_FORMAT naming the path. */
 h3_status_code h3_dit_detect_layout(const h3_checkpoint *ckpt, h3_dit_checkpoint_layout *layout,
                                     h3_status *status);

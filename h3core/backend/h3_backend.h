@@ -81,9 +81,9 @@ h3_status_code h3_tensor_upload_i32(h3_backend *b, h3_tensor *dst, const int32_t
 h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float *host, h3_status *status);
 
 /* ---- ops ------------------------------------------------------------------
- * Shapes are checked here, once, for every backend; a mismatch sets the
- * sticky error. Unless stated, y may alias x (in place is allowed). All
- * float tensors of one op share a dtype unless stated. */
+ * Shapes are checked once, for every backend (h3_ops_check.c); a mismatch
+ * sets the sticky error. Unless stated, y may alias x (in place is
+ * allowed). All float tensors of one op share a dtype unless stated. */
 
 /* y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). w is a weight (any weight dtype);
  * x and y may be F32 while w is BF16 on CUDA (mixed islands). y != x. */

@@ -63,7 +63,7 @@ typedef enum h3_attention_mode {
     H3_ATTENTION_VSA        /* "vsa": VSA-H3 block-sparse attention (+ FastH3 VSA adapter) */
 } h3_attention_mode;
 
-/* FastH3 sigma ladders (with an adapter; spec fasth3-vsa.md §2.2): five
+/* FastH3 sigma ladders (with an adapter; docs/spec/fasth3-vsa.md §2.2): five
  * sigma points, four forwards, shifts 12 (video) / 3 (audio). */
 typedef enum h3_fasth3_ladder {
     H3_LADDER_RELEASE = 0, /* the adapter's dmd_denoising_steps (fastvideo_inference.json), else B */

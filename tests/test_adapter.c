@@ -181,7 +181,7 @@ static GHashTable *test_fusion_diffusers(const char *adapter_dir, const char *go
 }
 
 /* Where a diffusers tensor's row r lives in the native checkpoint
- * (spec §1.5, restated here independently of h3_adapter.c). */
+ * (docs/spec/fasth3-vsa.md §1.5, restated here independently of h3_adapter.c). */
 static char *native_of(const char *name, int dh, int ffn, int *part, int *swap) {
     static const char *const model[][2] = {
         {"proj_in.", "video_patch_proj."},       {"proj_out.", "final_layer.video_out."},

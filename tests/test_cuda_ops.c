@@ -39,6 +39,7 @@ int main(void) {
 #else
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "model/h3_vsa.h"
+#include "backend/cpu/h3_cpu_vsa.h" /* the CPU reference of the coarse stage */
 
 static h3_backend *cpu, *gpu;
 /* What the "auto" cases run: AUTO and the simple VSA consumer, the backend's
@@ -807,8 +808,8 @@ static void host_gather(const h3_vsa_plan *pl, const float *x, int64_t W, int h,
         memcpy(dst + r * dh, x + (int64_t)pl->tile_order[r] * W + (int64_t)h * dh, (size_t)dh * sizeof(float));
 }
 
-/* The CPU op's coarse stage for head h on host copies of q and k, with h3_vsa.c's own functions as
- * h3_backend_cpu_vsa.c runs them: scores [n, n] and, for a sparse call, the lists of the video
+/* The CPU op's coarse stage for head h on host copies of q and k, with h3_cpu_vsa.c's own functions as
+ * the CPU op runs them: scores [n, n] and, for a sparse call, the lists of the video
  * query tiles [n − P][P + topk]. tmp holds S·dh floats. */
 static void host_coarse(const h3_vsa_plan *pl, const float *q, const float *k, int64_t W, int h, int dh, float *tmp,
                         float *scores, int32_t *lists) {

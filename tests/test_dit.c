@@ -320,7 +320,7 @@ static void test_pairwise_span(void) {
     CHECK(first_row[0] == 5.0 && last_row[0] == last, "anchors at %.17g / %.17g, want 5 / %.17g", first_row[0],
           last_row[0], last);
     CHECK(first_row[1] == video_row[1] && last_row[2] == video_row[2], "keyframe rows use the frame grid");
-    /* Spec §3.3 example grids for 1344x768. */
+    /* docs/spec/h3-transformer.md §3.3 example grids for 1344x768. */
     CHECK(fabs(l->height_grid[0] - 3.90513686) < 1e-8 && fabs(l->height_grid[23] - 27.0869579) < 1e-7 &&
               fabs(l->width_grid[0] + 5.16601049) < 1e-8 && fabs(l->width_grid[41] - 36.1581052) < 1e-7,
           "1344x768 grids: h %.9g..%.9g w %.9g..%.9g", l->height_grid[0], l->height_grid[23], l->width_grid[0],
@@ -608,7 +608,7 @@ static void test_config(void) {
               rd.final_norm_eps == 1e-5f,
           "real config values");
 
-    /* inv_freq: the spec's float32 table (§10.2) and the native checkpoint's buffer. */
+    /* inv_freq: the float32 table of docs/spec/h3-transformer.md §10.2 and the native checkpoint's buffer. */
     static const float spec[16] = {1, 0.562341332f, 0.316227764f, 0.177827939f, 0.100000001f, 0.0562341288f,
                                    0.0316227786f, 0.0177827943f, 0.00999999978f, 0.00562341325f, 0.00316227786f,
                                    0.00177827943f, 0.00100000005f, 0.000562341302f, 0.000316227786f,

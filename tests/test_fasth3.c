@@ -3,7 +3,7 @@
  *
  * - ladder A (linspace(1, 0, 5)) and ladder B (dmd_denoising_steps
  *   [999, 749, 500, 250]) sigma grids and timesteps, bit for bit;
- * - the step rule of spec §2.3 (x0 = x + (1 − t)·v, x' = r·x + (1 − r)·x0,
+ * - the step rule of docs/spec/fasth3-vsa.md §2.3 (x0 = x + (1 − t)·v, x' = r·x + (1 − r)·x0,
  *   no fresh noise) replayed on the golden's recorded transformer calls;
  * - the row timesteps of every forward;
  * - end to end through the engine with the dense adapter, both ladders:
@@ -62,7 +62,7 @@ static void test_ladders(void) {
     check_grid("ladder B", b, "audio_sigmas", "audio_timesteps", &au);
     CHECK(h3_sigma_grid_from_base(h3_fasth3_ladder_b, 5, 12.0f, &v2, &st) == H3_OK && same_floats(v.sigmas, v2.sigmas, 5),
           "ladder B from its base differs from the dmd steps");
-    /* vLLM-Omni's asserted values (spec §2.2). */
+    /* vLLM-Omni's asserted values (docs/spec/fasth3-vsa.md §2.2). */
     static const double vb[5] = {0.999917, 0.972833, 0.923077, 0.8, 0}, ab[5] = {0.999666, 0.899520, 0.75, 0.5, 0};
     int near = 1;
     for (int i = 0; i < 5; i++) near &= fabs(v.sigmas[i] - vb[i]) < 1e-6 && fabs(au.sigmas[i] - ab[i]) < 1e-6;

@@ -60,7 +60,7 @@ static size_t numel_of(JsonArray *shape) {
 }
 
 static void test_engine(void) {
-    /* spec/torch-randn.md 2: first outputs of seed 42 (std::mt19937(42)) */
+    /* docs/spec/torch-randn.md §2: first outputs of seed 42 (std::mt19937(42)) */
     static const uint32_t first42[4] = {1608637542u, 3421126067u, 4083286876u, 787846414u};
     h3_torch_generator g;
     h3_torch_generator_seed(&g, 42);
@@ -188,7 +188,7 @@ static void test_big(const h3_st_file *f, JsonObject *meta, const char *meta_key
     free(out);
 }
 
-/* Table of spec/torch-randn.md 10 (fresh generator per row). */
+/* Table of docs/spec/torch-randn.md §10 (fresh generator per row). */
 static void test_spec_vectors(void) {
     static const struct { uint64_t seed; size_t numel, index; uint32_t bits; } v[] = {
         {0, 1, 0, 0x3fc53f5c},      {1, 1, 0, 0x3f294e60},        {42, 1, 0, 0x3eac62ae},
@@ -212,7 +212,7 @@ static void test_spec_vectors(void) {
     free(buf);
 }
 
-/* The full 3,580,416-value draw of spec 10: first 8 and last 4 values, and
+/* The full 3,580,416-value draw of docs/spec/torch-randn.md §10: first 8 and last 4 values, and
  * the first value of the randn(414, 32) that follows it. */
 static void test_spec_big_vectors(void) {
     static const uint32_t first8[8] = {0x3ff6a529, 0x3fbe5f53, 0x3f669567, 0xc006c0db,
@@ -234,7 +234,7 @@ static void test_spec_big_vectors(void) {
 }
 
 /* The serial path's cached sine: randn(7) then randn(1) continues randn(8);
- * manual_seed clears the cache (spec 6). */
+ * manual_seed clears the cache (docs/spec/torch-randn.md §6). */
 static void test_serial_cache(void) {
     float a[8], b[8];
     h3_torch_generator g1, g2;

@@ -138,7 +138,7 @@ static void check_real_config(const h3_text_encoder_config *c) {
           "real mrope_section [%d,%d,%d]", c->mrope_section[0], c->mrope_section[1], c->mrope_section[2]);
 }
 
-/* The shape spec §3.1 gives for a real tensor name. */
+/* The shape docs/spec/h3-conditioner.md §3.1 gives for a real tensor name. */
 static int real_shape(const char *name, int64_t *s0, int64_t *s1) {
     static const struct { const char *suffix; int64_t s0, s1; } table[] = {
         {"embed_tokens.weight", 151936, 5120},  {"input_layernorm.weight", 5120, 0},

@@ -260,7 +260,8 @@ static void test_tiny(void) {
     }
 }
 
-/* The spec's toy vocabulary (transformers test_python_full_tokenizer, §4.6):
+/* The spec's toy vocabulary (transformers test_python_full_tokenizer,
+ * docs/spec/h3-conditioner.md §4.6):
  * NFC, digit splitting, ';}\n' and an added token. */
 static char *write_toy(const char *dir) {
     static const char *extra[] = {"\xC4\xA0l",      "\xC4\xA0n",        "\xC4\xA0lo",    "\xC4\xA0low", "er",

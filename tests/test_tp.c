@@ -32,6 +32,8 @@
 #include "h3_test_capture.h"
 #include "model/h3_text_encoder.h"
 #include "parallel/h3_tp.h"
+#include "model/h3_tp_plan.h"
+#include "engine/h3_engine.h" /* h3_engine_inject_fault */
 #include "model/h3_video_vae.h"
 
 #define MAX_RANKS 8

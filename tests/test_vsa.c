@@ -12,6 +12,7 @@
 #include "model/h3_adapter.h"
 #include "h3_test_fasth3.h"
 #include "model/h3_vsa.h"
+#include "backend/cpu/h3_cpu_vsa.h" /* the coarse stage: the CPU reference */
 
 #define TOLERANCE 1e-4
 
@@ -36,7 +37,7 @@ static void test_topk(void) {
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The padded slot of every packed row from the definition alone (§3.3):
+/* The padded slot of every packed row from the definition alone (docs/spec/fasth3-vsa.md §3.3):
  * prefix row at offset o of its segment -> tile (tiles before) + o/E, slot
  * o%E; video (t, y, x) -> its block in (t, h, w) tile order, at the rank of
  * (t, y, x) inside that block's own extents. */
@@ -124,7 +125,7 @@ static void test_plan_shapes(void) {
     int64_t e[3] = {64, 65, 129};
     check_plan("3x2x5 tiles, prefix 64/65/129, grid 7x5x11", e, 3, 7, 5, 11, &odd);
 
-    /* The spec's reference shapes (§3.9): n, P, video tiles, k at 0.9. */
+    /* The spec's reference shapes (docs/spec/fasth3-vsa.md §3.9): n, P, video tiles, k at 0.9. */
     static const struct { int64_t L, Na, T, h, w, n, P, video, k; } ref[] = {
         {256, 207, 37, 23, 40, 611, 11, 600, 60},   {512, 207, 37, 23, 40, 615, 15, 600, 60},
         {256, 207, 37, 24, 42, 671, 11, 660, 66},   {256, 405, 72, 24, 42, 1205, 17, 1188, 119},

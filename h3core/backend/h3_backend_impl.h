@@ -1,7 +1,8 @@
 /* h3_backend_impl.h - what a backend implements. Private to h3core.
  *
- * h3_backend.c validates every op's shapes and dtypes once, then calls the
- * backend through this table; a backend may assume valid arguments. */
+ * h3_backend.c and h3_ops_*.c validate every op's shapes and dtypes once,
+ * then call the backend through this table; a backend may assume valid
+ * arguments. */
 #ifndef H3_BACKEND_IMPL_H
 #define H3_BACKEND_IMPL_H
 
@@ -40,7 +41,7 @@ typedef struct h3_backend_ops {
                  int rot_dim);
     void (*attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                       int n_heads, int n_kv_heads, int head_dim, int causal, float scale);
-    /* H3_IMPL_VSA: NULL when the backend has no VSA-H3 kernel. */
+    /* VSA-H3 (h3_ops_vsa.h); NULL when the backend has no kernel for it. */
     void (*vsa_attention)(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                           const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
     void (*gather_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
@@ -53,16 +54,14 @@ typedef struct h3_backend_ops {
     void (*qk_norm_rope)(h3_backend *b, h3_tensor *x, const h3_tensor *w, float eps, const h3_tensor *cos,
                          const h3_tensor *sin, int n_heads, int head_dim, int rot_dim);
 
-    /* Subsystem ops: each block is owned by one subsystem file. */
-    /* H3_IMPL_VIDEO_VAE_BEGIN */
+    /* The video VAE's ops (h3_ops_video_vae.h); NULL: not implemented. */
     void (*copy_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
     void (*blend_view)(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
                        const h3_tensor *x, const h3_view *xv, int axis, int extent);
     /* mean/std hold C = src->shape[0] values. */
     void (*rgb8_from_planar)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
                              const float *mean, const float *std);
-    /* H3_IMPL_VIDEO_VAE_END */
-    /* H3_IMPL_AUDIO_VAE_BEGIN */
+    /* The audio VAE's ops (h3_ops_audio_vae.h); NULL: not implemented. */
     void (*conv1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                    int stride, int padding, int dilation, int groups);
     void (*conv_transpose1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
@@ -75,7 +74,6 @@ typedef struct h3_backend_ops {
                                    const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
                                    int ratio);
     void (*clamp)(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi);
-    /* H3_IMPL_AUDIO_VAE_END */
 } h3_backend_ops;
 
 typedef struct h3_arena_chunk {
@@ -105,12 +103,5 @@ void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
 int h3_backend_failed(const h3_backend *b);
 /* Common initialisation of the struct (arena, error). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
-
-/* H3_CPU_VSA_BEGIN: the CPU backend's VSA-H3 op lives in
- * h3_backend_cpu_vsa.c; it borrows the CPU backend's kept scratch buffer. */
-float *h3_cpu_scratch(h3_backend *b, size_t n_floats);
-void h3_cpu_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
-                          const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads, int head_dim);
-/* H3_CPU_VSA_END */
 
 #endif

@@ -1,6 +1,6 @@
 /* h3_random.c - torch's CPU MT19937 generator and randn, bit for bit.
  *
- * Specification: spec/torch-randn.md. Every multiply-add that GCC fused when
+ * Specification: docs/spec/torch-randn.md. Every multiply-add that GCC fused when
  * it compiled torch's AVX2 kernel is written below as an explicit fmaf(), and
  * nothing else may be fused: a contraction the compiler invents on its own
  * moves values by an ulp and breaks seed-exactness. Hence the pragmas, which

@@ -3,7 +3,7 @@
  * The reference pipeline draws its initial noise with
  *     g = torch.Generator().manual_seed(seed); torch.randn(shape, generator=g)
  * on the CPU. Seed-exact output therefore needs torch's MT19937 engine and
- * its randn kernels reproduced exactly; spec/torch-randn.md is the
+ * its randn kernels reproduced exactly; docs/spec/torch-randn.md is the
  * specification this file implements (torch 2.11, x86-64 AVX2/AVX512 build).
  *
  * The generator is a plain struct (no allocation): seed it, then draw from

@@ -1,6 +1,6 @@
 /* h3_adapter.c - FastH3 `fastvideo-lora-v2` adapters: validation, mapping
- * onto either base layout, and the float32 fusion (h3_adapter.h; spec
- * fasth3-vsa.md §1.2-§1.6).
+ * onto either base layout, and the float32 fusion (h3_adapter.h;
+ * docs/spec/fasth3-vsa.md §1.2-§1.6).
  *
  * Opening reads the header only. Binding walks every key once more against
  * the base checkpoint's header and builds, per base tensor, the list of its
@@ -411,7 +411,7 @@ h3_status_code h3_adapter_check_base_model(const h3_adapter *a, const char *mode
 
 /* ---- binding --------------------------------------------------------------------------- */
 
-/* The native name of a diffusers parameter (spec §1.5) and how its rows are placed. */
+/* The native name of a diffusers parameter (docs/spec/fasth3-vsa.md §1.5) and how its rows are placed. */
 static char *native_name(const char *param, placement *place, int *part) {
     static const char *const model_map[][2] = {
         {"proj_in.", "video_patch_proj."},

@@ -1,6 +1,6 @@
 /* h3_adapter.h - FastH3 adapters (`fastvideo-lora-v2` safetensors): strict
  * validation and one-time fusion onto the MiniMax-H3 base weights
- * (spec fasth3-vsa.md §1).
+ * (docs/spec/fasth3-vsa.md §1).
  *
  * An adapter reconstructs a 4-forward FastH3 student from the base model:
  *
@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#include "model/h3_dit.h"
+#include "model/h3_dit_plan.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_status.h"
 

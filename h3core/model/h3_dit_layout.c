@@ -1,5 +1,6 @@
 /* h3_dit_layout.c - packed sequence layout, RoPE positions, row timesteps,
- * video patchify and audio packing (spec h3-transformer.md §3.2, §3.3, §4.3).
+ * video patchify and audio packing (docs/spec/h3-transformer.md §3.2,
+ * §3.3, §4.3).
  *
  * The float64 arithmetic below copies the reference operation by operation:
  * every product is forced through a volatile so that a compiler allowed to
@@ -124,7 +125,7 @@ static void set_position(h3_dit_layout *l, int64_t row, double t, double h, doub
     l->position_ids[row * 3 + 2] = w;
 }
 
-/* The (t, h, w) of every row (§3.3). Text length L is the media clock origin. */
+/* The (t, h, w) of every row (docs/spec/h3-transformer.md §3.3). Text length L is the media clock origin. */
 static void build_positions(h3_dit_layout *l) {
     const h3_dit_layout_params *p = &l->params;
     int64_t L = l->num_text, Hp = p->latent_height / p->patch_h, Wp = p->latent_width / p->patch_w;

@@ -11,7 +11,7 @@
  * (5/3)·(1,4,4,4,4) spans for video time, numpy's pairwise sum for the "last"
  * keyframe anchor) because they are cast to float32 and fed to cos/sin at
  * angles of hundreds of radians: the last ulp of the float64 value can
- * decide the float32 one (spec h3-transformer.md §3.3).
+ * decide the float32 one (docs/spec/h3-transformer.md §3.3).
  *
  * Everything here is host-side and allocation happens once per request.
  *
@@ -42,7 +42,7 @@ extern "C" {
 #define H3_DIT_AUDIO_CHANNELS 2 /* stereo: channel-major row blocks */
 #define H3_DIT_MAX_KEYFRAMES 4
 #define H3_DIT_MAX_TIMESTEPS 4   /* distinct timesteps in one forward */
-#define H3_DIT_CONDITION_TIMESTEP 0.999f /* keyframe rows are pinned here (§4.3) */
+#define H3_DIT_CONDITION_TIMESTEP 0.999f /* keyframe rows are pinned here (docs/spec/h3-transformer.md §4.3) */
 
 typedef enum h3_keyframe_anchor { H3_ANCHOR_FIRST = 0, H3_ANCHOR_LAST = 1 } h3_keyframe_anchor;
 
@@ -85,7 +85,7 @@ void h3_dit_layout_free(h3_dit_layout *layout);
  * (pairwise), as the reference does for the "last" keyframe anchor. */
 double h3_dit_temporal_span_pairwise(int num_latent_frames);
 
-/* Per-row timesteps of one T2VA/FL2VA denoising step (§4.3): text and target
+/* Per-row timesteps of one T2VA/FL2VA denoising step (docs/spec/h3-transformer.md §4.3): text and target
  * video rows at t_video, audio rows at t_audio, keyframe rows at
  * max(t_video, 0.999). Returns the distinct values sorted ascending
  * (timesteps[], *n_timesteps <= H3_DIT_MAX_TIMESTEPS) and each row's index

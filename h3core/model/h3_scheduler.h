@@ -1,7 +1,7 @@
 /* h3_scheduler.h - MiniMax-H3's rectified-flow Euler sampler schedule.
  *
  * Reproduces diffusers' MiniMaxH3Scheduler bit for bit (float32 on the CPU;
- * spec/h3-transformer.md 4.2-4.4, spec/fasth3-vsa.md 2):
+ * docs/spec/h3-transformer.md §4.2-§4.4, docs/spec/fasth3-vsa.md §2):
  *
  *   base  = torch.linspace(1, 0, N, float32)
  *   sigma = s*base / (1 + (s-1)*base)        float32, s = 12 video, 3 audio
@@ -38,7 +38,7 @@ extern "C" {
  *       the released FastH3 ladder (fastvideo_inference.json, vLLM-Omni's
  *       FASTH3_BASE_SCHEDULE, the Comfy LoRA card). Use B when the checkpoint
  *       or adapter release names [999,749,500,250], otherwise A
- *       (spec/fasth3-vsa.md 2.2). */
+ *       (docs/spec/fasth3-vsa.md §2.2). */
 #define H3_FASTH3_LADDER_POINTS 5
 extern const float h3_fasth3_ladder_a[H3_FASTH3_LADDER_POINTS];
 extern const float h3_fasth3_ladder_b[H3_FASTH3_LADDER_POINTS];

@@ -1,5 +1,5 @@
 /* h3_text_encoder.c - Qwen3-VL text decoder up to a tap layer, on the op
- * interface. Reference: transformers Qwen3VLTextModel (spec h3-conditioner
+ * interface. Reference: transformers Qwen3VLTextModel (docs/spec/h3-conditioner.md
  * §3). Per layer:
  *
  *   h = rmsnorm(x);  q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
@@ -307,7 +307,7 @@ static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, c
 }
 
 /* torch's fp32 inv_freq for theta 5e6 at exponents 2j/128, as torch 2.11
- * computes it on the CPU (spec §3.3). glibc's powf differs by one ulp at
+ * computes it on the CPU (docs/spec/h3-conditioner.md §3.3). glibc's powf differs by one ulp at
  * j = 19, so the table wins wherever an exponent falls on its grid. */
 static const uint32_t inv_freq_5e6[64] = {
     0x3f800000, 0x3f492c28, 0x3f1e165d, 0x3ef875a7, 0x3ec33f3a, 0x3e996e52, 0x3e712429, 0x3e3d7efc,

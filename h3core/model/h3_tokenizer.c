@@ -1,6 +1,6 @@
 /* h3_tokenizer.c - Qwen2/Qwen3 byte-level BPE, byte-exact with HF tokenizers.
  *
- * The pipeline per call (spec h3-conditioner.md §4.2):
+ * The pipeline per call (docs/spec/h3-conditioner.md §4.2):
  *   1. split the raw text on added tokens (leftmost-longest), each match is its id;
  *   2. NFC-normalize every other segment, then split it on "normalized" added tokens;
  *   3. pre-tokenize with the Qwen2 regex, here a hand-coded scanner (pretok_next);

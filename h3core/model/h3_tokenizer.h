@@ -1,5 +1,5 @@
 /* h3_tokenizer.h - the Qwen2/Qwen3 byte-level BPE tokenizer, byte-exact with
- * Hugging Face `tokenizers` / `transformers` (spec h3-conditioner.md §4).
+ * Hugging Face `tokenizers` / `transformers` (docs/spec/h3-conditioner.md §4).
  *
  * Encoding is tokenizer(text, add_special_tokens=False): added tokens are
  * matched whole (leftmost-longest), every other segment is NFC-normalized,

@@ -1,7 +1,9 @@
 /* h3_vsa.h - VSA-H3, the block-sparse attention FastH3's VSA students were
- * trained with (spec fasth3-vsa.md §3): the tiling plan of one request and
- * the coarse stage (tile pooling, tile scores, per-query-tile top-k
- * selection, the compressed branch) as plain host functions.
+ * trained with (docs/spec/fasth3-vsa.md §3): its parameters, the number of
+ * key tiles kept (h3_vsa_topk) and the tiling plan of one request. The op
+ * that runs it is h3_op_vsa_attention (backend/h3_ops_vsa.h); the CPU
+ * backend's float32 reference of the coarse stage (tile means, scores,
+ * selection, the compressed branch) is backend/cpu/h3_cpu_vsa.h.
  *
  * The plan is built once per request from the packed layout:
  *
@@ -25,8 +27,7 @@
  * prefix key tile; a video query tile additionally attends its top-k video
  * key tiles by coarse score, k = max(1, min(ceil((1 − sparsity)·n_video),
  * n_video)), ties going to the lower tile index; prefix query tiles attend
- * everything. k == n_video is exactly dense. The op running all of it is
- * h3_op_vsa_attention (h3_backend.h). */
+ * everything. k == n_video is exactly dense. */
 #ifndef H3_VSA_H
 #define H3_VSA_H
 
@@ -83,26 +84,6 @@ h3_status_code h3_vsa_plan_make(const int64_t *segments, int num_segments, int64
 h3_status_code h3_vsa_plan_from_layout(const h3_dit_layout *layout, const h3_vsa_params *params,
                                        h3_vsa_plan **out, h3_status *status);
 void h3_vsa_plan_free(h3_vsa_plan *plan);
-
-/* ---- coarse stage, one head, float32 --------------------------------------
- * x_tiled holds the rows of one head in tile order (row r = packed row
- * tile_order[r]), `ld` floats apart. */
-
-/* pooled[j] = Σ rows of tile j / size_j (sum in double, rounded once, then
- * divided in float32: the masked mean, pads excluded). pooled [n, dh]. */
-void h3_vsa_pool(const float *x_tiled, int64_t ld, const int32_t *tile_sizes, int64_t num_tiles, int head_dim,
-                 float *pooled);
-/* scores[i, j] = (qp[i]·kp[j]) / sqrt(dh) over all n tiles, [n, n]. */
-void h3_vsa_scores(const float *q_pooled, const float *k_pooled, int64_t num_tiles, int head_dim, float *scores);
-/* The key tiles of query tile r in ascending order into keys[] (room for
- * num_tiles); returns their count. scores_row = scores[r]. work holds
- * 2·num_tiles floats. */
-int64_t h3_vsa_select(const float *scores_row, int64_t r, int64_t num_tiles, int64_t num_prefix_tiles, int64_t topk,
-                      int32_t *keys, float *work);
-/* compressed[i] = softmax(scores[i])·v_pooled over all n tiles, [n, dh].
- * work holds num_tiles floats. */
-void h3_vsa_compress(const float *scores, const float *v_pooled, int64_t num_tiles, int head_dim, float *compressed,
-                     float *work);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,11 @@
-/* h3_tp.h - tensor parallelism: the sharding plan, sharded loading, the
- * parallel linears the model code calls, the agreement between ranks
- * before any work, and the team of rank threads.
+/* h3_tp.h - the mechanics of tensor parallelism: the weight roles and
+ * sharded loading, the collectives and parallel linears the model code
+ * calls, the agreement between ranks before any work, and the team of rank
+ * threads. It knows no model: which degrees divide the model and what each
+ * rank holds is model/h3_tp_plan.h's.
  *
- * The plan (Megatron-style, spec tp4-v100-reference.md §2), written once
- * here as weight roles that the model loaders name:
+ * The sharding (Megatron-style, docs/spec/tp4-v100-reference.md §2), written
+ * once here as weight roles that the model loaders name:
  *
  *   role          rows/cols kept by rank r of N            then
  *   QKV           heads [r·H/N, (r+1)·H/N) of q, k and v    attention on H/N heads
@@ -45,9 +47,6 @@
 extern "C" {
 #endif
 
-struct h3_dit_config;
-struct h3_text_encoder_config;
-
 /* One rank's place in the group, handed to each model instance. */
 typedef struct h3_tp {
     int rank, size;
@@ -88,34 +87,6 @@ void h3_tp_linear_row_parallel(const h3_tp *tp, h3_backend *b, h3_tensor *y, con
  * GATHER slice w_r [N/size, K] (and bias slice), then an all-gather. */
 void h3_tp_linear_column_gather(const h3_tp *tp, h3_backend *b, h3_tensor *y, const h3_tensor *x,
                                 const h3_tensor *w, const h3_tensor *bias);
-
-/* ---- the plan -------------------------------------------------------------- */
-typedef struct h3_tp_plan {
-    int size;                         /* ranks */
-    int dit_heads, dit_ffn;           /* per rank */
-    int64_t dit_adaln;                /* AdaLN output rows per rank */
-    int text_size;                    /* ranks the text conditioner runs on: size, or 1 (rank 0) */
-    int text_heads, text_kv_heads, text_ffn; /* per text rank */
-    uint64_t rank_bytes[H3_COMM_MAX_RANKS];  /* weights each rank holds */
-    char note[320];                   /* planned departures from the full split, with reasons */
-} h3_tp_plan;
-
-/* Whether the transformer splits over `size` ranks. */
-int h3_tp_dit_divides(const struct h3_dit_config *dit, int size);
-/* The degrees (1..max) the transformer splits over: they divide its heads,
- * its FFN width and its AdaLN width. Returns how many were written. */
-int h3_tp_valid_degrees(const struct h3_dit_config *dit, int *out, int max);
-/* The plan for `size` ranks. A degree that does not divide the transformer
- * is an H3_ERR_INVALID_ARGUMENT listing the valid ones; a text conditioner
- * whose heads do not split runs on rank 0 (recorded in note). text may be
- * NULL. weight_bytes: the compute dtype's size (4 CPU, 2 CUDA); vae_bytes
- * and audio_vae_bytes: what those components hold (every rank holds the
- * video VAE, rank 0 the audio VAE). */
-h3_status_code h3_tp_plan_make(int size, const struct h3_dit_config *dit, const struct h3_text_encoder_config *text,
-                               int text_layers, int weight_bytes, uint64_t vae_bytes, uint64_t audio_vae_bytes,
-                               h3_tp_plan *plan, h3_status *status);
-/* The h3_tp the text conditioner of a rank uses; size 0 when the rank holds none. */
-h3_tp h3_tp_text(const h3_tp_plan *plan, const h3_tp *tp);
 
 /* ---- agreement before work ---------------------------------------------------- */
 #define H3_TP_KERNEL_CPU 1u   /* the float32 reference ops */
@@ -173,11 +144,6 @@ h3_comm_group *h3_tp_team_group(h3_tp_team *team);
  * root cause, not the ranks that stopped because of it); the group is then
  * reset for the next run. */
 h3_status_code h3_tp_team_run(h3_tp_team *team, h3_tp_rank_fn fn, void *user, h3_status *status);
-
-/* Test hook of the engine (h3_pipeline.c): at denoising step `step` (from 0)
- * rank `rank` fails as if its device had failed. rank < 0 disarms. */
-struct h3_engine;
-void h3_engine_inject_fault(struct h3_engine *engine, int rank, int step);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "h3_bench_tp.h"
+#include "model/h3_tp_plan.h" /* the degrees the model splits over */
 #include "parallel/h3_tp.h"
 
 static void devices_text(const int *devices, int n, char *buf, size_t size) {

@@ -11,6 +11,7 @@
 
 #include "backend/h3_backend.h"
 #include "parallel/h3_tp.h"
+#include "model/h3_tp_plan.h"
 #include "model/h3_vsa.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/h3_backend_cuda_bench.h" /* the attention variant and VSA consumer h3-bench forces */

@@ -1,20 +1,100 @@
-/* h3_backend_cpu_vsa.c - VSA-H3 block-sparse attention on the CPU backend,
- * the float32 reference the CUDA kernel is checked against.
+/* h3_cpu_vsa.c - VSA-H3 block-sparse attention on the CPU backend, the
+ * float32 reference the CUDA kernel is checked against: the coarse stage
+ * (h3_cpu_vsa.h) and the op (h3_backend_cpu_impl.h).
  *
  * One head at a time: the head's q, k, v (and gate) rows are gathered into
  * tile order (tile j = rows [start_j, start_j + size_j), no pads: masking
  * the pad keys by tile size is then implicit), pooled, scored and selected
- * by the host functions of h3_vsa.c. Each query tile then runs ordinary
+ * by the coarse stage below. Each query tile then runs ordinary
  * softmax attention against the concatenated rows of its key tiles through
  * two sgemm calls, the compressed branch is added, and the rows go back to
  * their packed positions. Scratch is the CPU backend's kept buffer, so the
  * denoising loop allocates nothing after its first step. */
+#include "backend/cpu/h3_cpu_vsa.h"
+
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "backend/h3_backend_impl.h"
-#include "model/h3_vsa.h"
+#include "backend/cpu/h3_backend_cpu_impl.h"
+
+/* ---- the coarse stage (h3_cpu_vsa.h) ------------------------------------------------ */
+
+void h3_vsa_pool(const float *x, int64_t ld, const int32_t *sizes, int64_t n, int dh, float *pooled) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < n; j++) {
+        for (int c = 0; c < dh; c++) {
+            double sum = 0;
+            for (int64_t r = 0; r < sizes[j]; r++) sum += x[(row + r) * ld + c];
+            pooled[j * dh + c] = (float)sum / (float)sizes[j];
+        }
+        row += sizes[j];
+    }
+}
+
+void h3_vsa_scores(const float *qp, const float *kp, int64_t n, int dh, float *scores) {
+    float root = (float)sqrt((double)dh);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double dot = 0;
+            for (int c = 0; c < dh; c++) dot += (double)qp[i * dh + c] * kp[j * dh + c];
+            scores[i * n + j] = (float)dot / root;
+        }
+}
+
+typedef struct scored_tile {
+    float score;
+    int32_t index;
+} scored_tile;
+
+/* Descending by score (NaN first, as torch.topk ranks it), ties to the
+ * lower index: the order of a stable descending sort. */
+static int by_score(const void *a, const void *b) {
+    const scored_tile *x = a, *y = b;
+    int xn = isnan(x->score), yn = isnan(y->score);
+    if (xn != yn) return xn ? -1 : 1;
+    if (!xn && x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int ascending(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t h3_vsa_select(const float *row, int64_t r, int64_t n, int64_t P, int64_t topk, int32_t *keys, float *work) {
+    if (r < P || topk >= n - P) {
+        for (int64_t j = 0; j < n; j++) keys[j] = (int32_t)j;
+        return n;
+    }
+    scored_tile *cand = (scored_tile *)(void *)work;
+    for (int64_t j = P; j < n; j++) cand[j - P] = (scored_tile){row[j], (int32_t)j};
+    qsort(cand, (size_t)(n - P), sizeof *cand, by_score);
+    for (int64_t j = 0; j < P; j++) keys[j] = (int32_t)j;
+    for (int64_t i = 0; i < topk; i++) keys[P + i] = cand[i].index;
+    qsort(keys + P, (size_t)topk, sizeof *keys, ascending);
+    return P + topk;
+}
+
+void h3_vsa_compress(const float *scores, const float *vp, int64_t n, int dh, float *out, float *work) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *s = scores + i * n;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+        double sum = 0;
+        for (int64_t j = 0; j < n; j++) sum += work[j] = expf(s[j] - m);
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < n; j++) work[j] *= inv;
+        for (int c = 0; c < dh; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < n; j++) acc += (double)work[j] * vp[j * dh + c];
+            out[i * dh + c] = (float)acc;
+        }
+    }
+}
+
+/* ---- the op ------------------------------------------------------------------------- */
 
 /* Per-call views into the scratch buffer. */
 typedef struct vsa_work {
@@ -30,7 +110,7 @@ typedef struct vsa_work {
 } vsa_work;
 
 /* The tile tables must describe a partition of [0, S) into tiles of 1..E
- * valid rows (h3_vsa_plan_make guarantees it; a corrupt table must not
+ * valid rows (model/h3_vsa.c's h3_vsa_plan_make guarantees it; a corrupt table must not
  * read out of bounds). */
 static int check_tables(h3_backend *b, const h3_vsa_tiles *t, int64_t S) {
     const int32_t *sizes = t->tile_sizes.data, *order = t->tile_order.data;

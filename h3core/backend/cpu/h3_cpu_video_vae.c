@@ -1,0 +1,106 @@
+/* h3_cpu_video_vae.c - the video VAE's ops on the CPU backend
+ * (backend/h3_ops_video_vae.h): strided view copies, the cross-fade and the
+ * RGB conversion, element by element in float32. */
+#include "backend/cpu/h3_backend_cpu_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Walks the outer dims (all but the last) of up to three same-shaped views
+ * like an odometer; the caller's inner loop runs over the last dim. */
+typedef struct view_walk {
+    int ndim;
+    int64_t idx[H3_VIEW_MAX_DIMS];
+    int64_t pos[3];
+    const h3_view *v[3];
+    int nv;
+} view_walk;
+
+static void view_walk_init(view_walk *w, int nv, const h3_view *v0, const h3_view *v1, const h3_view *v2) {
+    memset(w, 0, sizeof *w);
+    w->nv = nv;
+    w->v[0] = v0, w->v[1] = v1, w->v[2] = v2;
+    w->ndim = v0->ndim;
+    for (int i = 0; i < nv; i++) w->pos[i] = w->v[i]->offset;
+}
+
+/* Advances to the next row of the last dim; returns 0 when done. */
+static int view_walk_next(view_walk *w) {
+    for (int d = w->ndim - 2; d >= 0; d--) {
+        if (++w->idx[d] < w->v[0]->shape[d]) {
+            for (int i = 0; i < w->nv; i++) w->pos[i] += w->v[i]->stride[d];
+            return 1;
+        }
+        for (int i = 0; i < w->nv; i++) w->pos[i] -= (w->v[0]->shape[d] - 1) * w->v[i]->stride[d];
+        w->idx[d] = 0;
+    }
+    return 0;
+}
+
+static int view_empty(const h3_view *v) {
+    for (int i = 0; i < v->ndim; i++)
+        if (v->shape[i] == 0) return 1;
+    return 0;
+}
+
+void h3_cpu_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv) {
+    if (view_empty(dv)) return;
+    size_t es = h3_dtype_size(dst->dtype);
+    int last = dv->ndim - 1;
+    int64_t n = dv->shape[last], ds = dv->stride[last], ss = sv->stride[last];
+    view_walk w;
+    view_walk_init(&w, 2, dv, sv, NULL);
+    do {
+        char *d = (char *)dst->data + (size_t)w.pos[0] * es;
+        const char *s = (const char *)src->data + (size_t)w.pos[1] * es;
+        if ((ds == 1 && ss == 1) || n == 1) {
+            memmove(d, s, (size_t)n * es);
+        } else if (es == 4) {
+            for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)(i * ds) * 4, s + (size_t)(i * ss) * 4, 4);
+        } else {
+            for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)(i * ds) * es, s + (size_t)(i * ss) * es, es);
+        }
+    } while (view_walk_next(&w));
+}
+
+void h3_cpu_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
+                       const h3_tensor *x, const h3_view *xv, int axis, int extent) {
+    if (!h3_cpu_need_f32(b, "blend_view", dst)) return;
+    if (view_empty(dv)) return;
+    int last = dv->ndim - 1;
+    int64_t n = dv->shape[last];
+    view_walk w;
+    view_walk_init(&w, 3, dv, av, xv);
+    do {
+        float *d = (float *)dst->data + w.pos[0];
+        const float *pa = (const float *)a->data + w.pos[1], *px = (const float *)x->data + w.pos[2];
+        for (int64_t i = 0; i < n; i++) {
+            /* torch: positions / extent in the tensor dtype, then 1 - that. */
+            int64_t k = axis == last ? i : w.idx[axis];
+            float wx = (float)k / (float)extent, wa = 1.0f - wx;
+            float ta = pa[i * av->stride[last]] * wa, tx = px[i * xv->stride[last]] * wx;
+            d[i * dv->stride[last]] = ta + tx;
+        }
+    } while (view_walk_next(&w));
+}
+
+void h3_cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
+                             const float *mean, const float *std) {
+    if (!h3_cpu_need_f32(b, "rgb8_from_planar", src)) return;
+    int64_t C = src->shape[0], F = src->shape[1], HW = src->shape[2] * src->shape[3];
+    uint8_t *out = dst->data;
+    const float *S = src->data;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t f = 0; f < nframes; f++) {
+            const float *plane = S + (c * F + frame0 + f) * HW;
+            uint8_t *o = out + f * HW * C + c;
+            for (int64_t p = 0; p < HW; p++) {
+                float v = plane[p] * std[c];
+                v = v + mean[c];
+                v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+                v = nearbyintf(v * 255.0f); /* half to even, like numpy round */
+                o[p * C] = v == v ? (uint8_t)v : 0;
+            }
+        }
+    }
+}

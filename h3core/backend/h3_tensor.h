@@ -1,0 +1,46 @@
+/* h3_tensor.h - the tensor value type and its helpers, which involve no
+ * backend. Every header of the op interface (h3_backend.h, h3_ops_*.h)
+ * builds on it; include h3_backend.h to use the ops. */
+#ifndef H3_TENSOR_H
+#define H3_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum h3_dtype { H3_F32 = 0, H3_BF16, H3_F16, H3_I32 } h3_dtype;
+
+#define H3_MAX_DIMS 5
+
+/* A dense, contiguous, row-major tensor living in a backend's memory.
+ * Tensors are small value types: views copy the struct and share data. */
+typedef struct h3_tensor {
+    h3_dtype dtype;
+    int ndim;
+    int64_t shape[H3_MAX_DIMS];
+    void *data;
+} h3_tensor;
+
+/* The backend a tensor lives on; opaque outside the backends (h3_backend.h). */
+typedef struct h3_backend h3_backend;
+
+int64_t h3_tensor_numel(const h3_tensor *t);
+size_t h3_tensor_nbytes(const h3_tensor *t);
+size_t h3_dtype_size(h3_dtype dtype);
+const char *h3_dtype_name(h3_dtype dtype);
+/* Rows = product of all dims but the last; cols = last dim. */
+int64_t h3_tensor_rows(const h3_tensor *t);
+int64_t h3_tensor_cols(const h3_tensor *t);
+/* A view of rows [row0, row0+nrows) of t seen as 2-D [rows, cols]. */
+h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows);
+/* The same data with another shape (numel must match; else a zero tensor). */
+h3_tensor h3_tensor_reshape(const h3_tensor *t, int ndim, const int64_t *shape);
+h3_tensor h3_tensor_2d(const h3_tensor *t, int64_t rows, int64_t cols);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,431 @@
+/* h3_engine.c - the engine's lifetime: the model directory resolved to its
+ * components, the backends created (one, or one per tensor-parallel rank on
+ * a team of rank threads), every rank's components loaded, and all of it
+ * freed again. The requests are h3_generate.c's; the FastH3 rules
+ * h3_fasth3.c's. */
+#include "engine/h3_engine_impl.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/h3_config.h"
+#include "engine/h3_engine.h"
+
+/* The text encoder layer the conditioner taps (see resolve_layout). */
+#define H3_DEFAULT_TEXT_LAYER 50
+
+void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (e->log) e->log(e->log_opaque, level, msg);
+    else if (level <= H3_LOG_WARNING) fprintf(stderr, "h3: %s\n", msg);
+}
+
+double h3_engine_now(void) { return (double)g_get_monotonic_time() / 1e6; }
+
+/* ---- model directory ------------------------------------------------------ */
+
+static gpointer find_default_model_dir(gpointer unused) {
+    (void)unused;
+    const char *env = g_getenv("H3_DEFAULT_MODEL_DIR");
+    if (env && *env) return g_strdup(env);
+#ifdef H3_DATADIR
+    char *installed = g_build_filename(H3_DATADIR, "tiny-h3", NULL);
+    if (g_file_test(installed, G_FILE_TEST_IS_DIR)) return installed;
+    g_free(installed);
+#endif
+#ifdef H3_BUILD_MODEL_DIR
+    return g_strdup(H3_BUILD_MODEL_DIR);
+#else
+    return g_strdup("tiny-h3");
+#endif
+}
+
+/* Resolved once per process (elements in several pipelines may ask at the
+ * same time, hence GOnce); the string lives as long as the process. */
+const char *h3_default_model_dir(void) {
+    static GOnce once = G_ONCE_INIT;
+    return g_once(&once, find_default_model_dir, NULL);
+}
+
+static int is_dir(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_DIR);
+    g_free(p);
+    return r;
+}
+
+static int is_file(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_REGULAR);
+    g_free(p);
+    return r;
+}
+
+static h3_status_code read_shift(const char *dir, const char *sub, float *shift, h3_status *status) {
+    char *p = g_build_filename(dir, sub, "scheduler_config.json", NULL);
+    h3_config *c;
+    h3_status_code rc = h3_config_load(p, &c, status);
+    g_free(p);
+    if (rc != H3_OK) return rc;
+    double v = *shift;
+    rc = h3_config_double_or(c, "shift", &v, status);
+    h3_config_free(c);
+    if (rc == H3_OK && !(v > 0)) return h3_fail(status, H3_ERR_FORMAT, "%s/%s: shift must be positive", dir, sub);
+    *shift = (float)v;
+    return rc;
+}
+
+/* Finds the components of a diffusers-layout root (model_index.json +
+ * transformer/, vae/, ...) or of a native FL2VA/ directory. */
+static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
+    char *root = g_strdup(dir);
+    if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
+        char *n = g_build_filename(root, "FL2VA", NULL);
+        g_free(root);
+        root = n;
+    }
+    e->model_dir = root;
+    e->video_shift = H3_VIDEO_SHIFT;
+    e->audio_shift = H3_AUDIO_SHIFT;
+    h3_status_code rc = H3_OK;
+    if (is_dir(root, "transformer") && is_dir(root, "vae")) {
+        e->native_layout = 0;
+        e->vae_dir = g_build_filename(root, "vae", NULL);
+        if (is_dir(root, "scheduler")) rc = read_shift(root, "scheduler", &e->video_shift, status);
+        if (rc == H3_OK && is_dir(root, "audio_scheduler")) rc = read_shift(root, "audio_scheduler", &e->audio_shift, status);
+    } else if (is_dir(root, "transformer") && is_dir(root, "video_vae")) {
+        e->native_layout = 1;
+        e->vae_dir = g_build_filename(root, "video_vae", NULL);
+        char *mi = g_build_filename(root, "model_index.json", NULL);
+        h3_config *c;
+        if (h3_config_load(mi, &c, NULL) == H3_OK) {
+            double v = e->video_shift, a = e->audio_shift;
+            rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.video", &v, status);
+            if (rc == H3_OK) rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.audio", &a, status);
+            e->video_shift = (float)v;
+            e->audio_shift = (float)a;
+            h3_config_free(c);
+        }
+        g_free(mi);
+    } else {
+        return h3_fail(status, H3_ERR_NOT_FOUND,
+                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
+                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
+    }
+    if (rc != H3_OK) return rc;
+    e->transformer_dir = g_build_filename(root, "transformer", NULL);
+    e->audio_vae_dir = g_build_filename(root, "audio_vae", NULL);
+    e->text_encoder_dir = g_build_filename(root, "text_encoder", NULL);
+    e->tokenizer_dir = g_build_filename(root, is_dir(root, "tokenizer") ? "tokenizer" : "processor", NULL);
+    const char *need[] = {e->audio_vae_dir, e->text_encoder_dir, e->tokenizer_dir};
+    for (size_t i = 0; i < G_N_ELEMENTS(need); i++)
+        if (!g_file_test(need[i], G_FILE_TEST_IS_DIR))
+            return h3_fail(status, H3_ERR_NOT_FOUND, "model '%s' lacks the component directory '%s'", dir, need[i]);
+
+    /* The conditioner tap: 50 for the release, which records it nowhere;
+     * test models carry it in golden_meta.json. */
+    e->text_layer = H3_DEFAULT_TEXT_LAYER;
+    char *meta = g_build_filename(root, "golden_meta.json", NULL);
+    if (g_file_test(meta, G_FILE_TEST_IS_REGULAR)) {
+        h3_config *c;
+        rc = h3_config_load(meta, &c, status);
+        if (rc == H3_OK) {
+            int64_t layer = e->text_layer;
+            rc = h3_config_int_or(c, "text_encoder_layer", &layer, status);
+            e->text_layer = (int)layer;
+            h3_config_free(c);
+        }
+    }
+    g_free(meta);
+    return rc;
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+#ifdef H3_HAVE_CUDA
+static h3_status_code create_cuda(h3_compute compute, int device, h3_backend **out, h3_status *status) {
+    if (compute == H3_COMPUTE_CUDA_F32) return h3_backend_cuda_create_exact(device, out, status);
+    return h3_backend_cuda_create(device, out, status);
+}
+#endif
+
+/* The one backend of an engine without a device list (devices "auto"). */
+static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    int need_cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
+    if (need_cuda || o->compute == H3_COMPUTE_AUTO) {
+#ifdef H3_HAVE_CUDA
+        int device = 0;
+        h3_status cs = {0};
+        if (create_cuda(o->compute, device, &e->backend, &cs) == H3_OK) {
+            snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d%s", device,
+                     o->compute == H3_COMPUTE_CUDA_F32 ? " (f32)" : "");
+            return H3_OK;
+        }
+        if (need_cuda) {
+            *status = cs;
+            return cs.code;
+        }
+        snprintf(e->stats.fallback, sizeof e->stats.fallback, "compute=auto fell back to the CPU: %.200s", cs.message);
+        h3_engine_log(e, H3_LOG_WARNING, "%s", e->stats.fallback);
+#else
+        if (need_cuda)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "compute=cuda: this build of h3core has no CUDA backend "
+                                                       "(rebuild with -Dcuda=enabled)");
+        snprintf(e->stats.fallback, sizeof e->stats.fallback,
+                 "compute=auto uses the CPU: this build has no CUDA backend");
+        h3_engine_log(e, H3_LOG_INFO, "%s", e->stats.fallback);
+#endif
+    }
+    snprintf(e->stats.compute, sizeof e->stats.compute, "cpu");
+    return h3_backend_cpu_create(o->cpu_threads, &e->backend, status);
+}
+
+/* devices: "auto" (or empty): one backend chosen by `compute`; "cpu:N": N
+ * CPU ranks (tensor parallelism on the CPU, for tests); "0,1,2,3": one
+ * rank per listed GPU, NCCL between them. devices[0] == -2 marks "auto". */
+static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    h3_device_list list;
+    e->cpu_threads = o->cpu_threads;
+    e->n_ranks = 1;
+    e->devices[0] = -2;
+    h3_status_code rc = h3_devices_parse(o->devices, o->compute, &list, status);
+    if (rc != H3_OK || list.count == 0) return rc;
+    e->n_ranks = list.count;
+    for (int r = 0; r < list.count; r++) e->devices[r] = list.ordinals[r];
+    return H3_OK;
+}
+
+/* Loads a rank's components: its text conditioner share (when the plan puts
+ * one on it), its transformer shard, the video VAE (tiles split by rank), and
+ * on rank 0 the audio VAE. */
+static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    h3_tp text_tp = h3_tp_text(&e->plan, tp);
+    h3_status_code rc = H3_OK;
+    if (text_tp.size > 0)
+        rc = h3_text_encoder_load_tp(r->backend, e->text_encoder_dir, e->text_layer, &text_tp, &r->text_encoder,
+                                     status);
+    if (rc == H3_OK) rc = h3_dit_load_with_adapter(r->backend, e->transformer_dir, tp, e->adapter, &r->dit, status);
+    if (rc == H3_OK) rc = h3_video_vae_load(r->backend, e->vae_dir, &r->video_vae, status);
+    if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
+    if (rc == H3_OK && tp->rank == 0) rc = h3_audio_vae_load(r->backend, e->audio_vae_dir, &r->audio_vae, status);
+    return rc;
+}
+
+static h3_status_code close_rank(const h3_tp *tp, void *user, h3_status *status) {
+    h3_engine *e = user;
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    h3_audio_vae_free(r->audio_vae);
+    h3_video_vae_free(r->video_vae);
+    h3_dit_free(r->dit);
+    h3_text_encoder_free(r->text_encoder);
+    h3_backend_destroy(r->backend);
+    memset(r, 0, sizeof *r);
+    return H3_OK;
+}
+
+static void alias_rank0(h3_engine *e) {
+    e->backend = e->ranks[0].backend;
+    e->text_encoder = e->ranks[0].text_encoder;
+    e->dit = e->ranks[0].dit;
+    e->video_vae = e->ranks[0].video_vae;
+    e->audio_vae = e->ranks[0].audio_vae;
+}
+
+/* Sum of the safetensors files of a component directory (and of a native
+ * VAE's source/ beside it): what the plan counts for weights it replicates. */
+static uint64_t weight_file_bytes(const char *dir, int depth) {
+    uint64_t total = 0;
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (!d) return 0;
+    for (const char *name; (name = g_dir_read_name(d));) {
+        char *p = g_build_filename(dir, name, NULL);
+        GStatBuf sb;
+        if (g_str_has_suffix(name, ".safetensors") && g_stat(p, &sb) == 0) total += (uint64_t)sb.st_size;
+        else if (depth > 0 && g_file_test(p, G_FILE_TEST_IS_DIR)) total += weight_file_bytes(p, depth - 1);
+        g_free(p);
+    }
+    g_dir_close(d);
+    return total;
+}
+
+static h3_status_code open_single(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    e->ranks = calloc(1, sizeof *e->ranks);
+    if (!e->ranks) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    e->n_ranks = 1;
+    h3_tp single = H3_TP_SINGLE;
+    h3_status_code rc = create_backend(e, o, status);
+    e->ranks[0].backend = e->backend;
+    e->backend = NULL;
+    /* One rank has no plan to agree on, but load_rank reads it. */
+    e->plan.size = 1;
+    e->plan.text_size = 1;
+    if (rc == H3_OK) rc = load_rank(&single, e, status);
+    alias_rank0(e);
+    return rc;
+}
+
+/* On each rank's thread: its backend, the probe of its device, the
+ * agreement with the other ranks, then its share of the weights. */
+static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status) {
+    h3_engine *e = user;
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    int device = e->devices[tp->rank];
+    h3_status bs;
+    h3_status_clear(&bs);
+    h3_status_code rc;
+    if (device < 0) {
+        int threads = e->cpu_threads > 0 ? (e->cpu_threads + e->n_ranks - 1) / e->n_ranks : 0;
+        rc = h3_backend_cpu_create(threads, &r->backend, &bs);
+    } else {
+#ifdef H3_HAVE_CUDA
+        rc = create_cuda(e->compute, device, &r->backend, &bs);
+#else
+        rc = h3_fail(&bs, H3_ERR_UNSUPPORTED, "no CUDA backend in this build");
+#endif
+    }
+    h3_tp_probe probe;
+    h3_tp_probe_rank(rc == H3_OK ? r->backend : NULL, tp->rank, device, e->devices, e->n_ranks,
+                     e->plan.rank_bytes[tp->rank], rc == H3_OK ? NULL : bs.message, &probe);
+    h3_tp_decision d;
+    rc = h3_tp_handshake(tp, r->backend, &probe, &d, status);
+    if (rc != H3_OK) return rc;
+    if (tp->rank == 0) e->decision = d;
+    return load_rank(tp, e, status);
+}
+
+/* A device list or cpu:N: the plan (the degree must divide the model), a
+ * communicator and a team of rank threads that start and load the ranks. */
+static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
+    int n = e->n_ranks, cpu = e->devices[0] < 0;
+    h3_dit_config dc;
+    h3_text_encoder_config tc;
+    h3_status_code rc = h3_dit_config_load(e->transformer_dir, &dc, status);
+    if (rc == H3_OK) rc = h3_text_encoder_config_load(e->text_encoder_dir, &tc, status);
+    if (rc == H3_OK)
+        rc = h3_tp_plan_make(n, &dc, &tc, e->text_layer, cpu ? 4 : 2, weight_file_bytes(e->vae_dir, 2),
+                             weight_file_bytes(e->audio_vae_dir, 1), &e->plan, status);
+    if (rc != H3_OK) return rc;
+    e->ranks = calloc((size_t)n, sizeof *e->ranks);
+    if (!e->ranks) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    h3_comm_group *group = NULL;
+    /* One GPU without NCCL still runs the rank machinery: a one-rank group
+     * moves nothing, so the CPU communicator serves it. */
+    int nccl = !cpu && (h3_comm_have_nccl() || n > 1);
+    rc = nccl ? h3_comm_group_create_nccl(n, e->devices, &group, status) : h3_comm_group_create_cpu(n, &group, status);
+    if (rc == H3_OK) rc = h3_tp_team_create(group, &e->team, status);
+    if (rc == H3_OK) rc = h3_tp_team_run(e->team, start_rank, e, status);
+    alias_rank0(e);
+    if (rc != H3_OK) return rc;
+    size_t at = 0;
+    if (cpu) {
+        at = (size_t)snprintf(e->stats.compute, sizeof e->stats.compute, "cpu");
+    } else {
+        at = (size_t)snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:");
+        for (int r = 0; r < n && at < sizeof e->stats.compute - 16; r++)
+            at += (size_t)snprintf(e->stats.compute + at, sizeof e->stats.compute - at, "%s%d", r ? "," : "",
+                                   e->devices[r]);
+    }
+    snprintf(e->stats.compute + at, sizeof e->stats.compute - at, " (tp%d, %s%s)", n,
+             h3_comm_group_name(h3_tp_team_group(e->team)), e->compute == H3_COMPUTE_CUDA_F32 ? ", f32" : "");
+    /* Planned departures (the plan) and agreed ones (the probes), in full in the log. */
+    g_strlcpy(e->stats.fallback, e->plan.note, sizeof e->stats.fallback);
+    if (e->plan.note[0] && e->decision.fallback[0]) g_strlcat(e->stats.fallback, "; ", sizeof e->stats.fallback);
+    g_strlcat(e->stats.fallback, e->decision.fallback, sizeof e->stats.fallback);
+    if (e->plan.note[0]) h3_engine_log(e, H3_LOG_WARNING, "tensor parallelism: %s", e->plan.note);
+    if (e->decision.fallback[0]) h3_engine_log(e, H3_LOG_WARNING, "tensor parallelism: %s", e->decision.fallback);
+    return H3_OK;
+}
+
+h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+    *out = NULL;
+    h3_engine *e = calloc(1, sizeof *e);
+    if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    g_mutex_init(&e->lock);
+    e->fault_rank = -1;
+    e->log = o->log;
+    e->log_opaque = o->log_opaque;
+    e->compute = o->compute;
+    /* Test hook for applications (the element's tests use it): a device
+     * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
+     * so that a stray variable is never a silent failure. */
+    const char *fault = g_getenv("H3_INJECT_FAULT");
+    if (fault && *fault) {
+        if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
+                       e->fault_rank, e->fault_step);
+        else
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP", fault);
+    }
+    double t0 = h3_engine_now();
+    const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
+    h3_status_code rc = resolve_layout(e, dir, status);
+    if (rc == H3_OK && o->adapter_path && *o->adapter_path) rc = h3_fasth3_open_adapter(e, o->adapter_path, status);
+    if (rc == H3_OK) rc = parse_devices(e, o, status);
+    if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
+    h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
+    e->adapter = NULL;
+    if (rc == H3_OK && h3_text_encoder_hidden_size(e->text_encoder) != h3_dit_get_config(e->dit)->text_dim)
+        rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
+                     h3_text_encoder_hidden_size(e->text_encoder), h3_dit_get_config(e->dit)->text_dim);
+    if (rc != H3_OK) {
+        h3_engine_close(e);
+        return rc;
+    }
+    e->stats.load = h3_engine_now() - t0;
+    h3_engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
+               e->native_layout ? "native" : "diffusers", e->stats.compute, e->stats.load);
+    *out = e;
+    return H3_OK;
+}
+
+void h3_engine_close(h3_engine *e) {
+    if (!e) return;
+    h3_status st;
+    if (e->team) {
+        /* Each rank frees its components on its own thread (its device). */
+        h3_tp_team_run(e->team, close_rank, e, &st);
+        h3_tp_team_destroy(e->team);
+    } else if (e->ranks) {
+        h3_tp single = H3_TP_SINGLE;
+        close_rank(&single, e, &st);
+    }
+    free(e->ranks);
+    h3_tokenizer_free(e->tokenizer);
+    g_free(e->model_dir);
+    g_free(e->transformer_dir);
+    g_free(e->vae_dir);
+    g_free(e->audio_vae_dir);
+    g_free(e->text_encoder_dir);
+    g_free(e->tokenizer_dir);
+    g_free(e->adapter_path);
+    h3_adapter_free(e->adapter);
+    g_mutex_clear(&e->lock);
+    free(e);
+}
+
+void h3_engine_cancel(h3_engine *e) {
+    if (e) g_atomic_int_set(&e->cancel, 1);
+}
+
+void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
+    g_mutex_lock(&e->lock);
+    *stats = e->stats;
+    g_mutex_unlock(&e->lock);
+}
+
+void h3_engine_inject_fault(h3_engine *e, int rank, int step) {
+    e->fault_rank = rank;
+    e->fault_step = step;
+}

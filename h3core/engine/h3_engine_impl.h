@@ -1,0 +1,98 @@
+/* h3_engine_impl.h - the engine's state and what its files share. Private
+ * to engine/.
+ *
+ *   h3_engine.c     open / close: model directory, backends, ranks, loading
+ *   h3_fasth3.c     FastH3: the adapter, the attention mode, the ladders
+ *   h3_generate.c   a request: validation, text, denoising, decoding */
+#ifndef H3_ENGINE_IMPL_H
+#define H3_ENGINE_IMPL_H
+
+#include <glib.h>
+
+#include "h3.h"
+#include "backend/h3_backend.h"
+#include "model/h3_adapter.h"
+#include "model/h3_audio_vae.h"
+#include "model/h3_dit.h"
+#include "model/h3_scheduler.h"
+#include "model/h3_text_encoder.h"
+#include "model/h3_tokenizer.h"
+#include "model/h3_tp_plan.h"
+#include "model/h3_video_vae.h"
+#include "parallel/h3_comm.h"
+#include "parallel/h3_tp.h"
+
+/* One tensor-parallel rank's components (h3_tp.h), each on its own backend. */
+typedef struct h3_engine_rank {
+    h3_backend *backend;
+    h3_text_encoder *text_encoder; /* NULL on ranks outside the text conditioner's group */
+    h3_dit *dit;
+    h3_video_vae *video_vae;
+    h3_audio_vae *audio_vae;       /* rank 0 only */
+} h3_engine_rank;
+
+_Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one tensor-parallel group");
+
+struct h3_engine {
+    char *model_dir;
+    char *transformer_dir, *vae_dir, *audio_vae_dir, *text_encoder_dir, *tokenizer_dir;
+    char *adapter_path;
+    /* FastH3 (h3_adapter.h): the adapter is open only while the ranks load */
+    h3_adapter *adapter;
+    int has_adapter, adapter_vsa;
+    h3_adapter_contract contract;
+    int native_layout;
+    float video_shift, audio_shift;
+    int text_layer;
+    h3_compute compute;
+    void (*log)(void *opaque, h3_log_level level, const char *message);
+    void *log_opaque;
+
+    /* Rank 0's components (all of them with one rank), for the code that
+     * reads the model's configuration. */
+    h3_backend *backend;
+    h3_tokenizer *tokenizer;
+    h3_text_encoder *text_encoder;
+    h3_dit *dit;
+    h3_video_vae *video_vae;
+    h3_audio_vae *audio_vae;
+
+    /* Tensor parallelism: n_ranks ranks; with a device list or cpu:N a team
+     * of rank threads runs them, else rank 0 runs on the calling thread. */
+    int n_ranks;
+    h3_engine_rank *ranks;
+    h3_tp_team *team;
+    h3_tp_plan plan;
+    int devices[H3_COMM_MAX_RANKS]; /* CUDA ordinal of each rank; -1: CPU */
+    int cpu_threads;
+    h3_tp_decision decision;
+    int fault_rank, fault_step;     /* test hook: h3_engine_inject_fault */
+
+    volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
+    GMutex lock;          /* one generation at a time; guards stats */
+    h3_stats stats;
+};
+
+/* ---- h3_engine.c ---------------------------------------------------------- */
+/* To the application's log callback, else warnings and errors to stderr. */
+void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* Monotonic seconds, for the stats. */
+double h3_engine_now(void);
+
+/* ---- h3_fasth3.c (docs/spec/fasth3-vsa.md §1, §2) ---------------------------- */
+/* Opens the adapter at path, checks that it was trained on this model and
+ * binds it to the transformer's checkpoint header, before any weight loads. */
+h3_status_code h3_fasth3_open_adapter(h3_engine *e, const char *path, h3_status *status);
+/* The attention mode, ladder and step count of r against the engine's
+ * adapter (or its absence); *forwards becomes the default number of
+ * forwards (left as it is without an adapter). */
+h3_status_code h3_fasth3_check_request(const h3_engine *e, const h3_request *r, int *forwards,
+                                       h3_status *status);
+/* The video and audio sigma grids of r: the base model's grid of steps + 1
+ * points, or a FastH3 ladder. */
+h3_status_code h3_fasth3_sigma_grids(const h3_engine *e, const h3_request *r, int steps, h3_sigma_grid *video,
+                                     h3_sigma_grid *audio, h3_status *status);
+/* The main blocks' attention for r: VSA-H3 or dense. */
+h3_status_code h3_fasth3_set_attention(h3_dit *dit, const h3_request *r, h3_status *status);
+
+#endif

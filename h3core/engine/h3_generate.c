@@ -1,0 +1,395 @@
+/* h3_generate.c - one request through the engine: its validation, then
+ * text states -> denoising loop -> decoded media on every rank.
+ *
+ * Data flow of one request (see docs/ARCHITECTURE.md):
+ *   prompt --tokenizer--> ids --text encoder (tap layer)--> text states
+ *   seed --torch randn--> video noise [24,T,h,w] (patchified to rows), audio rows [2Na,32]
+ *   for each step: DiT(rows, text, timesteps) -> velocities -> Euler step (fp32, host)
+ *   audio rows -> audio VAE -> stereo samples (emitted first: it is cheap and lets
+ *   a consumer interleave audio with the video frames that follow)
+ *   video rows -> unpatchify -> video VAE window by window -> RGB frames */
+#include "engine/h3_engine_impl.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/h3_random.h"
+#include "model/h3_dit_layout.h"
+
+#define H3_AUDIO_LATENTS_PER_SECOND 40
+#define H3_DEFAULT_STEPS 49
+
+/* ---- validation -------------------------------------------------------------- */
+
+static h3_status_code validate_settings(const h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
+    h3_status_code rc = h3_request_check(r, status);
+    if (rc != H3_OK) return rc;
+    int forwards = H3_DEFAULT_STEPS;
+    rc = h3_fasth3_check_request(e, r, &forwards, status); /* attention mode, adapter, ladder, steps */
+    if (rc != H3_OK) return rc;
+    memset(p, 0, sizeof *p);
+    p->width = r->width;
+    p->height = r->height;
+    p->num_frames = h3_align_frames(r->num_frames);
+    p->fps = H3_FPS;
+    p->latent_frames = (p->num_frames - 5) / 17 * 5 + 2;
+    p->latent_height = r->height / 16;
+    p->latent_width = r->width / 16;
+    p->audio_latents = (int)lround((double)p->num_frames * H3_AUDIO_LATENTS_PER_SECOND / H3_FPS);
+    p->audio_channels = 2;
+    p->sample_rate = h3_audio_vae_sample_rate(e->audio_vae);
+    p->audio_samples = (int64_t)p->audio_latents * h3_audio_vae_hop(e->audio_vae);
+    p->steps = r->steps ? r->steps : forwards;
+    return H3_OK;
+}
+
+h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
+    h3_status_code rc = validate_settings(e, r, p, status);
+    if (rc != H3_OK) return rc;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
+    free(ids);
+    if (rc != H3_OK) return rc;
+    p->text_tokens = (int)n;
+    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
+    p->sequence_length = (int64_t)n + 2 * p->audio_latents + p->latent_frames * rows_per_frame;
+    return H3_OK;
+}
+
+/* ---- generation ---------------------------------------------------------------- */
+
+/* One rank's generation. Every rank runs the whole request on its own
+ * components (tokens, noise and Euler steps are deterministic host work, so
+ * every rank holds the same latents); rank 0 alone has the callbacks and
+ * decodes the audio. */
+typedef struct generation {
+    h3_engine *e;
+    h3_engine_rank *r;
+    h3_tp tp;                 /* this rank in the group (H3_TP_SINGLE with one rank) */
+    const h3_callbacks *cb;   /* NULL on ranks other than 0 */
+    h3_plan plan;
+    int32_t *ids;
+    size_t n_ids;
+    h3_dit_layout *layout;
+    int dit_begun;
+    float *video_rows, *audio_rows, *video_velocity, *audio_velocity;
+    int32_t *row_timestep_index;
+    h3_sigma_grid video_grid, audio_grid;
+    size_t arena_mark;
+    const h3_request *request;
+    double times[5];          /* start, text, denoise, audio, video done */
+} generation;
+
+static void progress(generation *g, h3_phase phase, int done, int total) {
+    if (g->cb && g->cb->progress) g->cb->progress(g->cb->opaque, phase, done, total);
+}
+
+/* True when the engine or the caller asked to stop; a caller's flag is
+ * copied into the engine's so the VAEs, which poll the engine flag between
+ * tiles and blocks, see it too. */
+static int cancel_requested(generation *g) {
+    if (g->cb && g->cb->cancel_flag && *g->cb->cancel_flag) g_atomic_int_set(&g->e->cancel, 1);
+    return g_atomic_int_get(&g->e->cancel);
+}
+
+static h3_status_code check_cancel(generation *g, h3_status *status) {
+    if (cancel_requested(g)) return h3_fail(status, H3_ERR_CANCELLED, "generation cancelled");
+    return H3_OK;
+}
+
+static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
+    h3_engine *e = g->e;
+    h3_backend *b = g->r->backend;
+    progress(g, H3_PHASE_TEXT, 0, 1);
+    h3_status_code rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
+    if (rc != H3_OK) return rc;
+    if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
+    *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids,
+                             h3_text_encoder_hidden_size(e->text_encoder));
+    rc = h3_backend_check(b, status);
+    if (rc == H3_OK && g->r->text_encoder)
+        rc = h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
+    if (rc == H3_OK && e->plan.text_size < g->tp.size) {
+        /* The conditioner ran on rank 0 alone (its heads do not split). */
+        h3_tp_broadcast(&g->tp, b, text_states, 0);
+        rc = h3_backend_check(b, status);
+    }
+    if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
+    return rc;
+}
+
+/* Initial noise exactly as diffusers draws it: one generator seeded with the
+ * request seed, video [1, C, T, H, W] first, then audio rows [2·Na, C_a]. */
+static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status) {
+    const h3_dit_config *c = h3_dit_get_config(g->e->dit);
+    const h3_plan *p = &g->plan;
+    size_t n_video = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    size_t n_audio = (size_t)2 * p->audio_latents * c->audio_in_channels;
+    float *z = malloc(n_video * sizeof(float));
+    g->video_rows = malloc(n_video * sizeof(float));
+    g->video_velocity = malloc(n_video * sizeof(float));
+    g->audio_rows = malloc(n_audio * sizeof(float));
+    g->audio_velocity = malloc(n_audio * sizeof(float));
+    if (!z || !g->video_rows || !g->video_velocity || !g->audio_rows || !g->audio_velocity) {
+        free(z);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %zu latent values", n_video + n_audio);
+    }
+    h3_torch_generator gen;
+    h3_torch_generator_seed(&gen, seed);
+    h3_torch_randn_f32(&gen, z, n_video);
+    h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
+    h3_status_code rc = h3_dit_patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width,
+                                              c->patch_h, c->patch_w, g->video_rows, status);
+    free(z);
+    return rc;
+}
+
+static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_status *status) {
+    h3_engine *e = g->e;
+    h3_backend *b = g->r->backend;
+    h3_dit *dit = g->r->dit;
+    const h3_dit_config *c = h3_dit_get_config(dit);
+    const h3_plan *p = &g->plan;
+    int steps = p->steps;
+    h3_status_code rc = h3_fasth3_sigma_grids(e, g->request, steps, &g->video_grid, &g->audio_grid, status); /* FastH3 ladders */
+    if (rc == H3_OK && (g->video_grid.n != steps + 1 || g->audio_grid.n != steps + 1))
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: the sigma grid collapsed to %d points", steps,
+                     g->video_grid.n);
+    if (rc != H3_OK) return rc;
+    h3_dit_layout_params lp;
+    memset(&lp, 0, sizeof lp);
+    /* T2VA: every text row is a text token (tag 1); only FL2VA's Qwen
+     * vision tokens would carry the video tag. */
+    int32_t *tags = malloc(g->n_ids * sizeof(int32_t));
+    if (!tags) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
+    for (size_t i = 0; i < g->n_ids; i++) tags[i] = 1;
+    lp.text_token_tags = tags;
+    lp.num_text = (int)g->n_ids;
+    lp.num_latent_frames = p->latent_frames;
+    lp.latent_height = p->latent_height;
+    lp.latent_width = p->latent_width;
+    lp.num_audio_latents = p->audio_latents;
+    lp.patch_t = c->patch_t;
+    lp.patch_h = c->patch_h;
+    lp.patch_w = c->patch_w;
+    rc = h3_dit_layout_build(&lp, &g->layout, status);
+    free(tags);
+    if (rc != H3_OK) return rc;
+    rc = h3_fasth3_set_attention(dit, g->request, status); /* FastH3: VSA-H3 or dense */
+    if (rc == H3_OK) rc = h3_dit_begin(dit, g->layout, text_states, status);
+    if (rc != H3_OK) return rc;
+    g->dit_begun = 1;
+
+    int64_t nv = g->layout->num_video_rows, na = g->layout->num_audio_rows;
+    int fv = c->in_channels * c->patch_h * c->patch_w, fa = c->audio_in_channels;
+    h3_tensor xv = h3_new_2d(b, H3_F32, nv, fv), xa = h3_new_2d(b, H3_F32, na, fa);
+    h3_tensor vv = h3_new_2d(b, H3_F32, nv, fv), va = h3_new_2d(b, H3_F32, na, fa);
+    g->row_timestep_index = malloc((size_t)g->layout->seq_len * sizeof(int32_t));
+    if (!g->row_timestep_index) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
+    if ((rc = h3_backend_check(b, status)) != H3_OK) return rc;
+
+    progress(g, H3_PHASE_DENOISE, 0, steps);
+    double t0 = h3_engine_now();
+    for (int i = 0; i < steps; i++) {
+        if ((rc = check_cancel(g, status)) != H3_OK) return rc;
+        if (g->tp.rank == e->fault_rank && i == e->fault_step)
+            h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
+        float ts[H3_DIT_MAX_TIMESTEPS];
+        int n_ts = 0;
+        rc = h3_dit_layout_timesteps(g->layout, g->video_grid.timesteps[i], g->audio_grid.timesteps[i], ts, &n_ts,
+                                     g->row_timestep_index, status);
+        if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xv, g->video_rows, status);
+        if (rc == H3_OK) rc = h3_tensor_upload_f32(b, &xa, g->audio_rows, status);
+        if (rc == H3_OK)
+            rc = h3_dit_forward(dit, &xv, &xa, ts, n_ts, g->row_timestep_index, &vv, &va, status);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(b, &vv, g->video_velocity, status);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(b, &va, g->audio_velocity, status);
+        if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
+        h3_sigma_grid_step(&g->video_grid, i, g->video_rows, g->video_velocity, (size_t)(nv * fv));
+        h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
+        progress(g, H3_PHASE_DENOISE, i + 1, steps);
+    }
+    double dt = h3_engine_now() - t0;
+    if (g->tp.rank == 0) {
+        g_mutex_lock(&e->lock);
+        e->stats.denoise = dt;
+        e->stats.steps = steps;
+        e->stats.per_step = steps ? dt / steps : 0;
+        g_mutex_unlock(&e->lock);
+    }
+    h3_dit_end(dit);
+    g->dit_begun = 0;
+    return H3_OK;
+}
+
+/* Audio rows are channel-major [2·Na, 32]; the VAE takes [2, 32, Na]. */
+static h3_status_code decode_audio(generation *g, h3_status *status) {
+    h3_engine *e = g->e;
+    int Na = g->plan.audio_latents, C = h3_dit_get_config(e->dit)->audio_in_channels;
+    int64_t n = g->plan.audio_samples;
+    float *lat = malloc((size_t)2 * C * Na * sizeof(float));
+    float *planar = malloc((size_t)2 * n * sizeof(float));
+    float *inter = malloc((size_t)2 * n * sizeof(float));
+    h3_status_code rc = H3_OK;
+    if (!lat || !planar || !inter) rc = h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %lld samples", (long long)n);
+    if (rc == H3_OK) {
+        progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
+        h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
+        rc = h3_audio_vae_decode(g->r->audio_vae, lat, Na, planar, &e->cancel, status);
+    }
+    if (rc == H3_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            inter[2 * i] = planar[i];
+            inter[2 * i + 1] = planar[n + i];
+        }
+        progress(g, H3_PHASE_DECODE_AUDIO, 1, 1);
+        if (g->cb && g->cb->audio_samples && g->cb->audio_samples(g->cb->opaque, 0, n, inter) != 0)
+            rc = h3_fail(status, H3_ERR_CANCELLED, "cancelled by the audio consumer");
+    }
+    free(lat);
+    free(planar);
+    free(inter);
+    return rc;
+}
+
+typedef struct video_emit {
+    generation *g;
+    int windows_done, windows_total;
+} video_emit;
+
+static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
+    video_emit *v = opaque;
+    generation *g = v->g;
+    if (g->cb && g->cb->video_frames && g->cb->video_frames(g->cb->opaque, first, count, rgb) != 0) return 1;
+    return cancel_requested(g);
+}
+
+static void video_window_progress(void *opaque, int done, int total) {
+    video_emit *v = opaque;
+    progress(v->g, H3_PHASE_DECODE_VIDEO, done, total);
+}
+
+static h3_status_code decode_video(generation *g, h3_status *status) {
+    h3_engine *e = g->e;
+    const h3_dit_config *c = h3_dit_get_config(e->dit);
+    const h3_plan *p = &g->plan;
+    size_t n = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    float *z = malloc(n * sizeof(float));
+    if (!z) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the video latents");
+    h3_status_code rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
+                                                p->latent_width, c->patch_h, c->patch_w, z, status);
+    if (rc != H3_OK) {
+        free(z);
+        return rc;
+    }
+    video_emit v = {g, 0, h3_video_vae_num_windows(p->latent_frames)};
+    h3_video_vae *vae = g->r->video_vae;
+    progress(g, H3_PHASE_DECODE_VIDEO, 0, v.windows_total);
+    h3_video_vae_set_progress(vae, video_window_progress, &v);
+    rc = h3_video_vae_decode(vae, z, p->latent_frames, p->latent_height, p->latent_width, emit_frames, &v, &e->cancel,
+                             status);
+    h3_video_vae_set_progress(vae, NULL, NULL);
+    free(z);
+    return rc;
+}
+
+/* Hands the denoised latents to an optional observer (tools, tests). */
+static h3_status_code report_latents(generation *g, h3_status *status) {
+    if (!g->cb || !g->cb->latents) return H3_OK;
+    const h3_dit_config *c = h3_dit_get_config(g->e->dit);
+    const h3_plan *p = &g->plan;
+    size_t nv = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    size_t na = (size_t)2 * c->audio_in_channels * p->audio_latents;
+    float *z = malloc(nv * sizeof(float)), *a = malloc(na * sizeof(float));
+    h3_status_code rc = (!z || !a) ? h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the latents") : H3_OK;
+    if (rc == H3_OK)
+        rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
+                                     p->latent_width, c->patch_h, c->patch_w, z, status);
+    if (rc == H3_OK) {
+        h3_dit_unpack_audio(g->audio_rows, c->audio_in_channels, p->audio_latents, a);
+        g->cb->latents(g->cb->opaque, z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, a,
+                       c->audio_in_channels, p->audio_latents);
+    }
+    free(z);
+    free(a);
+    return rc;
+}
+
+static void generation_clear(generation *g) {
+    if (g->dit_begun) h3_dit_end(g->r->dit);
+    h3_dit_layout_free(g->layout);
+    h3_sigma_grid_free(&g->video_grid);
+    h3_sigma_grid_free(&g->audio_grid);
+    free(g->ids);
+    free(g->video_rows);
+    free(g->audio_rows);
+    free(g->video_velocity);
+    free(g->audio_velocity);
+    free(g->row_timestep_index);
+    h3_arena_reset(g->r->backend, g->arena_mark);
+    /* A failed op leaves a sticky error in the backend; clear it so the
+     * engine can serve the next request. */
+    h3_status sticky;
+    if (h3_backend_check(g->r->backend, &sticky) != H3_OK) h3_backend_clear_error(g->r->backend);
+}
+
+/* The whole request on one rank; with a team, on every rank at once. */
+static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *status) {
+    generation *g = (generation *)user + tp->rank;
+    const h3_request *r = g->request;
+    g->tp = *tp;
+    g->arena_mark = h3_arena_mark(g->r->backend);
+    g->times[0] = h3_engine_now();
+    h3_tensor text_states;
+    h3_status_code rc = encode_text(g, r, &text_states, status);
+    g->times[1] = h3_engine_now();
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK) rc = draw_noise(g, r->seed, status);
+    if (rc == H3_OK) rc = denoise(g, &text_states, status);
+    g->times[2] = h3_engine_now();
+    if (rc == H3_OK) rc = report_latents(g, status);
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK && tp->rank == 0) rc = decode_audio(g, status); /* the audio VAE lives on rank 0 */
+    g->times[3] = h3_engine_now();
+    if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK) rc = decode_video(g, status);
+    g->times[4] = h3_engine_now();
+    generation_clear(g);
+    return rc;
+}
+
+h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_callbacks *cb, h3_status *status) {
+    g_atomic_int_set(&e->cancel, 0);
+    h3_plan plan;
+    h3_status_code rc = h3_engine_validate(e, r, &plan, status);
+    if (rc != H3_OK) return rc;
+    generation *gens = calloc((size_t)e->n_ranks, sizeof *gens);
+    if (!gens) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < e->n_ranks; i++) {
+        gens[i].e = e;
+        gens[i].r = &e->ranks[i];
+        gens[i].cb = i == 0 ? cb : NULL;
+        gens[i].plan = plan;
+        gens[i].request = r;
+    }
+    if (e->team) {
+        rc = h3_tp_team_run(e->team, generate_rank, gens, status);
+    } else {
+        h3_tp single = H3_TP_SINGLE;
+        rc = generate_rank(&single, gens, status);
+    }
+    const double *t = gens[0].times;
+    g_mutex_lock(&e->lock);
+    e->stats.text = t[1] - t[0];
+    e->stats.decode_audio = t[3] - t[2];
+    e->stats.decode_video = t[4] - t[3];
+    e->stats.total = t[4] - t[0];
+    g_mutex_unlock(&e->lock);
+    if (rc == H3_OK) progress(&gens[0], H3_PHASE_DONE, 1, 1);
+    free(gens);
+    return rc;
+}

@@ -1,0 +1,327 @@
+/* h3_dit_load.c - the transformer's weights onto a backend: from either
+ * checkpoint layout, with a FastH3 adapter fused in as the tensors stream
+ * (h3_adapter.h), sharded for tensor parallelism, or random for benchmarks;
+ * and freeing them. The plan it walks is h3_dit_plan.c's.
+ *
+ * The native checkpoint's per-head interleaved qkv_proj and [gate; value]
+ * fc1 are reordered on the host while loading, by whole rows, so both
+ * layouts end in bit-identical weights. */
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/h3_adapter.h" /* FastH3 */
+#include "model/h3_dit_impl.h"
+#include "model/h3_tp_plan.h"
+
+/* ---- loading ----------------------------------------------------------------- */
+
+/* Host copy of the rows of one or more checkpoint tensors rearranged into
+ * the in-memory order, then uploaded like a file tensor. Rows are moved
+ * whole, in the file dtype, so the values are untouched. */
+static h3_status_code load_rearranged(h3_dit *dit, const h3_dit_request *r, const h3_st_tensor **src,
+                                      h3_status *status) {
+    const h3_dit_config *c = &dit->cfg;
+    int64_t rows = r->kind == H3_DIT_SOURCE_QKV && r->n_names == 3 ? 3 * src[0]->shape[0] : src[0]->shape[0];
+    int64_t cols = src[0]->shape[1];
+    size_t esize = h3_st_dtype_size(src[0]->dtype), row_bytes = (size_t)cols * esize;
+    for (int i = 1; i < r->n_names; i++)
+        if (src[i]->dtype != src[0]->dtype)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' is %s but '%s' is %s", src[i]->file_path,
+                           src[i]->name, h3_st_dtype_name(src[i]->dtype), src[0]->name,
+                           h3_st_dtype_name(src[0]->dtype));
+    char *buf = malloc((size_t)rows * row_bytes + 1);
+    if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: tensor '%s': out of host memory", src[0]->file_path, src[0]->name);
+    int64_t inner = (int64_t)c->num_heads * c->head_dim, dh = c->head_dim, F = c->ffn_dim;
+    for (int64_t row = 0; row < rows; row++) {
+        const h3_st_tensor *from = src[0];
+        int64_t src_row = row;
+        if (r->kind == H3_DIT_SOURCE_QKV && r->n_names == 3) {
+            from = src[row / inner];
+            src_row = row % inner;
+        } else if (r->kind == H3_DIT_SOURCE_QKV) {
+            /* native: head h's q, k, v rows are h·3dh + [0,dh), [dh,2dh), [2dh,3dh) */
+            int64_t part = row / inner, head = (row % inner) / dh, j = row % dh;
+            src_row = head * 3 * dh + part * dh + j;
+        } else if (r->kind == H3_DIT_SOURCE_FC1) {
+            src_row = row < F ? F + row : row - F; /* [gate; value] -> [value; gate] */
+        }
+        memcpy(buf + (size_t)row * row_bytes, (const char *)from->data + (size_t)src_row * row_bytes, row_bytes);
+    }
+    h3_st_tensor fused = *src[0];
+    fused.shape[0] = rows;
+    fused.numel = rows * cols;
+    fused.data = buf;
+    fused.nbytes = (size_t)rows * row_bytes;
+    h3_status_code rc = h3_tp_weight_load(dit->b, &dit->tp, &fused, r->role, r->type, r->dst, status);
+    free(buf);
+    return rc;
+}
+
+static h3_status_code load_request(const h3_dit_request *r, void *user, h3_status *status) {
+    h3_dit *dit = user;
+    const h3_st_tensor *src[3];
+    h3_st_tensor fused[3]; /* FastH3: an adapter's fused copies, before any rearranging or sharding */
+    void *fused_data[3] = {NULL, NULL, NULL};
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < r->n_names && rc == H3_OK; i++) {
+        rc = h3_checkpoint_get(dit->ckpt, r->names[i], r->ndim, r->shape, &src[i], status);
+        if (rc == H3_OK && dit->adapter) rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
+        if (fused_data[i]) src[i] = &fused[i];
+    }
+    if (rc == H3_OK)
+        rc = r->kind == H3_DIT_SOURCE_PLAIN
+                 ? h3_tp_weight_load(dit->b, &dit->tp, src[0], r->role, r->type, r->dst, status)
+                 : load_rearranged(dit, r, src, status);
+    for (int i = 0; i < r->n_names; i++) free(fused_data[i]);
+    return rc;
+}
+
+static h3_status_code free_request(const h3_dit_request *r, void *user, h3_status *status) {
+    h3_dit *dit = user;
+    h3_weight_free(dit->b, r->dst);
+    return H3_OK;
+}
+
+void h3_dit_free(h3_dit *dit) {
+    if (!dit) return;
+    h3_dit_end(dit);
+    if (dit->w.refiner && dit->w.blocks)
+        h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, free_request, dit, NULL);
+    h3_checkpoint_close(dit->ckpt);
+    for (int i = 0; dit->w.blocks && i < dit->cfg.num_layers; i++)
+        h3_weight_free(dit->b, &dit->w.blocks[i].gate); /* FastH3 */
+    free(dit->w.refiner);
+    free(dit->w.blocks);
+    free(dit);
+}
+
+h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return h3_dit_load_tp(b, dir, &single, out, status);
+}
+
+/* This rank's share of the heads and the FFN (the plan: h3_tp_plan.h). */
+static h3_status_code split_for_tp(h3_dit *dit, const char *dir, h3_status *status) {
+    const h3_dit_config *c = &dit->cfg;
+    int n = dit->tp.size;
+    if (n < 1 || !h3_tp_dit_divides(c, n))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "%s: %d attention heads, FFN width %d and AdaLN width %lld do not split over %d "
+                       "tensor-parallel ranks",
+                       dir, c->num_heads, c->ffn_dim, (long long)H3_DIT_ADALN_WIDTH(c->hidden_size), n);
+    dit->heads = c->num_heads / n;
+    dit->ffn = c->ffn_dim / n;
+    return H3_OK;
+}
+
+/* ---- FastH3: the adapter's gates (h3_adapter.h) -------------------------------------- */
+
+/* "Skip the branch only when the weights are exactly zero": ±0 bit patterns. */
+static int all_zero(const h3_st_tensor *t) {
+    size_t es = h3_st_dtype_size(t->dtype);
+    const unsigned char *p = t->data;
+    for (int64_t i = 0; i < t->numel; i++, p += es)
+        for (size_t k = 0; k < es; k++)
+            if (p[k] & (k + 1 == es ? 0x7f : 0xff)) return 0; /* little-endian: the sign bit is in the last byte */
+    return 1;
+}
+
+/* A VSA adapter's to_gate_compress weights, split by heads like q. */
+static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
+    for (int i = 0; i < dit->cfg.num_layers; i++) {
+        h3_st_tensor gate;
+        void *data = NULL;
+        h3_status_code rc = h3_adapter_gate(dit->adapter, i, &gate, &data, status);
+        if (rc == H3_OK && data) {
+            dit->w.blocks[i].gate_active = !all_zero(&gate);
+            rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+                                   status);
+        }
+        free(data);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
+/* The adapter (NULL: none) is bound to the checkpoint's header before any
+ * weight is read; load_request fuses as the tensors stream in. */
+static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter, h3_dit **out,
+                               h3_status *status) {
+    *out = NULL;
+    h3_dit *dit = calloc(1, sizeof *dit);
+    if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
+    dit->b = b;
+    dit->adapter = adapter;
+    dit->tp = *tp;
+    h3_status_code rc = h3_dit_config_load(dir, &dit->cfg, status);
+    if (rc == H3_OK) rc = split_for_tp(dit, dir, status);
+    if (rc == H3_OK) rc = h3_checkpoint_open(dir, &dit->ckpt, status);
+    if (rc == H3_OK) rc = h3_dit_detect_layout(dit->ckpt, &dit->ckpt_layout, status);
+    if (rc == H3_OK && adapter) rc = h3_adapter_bind(adapter, dit->ckpt, dit->ckpt_layout, &dit->cfg, status);
+    if (rc == H3_OK) {
+        dit->w.refiner = calloc((size_t)dit->cfg.num_refiner_layers + 1, sizeof *dit->w.refiner);
+        dit->w.blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->w.blocks);
+        if (!dit->w.refiner || !dit->w.blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
+    }
+    if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, load_request, dit, status);
+    if (rc == H3_OK && adapter) rc = load_gates(dit, status);
+    dit->adapter = NULL;
+    /* The weights are on the backend now; the mapping is not needed. */
+    h3_checkpoint_close(dit->ckpt);
+    dit->ckpt = NULL;
+    if (rc != H3_OK) {
+        h3_dit_free(dit);
+        return rc;
+    }
+    *out = dit;
+    return H3_OK;
+}
+
+h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status) {
+    return load_dit(b, dir, tp, NULL, out, status);
+}
+
+h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
+                                        h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return load_dit(b, dir, tp ? tp : &single, adapter, out, status);
+}
+
+/* ---- random weights (benchmarks) -------------------------------------------------- */
+
+typedef struct random_ctx {
+    h3_dit *dit;
+    uint64_t seed, index; /* tensor `index` draws from a stream seeded by (seed, index) */
+    void *buf;
+    size_t cap;
+    uint16_t *levels16; /* [65536] the tensor's value levels, bf16 and f32 */
+    float *levels32;
+} random_ctx;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform values for one plan entry: matrices [N, K] in ±sqrt(3/K) (unit
+ * variance out for unit variance in), norm weights in [0.8, 1.2], biases in
+ * ±0.05. BF16 unless the plan keeps the weight in F32, so the backend gets
+ * what a checkpoint would give it, sharded the same way. */
+static h3_status_code random_request(const h3_dit_request *r, void *user, h3_status *status) {
+    random_ctx *ctx = user;
+    h3_dit *dit = ctx->dit;
+    int64_t rows = r->kind == H3_DIT_SOURCE_QKV && r->n_names == 3 ? 3 * r->shape[0] : r->shape[0];
+    int64_t cols = r->ndim == 2 ? r->shape[1] : 1;
+    size_t n = (size_t)(rows * cols);
+    int f32 = r->type == H3_WEIGHT_F32;
+    size_t bytes = n * (f32 ? 4 : 2);
+    if (bytes > ctx->cap) {
+        free(ctx->buf);
+        ctx->buf = malloc(bytes);
+        ctx->cap = ctx->buf ? bytes : 0;
+        if (!ctx->buf) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: no host memory for %zu bytes", bytes);
+    }
+    float lo, hi;
+    if (r->ndim == 2) {
+        hi = sqrtf(3.0f / (float)cols);
+        lo = -hi;
+    } else if (g_str_has_suffix(r->names[0], ".bias")) {
+        lo = -0.05f, hi = 0.05f;
+    } else {
+        lo = 0.8f, hi = 1.2f;
+    }
+    /* 16 random bits per value through a table of 65536 levels: cheap
+     * enough for the 645 M values of a block. */
+    uint16_t *levels16 = ctx->levels16;
+    float *levels32 = ctx->levels32;
+    for (int u = 0; u < 65536; u++) {
+        levels32[u] = lo + (hi - lo) * ((float)u + 0.5f) / 65536.0f;
+        levels16[u] = h3_f32_to_bf16(levels32[u]);
+    }
+    uint64_t state = ctx->seed * 0x9e3779b97f4a7c15ull + ++ctx->index;
+    for (size_t i = 0; i < n; i += 4) {
+        uint64_t z = splitmix64(&state);
+        for (size_t k = 0; k < 4 && i + k < n; k++, z >>= 16) {
+            if (f32) ((float *)ctx->buf)[i + k] = levels32[z & 0xffff];
+            else ((uint16_t *)ctx->buf)[i + k] = levels16[z & 0xffff];
+        }
+    }
+    h3_st_tensor t = {.name = r->names[0], .dtype = f32 ? H3_ST_F32 : H3_ST_BF16, .ndim = r->ndim,
+                      .shape = {rows, cols}, .numel = rows * cols, .data = ctx->buf, .nbytes = bytes,
+                      .file_path = "(random weights)"};
+    return h3_tp_weight_load(dit->b, &dit->tp, &t, r->role, r->type, r->dst, status);
+}
+
+static h3_status_code random_begin(random_ctx *ctx, h3_dit *dit, uint64_t seed, h3_status *status) {
+    *ctx = (random_ctx){.dit = dit, .seed = seed};
+    ctx->levels16 = malloc(65536 * sizeof *ctx->levels16);
+    ctx->levels32 = malloc(65536 * sizeof *ctx->levels32);
+    if (!ctx->levels16 || !ctx->levels32) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    return H3_OK;
+}
+
+static void random_end(random_ctx *ctx) {
+    free(ctx->buf);
+    free(ctx->levels16);
+    free(ctx->levels32);
+    *ctx = (random_ctx){0};
+}
+
+h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                    const h3_tp *tp, h3_dit **out, h3_status *status) {
+    *out = NULL;
+    h3_status_code rc = h3_dit_config_check("random dit", cfg, status);
+    if (rc != H3_OK) return rc;
+    if (num_blocks < 1 || num_blocks > cfg->num_layers)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "random dit: %d blocks (1..%d)", num_blocks,
+                       cfg->num_layers);
+    h3_dit *dit = calloc(1, sizeof *dit);
+    if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    h3_tp single = H3_TP_SINGLE;
+    dit->b = b;
+    dit->tp = tp ? *tp : single;
+    dit->cfg = *cfg;
+    dit->cfg.num_layers = num_blocks;
+    dit->ckpt_layout = H3_DIT_DIFFUSERS; /* names only; the weights never touch a file */
+    rc = split_for_tp(dit, "random dit", status);
+    if (rc == H3_OK) {
+        dit->w.refiner = calloc((size_t)dit->cfg.num_refiner_layers + 1, sizeof *dit->w.refiner);
+        dit->w.blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->w.blocks);
+        if (!dit->w.refiner || !dit->w.blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
+    }
+    random_ctx ctx = {0}; /* random_end is safe on it whether or not random_begin ran */
+    if (rc == H3_OK) rc = random_begin(&ctx, dit, seed, status);
+    if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, random_request, &ctx, status);
+    random_end(&ctx);
+    if (rc != H3_OK) {
+        h3_dit_free(dit);
+        return rc;
+    }
+    *out = dit;
+    return H3_OK;
+}
+
+/* What a VSA adapter adds: to_gate_compress in every main block, here
+ * random, so a VSA benchmark pays for the gate projection and the compressed
+ * branch like a FastH3 VSA model does. Split by heads like a loaded gate. */
+h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status *status) {
+    random_ctx ctx;
+    h3_status_code rc = random_begin(&ctx, dit, seed, status);
+    int64_t inner = (int64_t)dit->cfg.num_heads * dit->cfg.head_dim;
+    for (int i = 0; rc == H3_OK && i < dit->cfg.num_layers; i++) {
+        h3_dit_request r = {.kind = H3_DIT_SOURCE_PLAIN, .n_names = 1, .ndim = 2,
+                            .shape = {inner, dit->cfg.hidden_size},
+                            .type = H3_WEIGHT_DEFAULT, .role = H3_TP_HEADS, .dst = &dit->w.blocks[i].gate};
+        snprintf(r.names[0], sizeof r.names[0], "transformer_blocks.%d.attn.to_gate_compress.weight", i);
+        h3_weight_free(dit->b, &dit->w.blocks[i].gate);
+        rc = random_request(&r, &ctx, status);
+        dit->w.blocks[i].gate_active = rc == H3_OK;
+    }
+    random_end(&ctx);
+    return rc;
+}

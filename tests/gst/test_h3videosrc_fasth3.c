@@ -19,12 +19,10 @@
 #include "h3.h"
 #include "base/h3_safetensors.h"
 #include "../h3_test_capture.h"
+#include "../h3_test_golden.h"
 
-#define PROMPT "a robot dancing"
-#define SEED 42
-#define W 64
-#define H 32
-#define FRAMES 124
+/* The official FastH3 golden's request (ladder B, the release's). */
+#define GOLDEN "e2e_t2va_fasth3_ladderB"
 
 static gchar *
 data_path (const gchar * rel)
@@ -115,12 +113,14 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus,
   gchar *model = data_path ("models/tiny-h3");
   gchar *adapter = adapter_path (adapter_variant);
   GstElement *e;
+  h3_request golden = h3_test_golden_request (GOLDEN);
 
   *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
   *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
   e = (*hv)->element;
-  g_object_set (e, "prompt", PROMPT, "seed", (guint64) SEED, "width", W,
-      "height", H, "num-frames", FRAMES, "steps", 0, "model-location", model,
+  g_object_set (e, "prompt", golden.prompt, "seed", (guint64) golden.seed,
+      "width", golden.width, "height", golden.height, "num-frames",
+      golden.num_frames, "steps", 0, "model-location", model,
       "adapter-location", adapter, NULL);
   gst_util_set_object_arg (G_OBJECT (e), "backend", backend);
   gst_util_set_object_arg (G_OBJECT (e), "compute", "cpu");
@@ -274,11 +274,8 @@ GST_START_TEST (test_vsa_adapter_matches_engine)
   o.adapter_path = adapter;
   o.compute = H3_COMPUTE_CPU;
   fail_unless (h3_engine_open (&o, &e, &st) == H3_OK, "%s", st.message);
-  r.prompt = PROMPT;
-  r.seed = SEED;
-  r.width = W;
-  r.height = H;
-  r.num_frames = FRAMES;
+  r = h3_test_golden_request (GOLDEN);
+  r.steps = 0;
   r.attention = H3_ATTENTION_VSA;
   fail_unless (h3_test_generate (e, &r, &cap, NULL, &st) == H3_OK, "%s",
       st.message);

@@ -6,6 +6,7 @@
 #include "h3.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 #include "h3_test_capture.h"
 
 typedef h3_test_capture capture;
@@ -20,13 +21,7 @@ static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_stat
 }
 
 static h3_request golden_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a robot dancing";
-    r.seed = 42;
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 124;
-    r.steps = 2; /* num_inference_steps 3 = 2 passes */
+    h3_request r = h3_test_golden_request("e2e_t2va_3steps");
     return r;
 }
 
@@ -111,7 +106,7 @@ static void test_validation(h3_engine *e) {
     h3_plan p;
     h3_status st = {0};
     h3_request r = golden_request();
-    struct { const char *what; h3_request req; h3_status_code want; const char *text; } cases[8];
+    struct { const char *what; h3_request req; h3_status_code want; const char *text; } cases[16];
     int n = 0;
     cases[n] = (typeof(cases[0])){"empty prompt", r, H3_ERR_INVALID_ARGUMENT, "prompt"}; cases[n++].req.prompt = "";
     cases[n] = (typeof(cases[0])){"bad utf-8", r, H3_ERR_INVALID_ARGUMENT, "UTF-8"}; cases[n++].req.prompt = "a\xff";
@@ -122,6 +117,11 @@ static void test_validation(h3_engine *e) {
     cases[n] = (typeof(cases[0])){"frames 400", r, H3_ERR_INVALID_ARGUMENT, "num-frames"}; cases[n++].req.num_frames = 400;
     cases[n] = (typeof(cases[0])){"steps -1", r, H3_ERR_INVALID_ARGUMENT, "steps"}; cases[n++].req.steps = -1;
     cases[n] = (typeof(cases[0])){"null prompt", r, H3_ERR_INVALID_ARGUMENT, "prompt"}; cases[n++].req.prompt = NULL;
+    cases[n] = (typeof(cases[0])){"blank prompt", r, H3_ERR_INVALID_ARGUMENT, "prompt is empty"};
+    cases[n++].req.prompt = " \t\n ";
+    cases[n] = (typeof(cases[0])){"width 4128", r, H3_ERR_INVALID_ARGUMENT, "out of range"}; cases[n++].req.width = 4128;
+    cases[n] = (typeof(cases[0])){"sparsity 1", r, H3_ERR_INVALID_ARGUMENT, "vsa-sparsity"};
+    cases[n++].req.vsa_sparsity = 1.0f;
     for (int i = 0; i < n; i++) {
         h3_status_code rc = h3_engine_validate(e, &cases[i].req, &p, &st);
         CHECK(rc == cases[i].want && strstr(st.message, cases[i].text), "%s: rc %d message '%s'", cases[i].what, rc,

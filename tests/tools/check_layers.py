@@ -122,7 +122,7 @@ def find_cycles(edges):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..')
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..', '..')
     core = os.path.join(root, 'h3core')
     files = []
     for d, _, fs in os.walk(core):

@@ -16,6 +16,7 @@
 #include "model/h3_scheduler.h"
 #include "h3_test_capture.h"
 #include "h3_test_fasth3.h"
+#include "h3_test_golden.h"
 
 static char *tmpdir;
 
@@ -186,13 +187,8 @@ static h3_status_code run(h3_engine *e, const h3_request *r, capture *c, h3_stat
 }
 
 static h3_request golden_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a robot dancing";
-    r.seed = 42;
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 124;
-    r.steps = 0; /* the student's 4 */
+    h3_request r = h3_test_golden_request("e2e_t2va_fasth3_ladderB");
+    r.steps = 0; /* the student's 4, from the adapter */
     return r;
 }
 

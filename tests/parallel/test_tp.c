@@ -29,6 +29,7 @@
 #include "model/h3_dit_layout.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 #include "h3_test_capture.h"
 #include "model/h3_text_encoder.h"
 #include "parallel/h3_tp.h"
@@ -1032,13 +1033,7 @@ static void test_vae(void) {
 typedef h3_test_capture capture;
 
 static h3_request request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a robot dancing";
-    r.seed = 42;
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 124;
-    r.steps = 2;
+    h3_request r = h3_test_golden_request("e2e_t2va_3steps");
     return r;
 }
 

@@ -125,7 +125,7 @@ static int ref_downsample(float *y, const float *x, int L, const float *f, int K
     return Lout;
 }
 
-/* The 12-tap Kaiser-sinc filter of every activation (spec §4.3). */
+/* The 12-tap Kaiser-sinc filter of every activation (docs/spec/h3-vaes.md §4.3). */
 static const float kaiser12[12] = {0.0020289647f, 0.0093894657f, -0.0255434588f, -0.0576573834f,
                                    0.1285725832f, 0.4432097971f, 0.4432097971f,  0.1285725832f,
                                    -0.0576573834f, -0.0255434588f, 0.0093894657f, 0.0020289647f};

@@ -494,7 +494,7 @@ static int ints_equal(const int *a, const int *b, int n) {
     return 1;
 }
 
-/* spec/h3-vaes.md §3.7 table (256 px tiles, >= 64 px overlap). */
+/* docs/spec/h3-vaes.md §3.7 table (256 px tiles, >= 64 px overlap). */
 static void test_tile_layout(void) {
     struct {
         int length, n;

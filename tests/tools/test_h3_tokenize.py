@@ -56,7 +56,7 @@ for args, what in [([], "no --tokenizer"), (["--bogus"], "unknown flag"),
     err = r.stderr.decode()
     check(r.returncode == 2 and err.count("\n") == 1 and not r.stdout, f"{what}: exit {r.returncode}, stderr {err!r}")
 
-# NUL survives the JSON decoding: byte 0x00 is byte symbol id 188 (spec §4.1);
+# NUL survives the JSON decoding: byte 0x00 is byte symbol id 188 (docs/spec/h3-conditioner.md §4.1);
 # a surrogate pair is one code point (U+1F3AC, as in the golden "naïve café 日本 🎬").
 r = run(["--tokenizer", tiny], '"a\\u0000b"\n"\\ud83c\\udfac"\n')
 check(r.returncode == 0 and r.stdout.decode() == "[64, 188, 65]\n[172, 253, 236, 105]\n",

@@ -73,6 +73,19 @@ typedef enum h3_fasth3_ladder {
 
 typedef enum h3_log_level { H3_LOG_ERROR = 0, H3_LOG_WARNING, H3_LOG_INFO, H3_LOG_DEBUG } h3_log_level;
 
+/* Where the weights come from. DUMMY (vLLM's and sglang's "dummy" load
+ * format): the model directory needs only its configs and tokenizer; every
+ * weight of every component is made on its own device (its tensor-parallel
+ * shard) from a seeded generator, at scales that keep activations finite,
+ * so the release's shapes run end to end without the release's files. Every
+ * other step (layouts, adapter fusion, sharding, arenas) runs as with files;
+ * stats.random_weights and the log say so. */
+typedef enum h3_load_format { H3_LOAD_SAFETENSORS = 0, H3_LOAD_DUMMY } h3_load_format;
+
+/* With H3_LOAD_DUMMY and no adapter file: which kind of FastH3 adapter to
+ * make up (its random deltas fused as a real one would be). */
+typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENSE, H3_DUMMY_ADAPTER_VSA } h3_dummy_adapter;
+
 typedef struct h3_engine_options {
     const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
     const char *adapter_path; /* FastH3 fastvideo-lora-v2 safetensors (or its variant directory), or NULL;
@@ -87,6 +100,9 @@ typedef struct h3_engine_options {
      * log) every departure from the full split, with its reason. */
     const char *devices;
     int cpu_threads;          /* 0 = all cores */
+    h3_load_format load_format;    /* default H3_LOAD_SAFETENSORS */
+    h3_dummy_adapter dummy_adapter; /* H3_LOAD_DUMMY only */
+    uint64_t dummy_seed;           /* H3_LOAD_DUMMY: the weights' generator seed */
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;
@@ -160,7 +176,42 @@ typedef struct h3_stats {
     int steps;
     char compute[64];         /* "cpu", "cuda:0", "cuda:0-3 (tp4)" */
     char fallback[256];       /* why compute differs from what was asked, or "" */
+    int random_weights;       /* 1: opened with H3_LOAD_DUMMY */
+    uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown) */
 } h3_stats;
+
+/* ---- memory plan ----------------------------------------------------------
+ * What a request needs on each device, computed before any weight is read:
+ * the weights of each component on that rank (its shard, in the dtype the
+ * backend keeps them), the activation arena's high-water mark for the
+ * request's size and mode, and the backend's workspace (GEMM workspace,
+ * attention and VSA scratch, VAE tiles). h3_engine_open and
+ * h3_engine_generate refuse, naming these numbers, what does not fit. */
+typedef struct h3_memory_device {
+    int device;                  /* CUDA ordinal, -1 for the CPU */
+    uint64_t text_encoder, transformer, video_vae, audio_vae; /* weight bytes on this rank */
+    uint64_t arena;              /* activation high-water for the request */
+    uint64_t workspace;          /* backend scratch outside the arena */
+    uint64_t total;              /* the sum of the above */
+    uint64_t available;          /* free bytes on the device when planned (0: unknown, e.g. the CPU) */
+} h3_memory_device;
+
+typedef struct h3_memory_plan {
+    int n_devices;
+    h3_memory_device devices[H3_MAX_DEVICES];
+    int fits;                    /* every device's total <= available (or available unknown) */
+} h3_memory_plan;
+
+/* The plan for `request` on the engine `options` would open, reading only
+ * configs and checkpoint headers (or, with H3_LOAD_DUMMY, configs alone);
+ * no weight is loaded and no device memory is taken. */
+h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
+                                   h3_memory_plan *plan, h3_status *status);
+/* `key: value` lines, one block per device, byte counts in GiB with two
+ * decimals (h3-generate --plan prints it, the element puts it in stats).
+ * Caller frees with free(). */
+char *h3_memory_plan_describe(const h3_memory_plan *plan);
+
 
 h3_engine_options h3_engine_options_default(void);
 h3_request h3_request_default(void);

@@ -109,7 +109,9 @@ stats_set (GstStructure * st, const h3_stats * stats)
       "per-step", G_TYPE_DOUBLE, stats->per_step,
       "steps", G_TYPE_INT, stats->steps,
       "compute", G_TYPE_STRING, stats->compute,
-      "fallback", G_TYPE_STRING, stats->fallback, NULL);
+      "fallback", G_TYPE_STRING, stats->fallback,
+      "random-weights", G_TYPE_BOOLEAN, stats->random_weights != 0,
+      "peak-bytes", G_TYPE_UINT64, (guint64) stats->peak_bytes, NULL);
 }
 
 /* The `stats` property: h3videosrc/stats. */

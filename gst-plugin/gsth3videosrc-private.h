@@ -61,6 +61,8 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_COMPUTE GST_H3_COMPUTE_AUTO
 #define DEFAULT_DEVICES "auto"
 #define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
+#define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
+#define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
 
 /* Everything the properties configure. The element keeps one copy under the
  * object lock and snapshots it into `run` when a run starts, so property
@@ -76,6 +78,8 @@ typedef struct
   GstH3Compute compute;
   gchar *devices;
   gdouble vsa_sparsity;
+  GstH3LoadFormat load_format;
+  GstH3DummyAdapter dummy_adapter;
 } GstH3Settings;
 
 /* One source pad and the position of its pad task in the run. Touched only

@@ -28,6 +28,8 @@ gst_h3_settings_init (GstH3Settings * s)
   s->compute = DEFAULT_COMPUTE;
   s->devices = g_strdup (DEFAULT_DEVICES);
   s->vsa_sparsity = DEFAULT_VSA_SPARSITY;
+  s->load_format = DEFAULT_LOAD_FORMAT;
+  s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
 }
 
 void
@@ -62,9 +64,11 @@ gst_h3_settings_model_dir (const GstH3Settings * s)
 gchar *
 gst_h3_settings_engine_key (const GstH3Settings * s)
 {
-  return g_strdup_printf ("%s\n%s\n%d\n%s", gst_h3_settings_model_dir (s),
+  return g_strdup_printf ("%s\n%s\n%d\n%s\n%d\n%d",
+      gst_h3_settings_model_dir (s),
       s->adapter_location ? s->adapter_location : "", (int) s->compute,
-      s->devices ? s->devices : "auto");
+      s->devices ? s->devices : "auto", (int) s->load_format,
+      (int) s->dummy_adapter);
 }
 
 /* Stream ids must be deterministic (the same request gives the same ids)
@@ -75,10 +79,11 @@ gst_h3_settings_stream_id (const GstH3Settings * s, const gchar * pad_name)
   gchar *desc, *hash, *id;
 
   desc = g_strdup_printf ("%s\n%" G_GUINT64_FORMAT "\n%dx%d\n%d\n%u\n%d\n%g\n"
-      "%s\n%s", s->prompt ? s->prompt : "", s->seed, s->width, s->height,
-      h3_align_frames (s->num_frames), s->steps, (int) s->backend,
+      "%s\n%s\n%d\n%d", s->prompt ? s->prompt : "", s->seed, s->width,
+      s->height, h3_align_frames (s->num_frames), s->steps, (int) s->backend,
       s->vsa_sparsity, gst_h3_settings_model_dir (s),
-      s->adapter_location ? s->adapter_location : "");
+      s->adapter_location ? s->adapter_location : "", (int) s->load_format,
+      (int) s->dummy_adapter);
   hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, desc, -1);
   id = g_strdup_printf ("h3videosrc/%.16s/%s", hash, pad_name);
   g_free (hash);

@@ -130,6 +130,9 @@ worker_ensure_engine (GstH3VideoSrc * self)
       s->adapter_location : NULL;
   opt.compute = gst_h3_settings_compute (s);
   opt.devices = s->devices;
+  opt.load_format = s->load_format == GST_H3_LOAD_FORMAT_DUMMY ?
+      H3_LOAD_DUMMY : H3_LOAD_SAFETENSORS;
+  opt.dummy_adapter = (h3_dummy_adapter) s->dummy_adapter;
   opt.log = engine_log;
   opt.log_opaque = self;
 

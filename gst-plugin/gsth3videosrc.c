@@ -79,6 +79,8 @@ enum
   PROP_COMPUTE,
   PROP_DEVICES,
   PROP_VSA_SPARSITY,
+  PROP_LOAD_FORMAT,
+  PROP_DUMMY_ADAPTER,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -160,6 +162,44 @@ gst_h3_compute_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstH3Compute", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_h3_load_format_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_H3_LOAD_FORMAT_SAFETENSORS, "The checkpoint files of the model",
+        "safetensors"},
+    {GST_H3_LOAD_FORMAT_DUMMY,
+        "Random weights made on the device from the configs (benchmarks)",
+        "dummy"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstH3LoadFormat", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_h3_dummy_adapter_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_H3_DUMMY_ADAPTER_NONE, "No adapter: the base model", "none"},
+    {GST_H3_DUMMY_ADAPTER_DENSE, "A random FastH3 dense adapter", "dense"},
+    {GST_H3_DUMMY_ADAPTER_VSA, "A random FastH3 VSA adapter", "vsa"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstH3DummyAdapter", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -313,6 +353,33 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           DEFAULT_COMPUTE, rw));
 
   /**
+   * GstH3VideoSrc:load-format:
+   *
+   * Where the weights come from. `safetensors` (the default) reads the
+   * checkpoint files under #GstH3VideoSrc:model-location. `dummy` needs
+   * only the model's configs and tokenizer: every weight is made on its
+   * device from a seeded generator, so the release's shapes run end to end
+   * without the release's files (benchmarks, memory planning). The output
+   * is noise; #GstH3VideoSrc:stats says `random-weights`.
+   */
+  g_object_class_install_property (gobject_class, PROP_LOAD_FORMAT,
+      g_param_spec_enum ("load-format", "Load format",
+          "Where the weights come from: safetensors or dummy (random)",
+          GST_TYPE_H3_LOAD_FORMAT, DEFAULT_LOAD_FORMAT, rw));
+
+  /**
+   * GstH3VideoSrc:dummy-adapter:
+   *
+   * With load-format=dummy and no #GstH3VideoSrc:adapter-location: run as
+   * with a FastH3 adapter of this kind (4 forwards; `vsa` needs
+   * backend=vsa, `dense` backend=fa).
+   */
+  g_object_class_install_property (gobject_class, PROP_DUMMY_ADAPTER,
+      g_param_spec_enum ("dummy-adapter", "Dummy adapter",
+          "With load-format=dummy: the FastH3 adapter kind to make up",
+          GST_TYPE_H3_DUMMY_ADAPTER, DEFAULT_DUMMY_ADAPTER, rw));
+
+  /**
    * GstH3VideoSrc:devices:
    *
    * Where the ranks of tensor parallelism run:
@@ -385,6 +452,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
 
   gst_type_mark_as_plugin_api (GST_TYPE_H3_BACKEND, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_H3_COMPUTE, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_H3_LOAD_FORMAT, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_H3_DUMMY_ADAPTER, 0);
 }
 
 static void
@@ -524,6 +593,12 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_VSA_SPARSITY:
       s->vsa_sparsity = g_value_get_double (value);
       break;
+    case PROP_LOAD_FORMAT:
+      s->load_format = g_value_get_enum (value);
+      break;
+    case PROP_DUMMY_ADAPTER:
+      s->dummy_adapter = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -591,6 +666,12 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       break;
     case PROP_VSA_SPARSITY:
       g_value_set_double (value, s->vsa_sparsity);
+      break;
+    case PROP_LOAD_FORMAT:
+      g_value_set_enum (value, s->load_format);
+      break;
+    case PROP_DUMMY_ADAPTER:
+      g_value_set_enum (value, s->dummy_adapter);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);

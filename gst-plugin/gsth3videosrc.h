@@ -32,6 +32,27 @@ typedef enum
 #define GST_TYPE_H3_COMPUTE (gst_h3_compute_get_type ())
 GType gst_h3_compute_get_type (void);
 
+/* Where the weights come from (h3_load_format). */
+typedef enum
+{
+  GST_H3_LOAD_FORMAT_SAFETENSORS = 0,
+  GST_H3_LOAD_FORMAT_DUMMY = 1
+} GstH3LoadFormat;
+
+#define GST_TYPE_H3_LOAD_FORMAT (gst_h3_load_format_get_type ())
+GType gst_h3_load_format_get_type (void);
+
+/* The FastH3 adapter made up with load-format=dummy (h3_dummy_adapter). */
+typedef enum
+{
+  GST_H3_DUMMY_ADAPTER_NONE = 0,
+  GST_H3_DUMMY_ADAPTER_DENSE = 1,
+  GST_H3_DUMMY_ADAPTER_VSA = 2
+} GstH3DummyAdapter;
+
+#define GST_TYPE_H3_DUMMY_ADAPTER (gst_h3_dummy_adapter_get_type ())
+GType gst_h3_dummy_adapter_get_type (void);
+
 GST_ELEMENT_REGISTER_DECLARE (h3videosrc);
 
 G_END_DECLS

@@ -261,6 +261,24 @@ const char *h3_default_model_dir(void);
  * context. Caller frees with free(). */
 char *h3_capabilities_describe(void);
 
+/* ---- preflight (engine/h3_preflight.c) -------------------------------------
+ * What h3_engine_open and h3_engine_validate would refuse that needs no
+ * weight, in milliseconds, without a CUDA context: the layout of
+ * options->model_dir and its audio VAE config (the sample rate); then, with
+ * a request, compute and devices against this build and the GPUs the driver
+ * lists, the adapter's kind from its safetensors header (or the dummy
+ * adapter's), and the request against them by the engine's own rules (e.g.
+ * backend=vsa without a VSA adapter). The engine stays the authority. */
+typedef struct h3_preflight {
+    int sample_rate;          /* of the model's audio VAE (32000 for the release) */
+    int audio_channels;       /* 2 */
+    int has_adapter;          /* with a request: a FastH3 adapter file, or a dummy one */
+    int adapter_vsa;          /* with a request: the adapter sets VSA gates (backend=vsa only) */
+} h3_preflight;
+
+h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
+                                   h3_preflight *out, h3_status *status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,7 +103,8 @@ h3_status_code h3_fasth3_check_request(const h3_engine *e, const h3_request *r, 
     if (r->attention == H3_ATTENTION_VSA) {
         if (!(r->vsa_sparsity >= 0.0f && r->vsa_sparsity < 1.0f))
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa-sparsity %g: must be in [0, 1)", (double)r->vsa_sparsity);
-        if (!h3_backend_has_vsa_attention(e->backend))
+        /* No backend yet: h3_engine_preflight, before the load. */
+        if (e->backend && !h3_backend_has_vsa_attention(e->backend))
             return h3_fail(status, H3_ERR_UNSUPPORTED, "backend=vsa: the %s backend has no VSA-H3 kernel yet",
                            h3_backend_name(e->backend));
     }

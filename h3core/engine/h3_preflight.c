@@ -1,0 +1,176 @@
+/* h3_preflight.c - h3_engine_preflight: what h3_engine_open and
+ * h3_engine_validate would refuse that needs no weight, found in
+ * milliseconds so that a caller (the element at READY->PAUSED) fails a bad
+ * setting at once instead of after a load of minutes:
+ *
+ *   - the model directory's layout and its audio VAE's config (the sample
+ *     rate a consumer negotiates);
+ *   - compute and devices against this build and the GPUs the driver lists
+ *     (NVML: no CUDA context);
+ *   - the adapter's kind from its safetensors header and metadata
+ *     (h3_adapter_open reads no tensor data), or the dummy adapter's;
+ *   - the request against all of it, with the engine's own rules
+ *     (h3_request_check, h3_fasth3_check_request on an engine that has not
+ *     loaded yet).
+ *
+ * The engine stays the authority: it checks all of this again, and more. */
+#include "engine/h3_engine_impl.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/h3_gpus.h"
+
+static int has_dir(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_DIR);
+    g_free(p);
+    return r;
+}
+
+static int has_file(const char *base, const char *sub) {
+    char *p = g_build_filename(base, sub, NULL);
+    int r = g_file_test(p, G_FILE_TEST_IS_REGULAR);
+    g_free(p);
+    return r;
+}
+
+/* The model's root as h3_engine_open resolves it (a diffusers root, or a
+ * native FL2VA/ folder, given itself or its parent), in the engine's words
+ * when it is not a model. Caller frees the result with g_free. */
+static h3_status_code model_root(const char *dir, char **out, h3_status *status) {
+    *out = NULL;
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
+    char *root = g_strdup(dir);
+    if (!has_file(root, "model_index.json") && !has_file(root, "modular_model_index.json") && has_dir(root, "FL2VA")) {
+        g_free(root);
+        root = g_build_filename(dir, "FL2VA", NULL);
+    }
+    if (!has_dir(root, "transformer") || (!has_dir(root, "vae") && !has_dir(root, "video_vae"))) {
+        g_free(root);
+        return h3_fail(status, H3_ERR_NOT_FOUND,
+                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
+                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
+    }
+    *out = root;
+    return H3_OK;
+}
+
+/* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: the
+ * CUDA ordinals then index that list, which NVML does not see. */
+static int visible_devices(void) {
+    const char *v = g_getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) return -1;
+    int n = 0;
+    gchar **parts = g_strsplit(v, ",", -1);
+    for (gchar **p = parts; *p; p++) n += **p != '\0';
+    g_strfreev(parts);
+    return n;
+}
+
+/* compute and devices against this build and the GPUs the driver lists:
+ * what the engine would otherwise find when it creates its backends. */
+static h3_status_code check_devices(const h3_engine_options *o, h3_status *status) {
+    h3_device_list list;
+    h3_status_code rc = h3_devices_parse(o->devices, o->compute, &list, status);
+    if (rc != H3_OK) return rc;
+    int cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
+    if (!cuda && !(list.count > 0 && !list.cpu)) return H3_OK; /* the CPU, or auto's fallback */
+    char what[96];
+    if (list.count > 0) snprintf(what, sizeof what, "devices '%s'", o->devices);
+    else snprintf(what, sizeof what, "compute=cuda");
+#ifndef H3_HAVE_CUDA
+    return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: this build of h3core has no CUDA backend (rebuild with "
+                   "-Dcuda=enabled): use compute=cpu or compute=auto", what);
+#else
+    h3_gpu_info gpus[H3_MAX_DEVICES];
+    char reason[256] = "";
+    int n = h3_gpus_list(gpus, H3_MAX_DEVICES, reason, sizeof reason);
+    if (n < 0)
+        return h3_fail(status, H3_ERR_DEVICE, "%s: %s: install the NVIDIA driver, or use compute=cpu (or "
+                       "compute=auto, which falls back to the CPU)", what, reason);
+    if (n == 0)
+        return h3_fail(status, H3_ERR_DEVICE, "%s: the NVIDIA driver lists no GPU: use compute=cpu (or "
+                       "compute=auto, which falls back to the CPU)", what);
+    int visible = visible_devices(), usable = visible >= 0 ? MIN(visible, n) : n;
+    if (usable == 0)
+        return h3_fail(status, H3_ERR_DEVICE, "%s: CUDA_VISIBLE_DEVICES hides every GPU: unset it, or use "
+                       "compute=cpu", what);
+    int single = 0;
+    const int *ordinals = list.count > 0 ? list.ordinals : &single;
+    for (int r = 0; r < (list.count > 0 ? list.count : 1); r++) {
+        int d = ordinals[r];
+        if (d >= usable)
+            return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d does not exist: %d GPU%s visible (0..%d)%s", what, d,
+                           usable, usable == 1 ? " is" : "s are", usable - 1,
+                           visible >= 0 ? " through CUDA_VISIBLE_DEVICES" : "");
+        /* Through CUDA_VISIBLE_DEVICES an ordinal names another NVML entry. */
+        if (visible < 0 && d < H3_MAX_DEVICES && gpus[d].cc_major < H3_GPU_MIN_CC_MAJOR)
+            return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d (%s) has compute capability %d.%d; h3core's CUDA "
+                           "kernels need %d.0 or newer: use other devices, or compute=cpu", what, d, gpus[d].name,
+                           gpus[d].cc_major, gpus[d].cc_minor, H3_GPU_MIN_CC_MAJOR);
+    }
+    return H3_OK;
+#endif
+}
+
+/* The request against the adapter (or its absence) with the engine's own
+ * FastH3 rules: an engine that has loaded nothing yet, holding only what
+ * those rules read. */
+static h3_status_code check_request(const h3_engine_options *o, const h3_request *r, h3_preflight *out,
+                                    h3_status *status) {
+    h3_status_code rc = h3_request_check(r, status);
+    if (rc != H3_OK) return rc;
+    h3_engine e;
+    memset(&e, 0, sizeof e);
+    h3_adapter *a = NULL;
+    char dummy_name[48];
+    if (o->adapter_path && *o->adapter_path) {
+        rc = h3_adapter_open(o->adapter_path, &a, status);
+        if (rc != H3_OK) return rc;
+        e.has_adapter = 1;
+        e.adapter_vsa = h3_adapter_has_vsa_gates(a);
+        e.contract = *h3_adapter_get_contract(a);
+        e.adapter_path = (char *)h3_adapter_path(a);
+    } else if (o->load_format == H3_LOAD_DUMMY && o->dummy_adapter != H3_DUMMY_ADAPTER_NONE) {
+        e.has_adapter = 1;
+        e.adapter_vsa = o->dummy_adapter == H3_DUMMY_ADAPTER_VSA;
+        snprintf(dummy_name, sizeof dummy_name, "dummy-adapter=%s", e.adapter_vsa ? "vsa" : "dense");
+        e.adapter_path = dummy_name;
+    }
+    out->has_adapter = e.has_adapter;
+    out->adapter_vsa = e.adapter_vsa;
+    int forwards = 0;
+    rc = h3_fasth3_check_request(&e, r, &forwards, status);
+    h3_adapter_free(a);
+    return rc;
+}
+
+h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request *r, h3_preflight *out,
+                                   h3_status *status) {
+    memset(out, 0, sizeof *out);
+    const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
+    char *root = NULL;
+    h3_status_code rc = model_root(dir, &root, status);
+    if (rc == H3_OK) {
+        char *audio = g_build_filename(root, "audio_vae", NULL);
+        h3_audio_vae_config cfg;
+        if (!g_file_test(audio, G_FILE_TEST_IS_DIR))
+            rc = h3_fail(status, H3_ERR_NOT_FOUND, "model '%s' lacks the component directory '%s'", dir, audio);
+        else
+            rc = h3_audio_vae_config_load(audio, &cfg, status);
+        if (rc == H3_OK) {
+            out->sample_rate = cfg.sample_rate;
+            out->audio_channels = 2;
+        }
+        g_free(audio);
+    }
+    g_free(root);
+    if (rc != H3_OK || !r) return rc;
+    rc = check_devices(o, status);
+    if (rc == H3_OK) rc = check_request(o, r, out, status);
+    return rc;
+}

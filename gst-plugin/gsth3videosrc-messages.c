@@ -239,11 +239,22 @@ gst_h3_video_src_post_engine_error (GstH3VideoSrc * self, GstH3Stage stage,
       hint = "Change the property named above.";
       break;
     case H3_ERR_DEVICE:
+      domain = GST_RESOURCE_ERROR;
+      code = GST_RESOURCE_ERROR_FAILED;
+      hint = stage == GST_H3_STAGE_LOAD ?
+          "The GPU could not be used: check the NVIDIA driver (nvidia-smi) "
+          "and the devices property, or set compute=cpu." :
+          "A device failed: check the GPU (nvidia-smi, the driver's log), "
+          "try other devices, or compute=cpu.";
+      break;
     case H3_ERR_NO_MEMORY:
       domain = GST_RESOURCE_ERROR;
       code = GST_RESOURCE_ERROR_FAILED;
-      hint = "Try fewer frames or a smaller size, other devices, or "
-          "compute=cpu.";
+      hint = stage == GST_H3_STAGE_LOAD ?
+          "The model does not fit: spread it over more GPUs (devices), or "
+          "use compute=cpu." :
+          "Out of memory: try fewer frames or a smaller size, more devices, "
+          "or compute=cpu.";
       break;
     default:
       domain = stage == GST_H3_STAGE_LOAD ? GST_LIBRARY_ERROR :
@@ -276,6 +287,58 @@ gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
       GST_MESSAGE_ERROR, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
       g_strdup (st->message),
       g_strdup_printf ("h3core %s while checking the settings: %s",
+          h3_status_code_name (st->code), st->message),
+      __FILE__, GST_FUNCTION, __LINE__,
+      gst_structure_new ("details", "h3-status", G_TYPE_STRING,
+          h3_status_code_name (st->code), NULL));
+}
+
+/* What h3_engine_preflight refused at the state change, before any load:
+ * its message names the setting and what to do; the domain says which kind
+ * of problem it is. */
+void
+gst_h3_video_src_post_preflight_error (GstH3VideoSrc * self,
+    const h3_status * st)
+{
+  GQuark domain;
+  gint code;
+  const gchar *hint = "";
+
+  switch (st->code) {
+    case H3_ERR_INVALID_ARGUMENT:
+    case H3_ERR_UNSUPPORTED:
+      domain = GST_LIBRARY_ERROR;
+      code = GST_LIBRARY_ERROR_SETTINGS;
+      break;
+    case H3_ERR_DEVICE:
+      /* No driver, no GPU, no such GPU: the device is not there. */
+      domain = GST_RESOURCE_ERROR;
+      code = GST_RESOURCE_ERROR_NOT_FOUND;
+      break;
+    case H3_ERR_NOT_FOUND:
+      domain = GST_RESOURCE_ERROR;
+      code = GST_RESOURCE_ERROR_NOT_FOUND;
+      hint = " Set model-location to a complete MiniMax-H3 directory "
+          "(diffusers layout or FL2VA/), or unset it for the embedded model.";
+      break;
+    case H3_ERR_FORMAT:
+    case H3_ERR_IO:
+      domain = GST_RESOURCE_ERROR;
+      code = GST_RESOURCE_ERROR_OPEN_READ;
+      hint = " Check that model-location and adapter-location point at "
+          "complete MiniMax-H3 and FastH3 files, or download them again.";
+      break;
+    default:
+      domain = GST_LIBRARY_ERROR;
+      code = GST_LIBRARY_ERROR_INIT;
+      hint = " This looks like a bug in h3core: please report it with the "
+          "output of GST_DEBUG=h3videosrc:6.";
+      break;
+  }
+  gst_element_message_full_with_details (GST_ELEMENT (self),
+      GST_MESSAGE_ERROR, domain, code,
+      g_strdup_printf ("%s.%s", st->message, hint),
+      g_strdup_printf ("h3core %s before loading (h3_engine_preflight): %s",
           h3_status_code_name (st->code), st->message),
       __FILE__, GST_FUNCTION, __LINE__,
       gst_structure_new ("details", "h3-status", G_TYPE_STRING,

@@ -1,8 +1,10 @@
 /* gsth3videosrc-output.c - h3videosrc's two pad tasks. Each pushes its own
- * stream at downstream's pace: stream-start, caps (once the plan is known),
- * segment, collection and tags, then one buffer per video frame (the audio
- * sliced per video frame) as the worker delivers them, then EOS. Flows are
- * combined so that one unlinked pad is fine and two are an error. */
+ * stream at downstream's pace: stream-start, caps, segment, collection and
+ * tags at once (the caps are known before the model loads), then one buffer
+ * per video frame (the audio sliced per video frame) as the worker delivers
+ * them, then EOS once the worker has published the clip's stats and its
+ * h3videosrc/done message. Flows are combined so that one unlinked pad is
+ * fine and two are an error. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -53,14 +55,14 @@ output_caps (GstH3VideoSrc * self, GstH3Output * out)
 {
   if (out->is_video)
     return gst_h3_video_caps_new (self->run.width, self->run.height);
-  return gst_h3_audio_caps_new (self->plan.sample_rate);
+  return gst_h3_audio_caps_new (self->run_rate);
 }
 
 /* ---- the streams --------------------------------------------------------- */
 
-/* The identity of a run's streams (group, seqnum, ids, GstStreams and their
- * collection), from the run's settings. The audio caps need the model's
- * sample rate: the worker sets them with the plan. */
+/* The identity of a run's streams (group, seqnum, ids, GstStreams with
+ * their caps, and their collection), from the run's settings and the
+ * model's audio rate (h3_engine_preflight). */
 void
 gst_h3_video_src_streams_new (GstH3VideoSrc * self)
 {
@@ -74,8 +76,10 @@ gst_h3_video_src_streams_new (GstH3VideoSrc * self)
   self->video_stream = gst_stream_new (self->video_stream_id, caps,
       GST_STREAM_TYPE_VIDEO, GST_STREAM_FLAG_NONE);
   gst_caps_unref (caps);
-  self->audio_stream = gst_stream_new (self->audio_stream_id, NULL,
+  caps = gst_h3_audio_caps_new (self->run_rate);
+  self->audio_stream = gst_stream_new (self->audio_stream_id, caps,
       GST_STREAM_TYPE_AUDIO, GST_STREAM_FLAG_NONE);
+  gst_caps_unref (caps);
   self->collection = gst_stream_collection_new (NULL);
   gst_stream_collection_add_stream (self->collection,
       gst_object_ref (self->video_stream));
@@ -91,6 +95,36 @@ gst_h3_video_src_streams_clear (GstH3VideoSrc * self)
   gst_clear_object (&self->collection);
   g_clear_pointer (&self->video_stream_id, g_free);
   g_clear_pointer (&self->audio_stream_id, g_free);
+}
+
+/* Whether the peer of out's pad accepts the run's caps; posts the error
+ * when it does not, naming the caps (the audio rate is the model's) and
+ * what to put after the pad. An unlinked pad accepts anything. */
+gboolean
+gst_h3_video_src_accept_caps (GstH3VideoSrc * self, GstH3Output * out)
+{
+  GstCaps *caps;
+  gchar *what;
+
+  if (!gst_pad_is_linked (out->pad))
+    return TRUE;
+  caps = output_caps (self, out);
+  if (gst_pad_peer_query_accept_caps (out->pad, caps)) {
+    gst_caps_unref (caps);
+    return TRUE;
+  }
+  what = out->is_video ? g_strdup_printf ("RGB video at %dx%d, 24 fps",
+      self->run.width, self->run.height) :
+      g_strdup_printf ("32-bit float stereo audio at %d Hz (the model's "
+      "rate)", self->run_rate);
+  GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+      ("The element linked to the %s pad does not accept %s. Put %s after "
+          "that pad.", GST_PAD_NAME (out->pad), what, out->is_video ?
+          "videoconvert (and videoscale)" : "audioconvert ! audioresample"),
+      ("caps %" GST_PTR_FORMAT " refused", caps));
+  g_free (what);
+  gst_caps_unref (caps);
+  return FALSE;
 }
 
 /* ---- the pad tasks ------------------------------------------------------- */
@@ -152,8 +186,8 @@ output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
   return buf;
 }
 
-/* Stream-start, caps (once the plan is known), segment, collection and
- * tags, in the order sticky events are stored. */
+/* Stream-start, caps, segment, collection and tags, in the order sticky
+ * events are stored. */
 static gboolean
 output_push_sticky (GstH3VideoSrc * self, GstH3Output * out,
     gboolean with_caps)
@@ -173,20 +207,11 @@ output_push_sticky (GstH3VideoSrc * self, GstH3Output * out,
   if (with_caps) {
     GstCaps *caps = output_caps (self, out);
 
-    /* Fail before the first buffer rather than after the whole clip. */
-    if (gst_pad_peer_query_accept_caps (out->pad, caps)) {
+    /* Fail before the first buffer rather than after the whole clip (the
+     * state change checked already, but pads may be linked since). */
+    negotiated = gst_h3_video_src_accept_caps (self, out);
+    if (negotiated)
       gst_pad_push_event (out->pad, gst_event_new_caps (caps));
-    } else {
-      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-          ("The element linked to the %s pad does not accept %s. Put %s "
-              "after that pad.", GST_PAD_NAME (out->pad),
-              out->is_video ? "RGB video at 24 fps" :
-              "32-bit float stereo audio",
-              out->is_video ? "videoconvert (and videoscale)" :
-              "audioconvert (and audioresample)"),
-          ("caps %" GST_PTR_FORMAT " refused", caps));
-      negotiated = FALSE;
-    }
     gst_caps_unref (caps);
   }
 
@@ -244,11 +269,9 @@ output_fatal (GstH3VideoSrc * self, GstH3Output * out, GstFlowReturn ret,
   post = !self->error_posted && !error_posted;
   self->error_posted = TRUE;
   self->stop_streaming = TRUE;
-  self->cancel = TRUE;
-  if (self->engine)
-    h3_engine_cancel (self->engine);
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+  gst_h3_video_src_cancel (self);
   if (post)
     GST_ELEMENT_FLOW_ERROR (self, ret);
   gst_h3_video_src_post_progress (self, &self->generate_open,
@@ -283,20 +306,27 @@ gst_h3_video_src_loop (gpointer user_data)
       step = STEP_PAUSE;
       break;
     }
-    if (self->eos_requested || self->stop_streaming) {
+    if (self->stop_streaming) {
       step = STEP_EOS;
       break;
     }
-    if (self->have_plan) {
-      if (!out->started) {
-        step = STEP_STICKY;
-        break;
-      }
-      if (out->next >= self->plan.num_frames) {
+    /* An application EOS waits for the cancelled generation to return
+     * (one step), so that its stats and done message come first. */
+    if (self->eos_requested) {
+      if (!self->generating) {
         step = STEP_EOS;
         break;
       }
-      if ((buf = output_take_buffer (self, out))) {
+    } else if (!out->started) {
+      step = STEP_STICKY;
+      break;
+    } else if (self->have_plan) {
+      if (out->next >= self->plan.num_frames) {
+        if (self->generated) {
+          step = STEP_EOS;
+          break;
+        }
+      } else if ((buf = output_take_buffer (self, out))) {
         step = STEP_BUFFER;
         break;
       }
@@ -336,13 +366,6 @@ gst_h3_video_src_loop (gpointer user_data)
     case STEP_BUFFER:
       break;
   }
-
-  /* gst-launch only goes to PLAYING once every progress operation is
-   * finished, and sinks only preroll with data: close "generate" before
-   * the first buffer, never at EOS. */
-  gst_h3_video_src_post_progress (self, &self->generate_open,
-      GST_PROGRESS_TYPE_COMPLETE, "generate", 100,
-      "Streaming the generated clip");
 
   GST_LOG_OBJECT (out->pad, "pushing %" GST_PTR_FORMAT, buf);
   ret = gst_pad_push (out->pad, buf);

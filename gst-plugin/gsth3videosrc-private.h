@@ -5,19 +5,30 @@
  * code: it drives the h3core engine (h3.h) from a worker thread and streams
  * what the engine's callbacks deliver.
  *
- *   READY->PAUSED  snapshot the properties, check them, start one pad task
- *                  per pad and the worker thread.
- *   worker         open the engine (only when the model settings changed),
- *                  validate the request into a plan, generate. Callbacks
- *                  store decoded frames and samples in the run's clip and
- *                  wake the pad tasks.
+ *   READY->PAUSED  snapshot the properties and check everything that needs
+ *                  no weight (h3_engine_preflight: the model's layout and
+ *                  audio rate, compute and devices, backend against the
+ *                  adapter's kind; a linked pad; downstream accepting the
+ *                  caps), then start one pad task per pad and the worker.
+ *   worker         take the process's engine for the model settings (load
+ *                  it, or wait for the element loading it), wait for its
+ *                  turn on it, validate the request into a plan, generate.
+ *                  Callbacks store decoded frames and samples in the run's
+ *                  clip and wake the pad tasks. Stats, h3videosrc/done and
+ *                  the `generate` COMPLETE are posted before the tasks may
+ *                  push EOS.
  *   pad tasks      each pushes its own stream at downstream's pace:
- *                  stream-start, caps, segment, collection, tags, then one
- *                  buffer per video frame (audio sliced per video frame),
- *                  then EOS. One blocked branch never stalls the other.
- *   PAUSED->READY  cancel the engine, wake and stop the tasks; the worker is
- *                  not joined here (a denoising step can take seconds), but
- *                  at the next start or on dispose.
+ *                  stream-start, caps, segment, collection, tags at once,
+ *                  then one buffer per video frame (audio sliced per video
+ *                  frame), then EOS. One blocked branch never stalls the
+ *                  other.
+ *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
+ *                  stop the tasks, and wait a bounded time for the worker
+ *                  (GST_H3_STOP_WAIT); one still in a step or a model load is
+ *                  joined at the next start or when the element is freed:
+ *                  dispose always waits for it, so that no generation runs
+ *                  once the application has dropped the element and a
+ *                  process can exit.
  *
  * Timestamps come from frame and sample counters, never from accumulated
  * durations, so the streams cannot drift apart.
@@ -28,10 +39,13 @@
  *   gsth3videosrc-settings.c  the properties' values: defaults, copies, the
  *                             checks before a run (h3core's rules), the
  *                             h3_request
+ *   gsth3videosrc-engine.c    the engines shared by the elements of a
+ *                             process: loads, turns, cancellation
  *   gsth3videosrc-worker.c    the generation thread and the engine callbacks
  *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
  *                             capabilities structures, engine errors
+ *   gsth3videosrc-uri.c       the h3: URI handler
  */
 #ifndef GST_H3_VIDEO_SRC_PRIVATE_H
 #define GST_H3_VIDEO_SRC_PRIVATE_H
@@ -63,6 +77,13 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
 #define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
 #define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
+#define DEFAULT_ENGINE_CACHE TRUE
+
+/* How long PAUSED->READY (and READY->NULL) wait for a cancelled generation
+ * to return: it stops at the next denoising step or decode window, which is
+ * milliseconds on the tiny model and can be seconds on the full one. A
+ * worker still running then is joined when the element is freed. */
+#define GST_H3_STOP_WAIT (500 * G_TIME_SPAN_MILLISECOND)
 
 /* Everything the properties configure. The element keeps one copy under the
  * object lock and snapshots it into `run` when a run starts, so property
@@ -80,7 +101,11 @@ typedef struct
   gdouble vsa_sparsity;
   GstH3LoadFormat load_format;
   GstH3DummyAdapter dummy_adapter;
+  gboolean engine_cache;
 } GstH3Settings;
+
+/* An engine shared by the elements of the process (gsth3videosrc-engine.c). */
+typedef struct _GstH3Engine GstH3Engine;
 
 /* One source pad and the position of its pad task in the run. Touched only
  * by that task, or by the state change while the task is stopped. */
@@ -104,15 +129,19 @@ struct _GstH3VideoSrc
 
   GstH3Settings settings;       /* object lock */
 
-  /* The engine is opened by the worker and kept across runs while the
-   * model settings (engine_key) stay the same. Only the worker uses it;
-   * the pointer is published under `lock` so stop can cancel it. */
-  h3_engine *engine;
-  gchar *engine_key;
+  /* The process's engine for the model settings of the last run, kept
+   * across runs while they stay the same. Set by the worker under `lock`;
+   * released on dispose or when the settings change. */
+  GstH3Engine *engine;
 
   GThread *worker;
   GstH3Settings run;            /* read-only while the worker runs */
   gint run_frames;              /* aligned frame count of the run */
+  gint run_rate;                /* audio rate of the run (the preflight's) */
+
+  /* The run's stop flag: the engine polls it (h3_callbacks.cancel_flag), so
+   * does every wait for an engine. Atomic; raised with `cancel`. */
+  volatile gint cancel_flag;
 
   /* The run; guarded by `lock`, changes broadcast on `cond`. */
   GMutex lock;
@@ -124,17 +153,25 @@ struct _GstH3VideoSrc
   guint32 eos_seqnum;
   gboolean stop_streaming;      /* fatal error: push EOS and stop */
   gboolean error_posted;
+  gboolean generating;          /* in h3_engine_generate, until done is posted */
   gboolean worker_done;
+  gboolean worker_holds_ref;    /* dispose ran on the worker: it drops the last ref */
+  gboolean worker_exiting;
   gboolean have_plan;
   h3_plan plan;
   GstBuffer **frames;           /* plan.num_frames; NULL once pushed */
   gint frames_ready;
   gfloat *samples;              /* audio_len stereo frames, zero padded */
   gint64 audio_len, audio_ready, audio_delivered;
-  gboolean generated;           /* the engine returned H3_OK */
+  gboolean generated;           /* the clip is complete: stats, done, COMPLETE posted */
   gchar *callback_error;        /* the engine broke the callback contract */
   gint64 run_start_us, denoise_start_us;
   GstStructure *stats;
+
+  /* The audio rate of the model settings outside a run (caps queries):
+   * h3_engine_preflight's, cached per engine key. Under `lock`. */
+  gchar *rate_key;
+  gint rate;
 
   /* Progress bookkeeping: each START gets exactly one terminal message. */
   GRecMutex progress_lock;
@@ -181,7 +218,43 @@ h3_compute gst_h3_settings_compute (const GstH3Settings * s);
 G_GNUC_INTERNAL
 h3_request gst_h3_settings_request (const GstH3Settings * s);
 G_GNUC_INTERNAL
-gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s);
+void gst_h3_settings_engine_options (const GstH3Settings * s,
+    h3_engine_options * opt);
+G_GNUC_INTERNAL
+gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
+    h3_preflight * pf);
+
+/* ---- gsth3videosrc-engine.c ---------------------------------------------- */
+
+/* The entry for key, with a reference; *must_load: the caller made it and
+ * loads it (gst_h3_engine_load), else it waits (gst_h3_engine_wait_loaded).
+ * shared=FALSE: an entry of the caller's own, outside the table. */
+G_GNUC_INTERNAL
+GstH3Engine *gst_h3_engine_lookup (const gchar * key, gboolean shared,
+    gboolean * must_load);
+G_GNUC_INTERNAL
+gboolean gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
+    h3_engine_options * opt, h3_status * st);
+G_GNUC_INTERNAL
+gboolean gst_h3_engine_wait_loaded (GstH3Engine * e,
+    const volatile gint * cancel, h3_status * st);
+G_GNUC_INTERNAL
+gboolean gst_h3_engine_begin (GstH3Engine * e, GstObject * owner,
+    const volatile gint * cancel);
+G_GNUC_INTERNAL
+void gst_h3_engine_end (GstH3Engine * e, GstObject * owner);
+G_GNUC_INTERNAL
+void gst_h3_engine_cancel (GstH3Engine * e, GstObject * owner);
+G_GNUC_INTERNAL
+void gst_h3_engine_wake (void);
+G_GNUC_INTERNAL
+h3_engine *gst_h3_engine_get (GstH3Engine * e);
+G_GNUC_INTERNAL
+const gchar *gst_h3_engine_key (GstH3Engine * e);
+G_GNUC_INTERNAL
+gboolean gst_h3_engine_is_shared (GstH3Engine * e);
+G_GNUC_INTERNAL
+void gst_h3_engine_unref (GstH3Engine * e);
 
 /* ---- gsth3videosrc-worker.c ---------------------------------------------- */
 
@@ -189,6 +262,10 @@ G_GNUC_INTERNAL
 gpointer gst_h3_video_src_worker (gpointer data);
 G_GNUC_INTERNAL
 void gst_h3_video_src_worker_join (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+gboolean gst_h3_video_src_worker_wait (GstH3VideoSrc * self, gint64 timeout);
+G_GNUC_INTERNAL
+void gst_h3_video_src_cancel (GstH3VideoSrc * self);
 G_GNUC_INTERNAL
 void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
 
@@ -204,6 +281,9 @@ G_GNUC_INTERNAL
 void gst_h3_video_src_streams_new (GstH3VideoSrc * self);
 G_GNUC_INTERNAL
 void gst_h3_video_src_streams_clear (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+gboolean gst_h3_video_src_accept_caps (GstH3VideoSrc * self,
+    GstH3Output * out);
 G_GNUC_INTERNAL
 void gst_h3_output_reset (GstH3Output * out);
 G_GNUC_INTERNAL
@@ -233,6 +313,14 @@ void gst_h3_video_src_post_engine_error (GstH3VideoSrc * self,
 G_GNUC_INTERNAL
 void gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
     const h3_status * st);
+G_GNUC_INTERNAL
+void gst_h3_video_src_post_preflight_error (GstH3VideoSrc * self,
+    const h3_status * st);
+
+/* ---- gsth3videosrc-uri.c ------------------------------------------------- */
+
+G_GNUC_INTERNAL
+void gst_h3_video_src_uri_handler_init (gpointer g_iface, gpointer iface_data);
 
 G_END_DECLS
 

@@ -30,6 +30,7 @@ gst_h3_settings_init (GstH3Settings * s)
   s->vsa_sparsity = DEFAULT_VSA_SPARSITY;
   s->load_format = DEFAULT_LOAD_FORMAT;
   s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
+  s->engine_cache = DEFAULT_ENGINE_CACHE;
 }
 
 void
@@ -60,7 +61,8 @@ gst_h3_settings_model_dir (const GstH3Settings * s)
       h3_default_model_dir ();
 }
 
-/* What the engine was opened with: a change means a new engine. */
+/* What defines an engine: elements with the same key share one (unless
+ * engine-cache=false), and a change means another engine. */
 gchar *
 gst_h3_settings_engine_key (const GstH3Settings * s)
 {
@@ -105,6 +107,23 @@ gst_h3_settings_compute (const GstH3Settings * s)
   }
 }
 
+/* The engine options of the model settings (without the log sink, which
+ * the engine cache sets). The strings point into s. */
+void
+gst_h3_settings_engine_options (const GstH3Settings * s,
+    h3_engine_options * opt)
+{
+  *opt = h3_engine_options_default ();
+  opt->model_dir = gst_h3_settings_model_dir (s);
+  opt->adapter_path = s->adapter_location && *s->adapter_location ?
+      s->adapter_location : NULL;
+  opt->compute = gst_h3_settings_compute (s);
+  opt->devices = s->devices;
+  opt->load_format = s->load_format == GST_H3_LOAD_FORMAT_DUMMY ?
+      H3_LOAD_DUMMY : H3_LOAD_SAFETENSORS;
+  opt->dummy_adapter = (h3_dummy_adapter) s->dummy_adapter;
+}
+
 h3_request
 gst_h3_settings_request (const GstH3Settings * s)
 {
@@ -122,15 +141,19 @@ gst_h3_settings_request (const GstH3Settings * s)
   return r;
 }
 
-/* Checks what can be checked without the model, so that bad settings fail
- * the state change at once instead of after a model load: h3core's rules
- * of a request and of a device list, then that the files exist. The
- * engine's h3_engine_validate() stays the authority (it also knows the
- * model). */
+/* Checks everything that needs no weight, so that bad settings fail the
+ * state change at once instead of after a model load: h3core's rules of a
+ * request and of a device list, that the files exist, then
+ * h3_engine_preflight (the model's layout and audio rate, compute and
+ * devices against this build and machine, backend and steps against the
+ * adapter's kind). pf receives the preflight's facts. The engine stays the
+ * authority (h3_engine_validate also knows the loaded model). */
 gboolean
-gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s)
+gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
+    h3_preflight * pf)
 {
   h3_request req = gst_h3_settings_request (s);
+  h3_engine_options opt;
   h3_device_list devices;
   h3_status st;
   const gchar *dir;
@@ -166,5 +189,12 @@ gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s)
             s->adapter_location));
     return FALSE;
   }
+  gst_h3_settings_engine_options (s, &opt);
+  if (h3_engine_preflight (&opt, &req, pf, &st) != H3_OK) {
+    gst_h3_video_src_post_preflight_error (self, &st);
+    return FALSE;
+  }
+  GST_DEBUG_OBJECT (self, "preflight: %d Hz audio, adapter %s", pf->sample_rate,
+      pf->has_adapter ? (pf->adapter_vsa ? "vsa" : "dense") : "none");
   return TRUE;
 }

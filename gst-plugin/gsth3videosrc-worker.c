@@ -1,8 +1,14 @@
-/* gsth3videosrc-worker.c - h3videosrc's generation thread: it opens the
- * engine (or keeps the one of an earlier run), validates the run's request
- * into a plan, generates, and receives the engine's callbacks. Decoded
- * frames and samples go into the run's clip, where the pad tasks
- * (gsth3videosrc-output.c) take them. */
+/* gsth3videosrc-worker.c - h3videosrc's generation thread: it takes the
+ * process's engine for the run's model settings (loading it, or waiting for
+ * the element that loads it), waits for its turn on it, validates the run's
+ * request into a plan, generates, and receives the engine's callbacks.
+ * Decoded frames and samples go into the run's clip, where the pad tasks
+ * (gsth3videosrc-output.c) take them.
+ *
+ * The thread holds no reference to the element: dispose waits for it (it
+ * is cancelled first, so that is one denoising step, or the rest of a model
+ * load), so no generation outlives the element and a process that drops its
+ * pipelines can exit while nothing runs on the CPU or the GPU. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -32,17 +38,59 @@ gst_h3_video_src_clip_clear (GstH3VideoSrc * self)
   self->generated = FALSE;
 }
 
-/* Waits for the worker of the previous run. It was cancelled, so this
- * takes at most one denoising step (or the rest of a model load, which the
- * engine cannot interrupt). */
+/* Stops the run's generation wherever it is: the engine polls the flag at
+ * every step, tile and window (h3_callbacks.cancel_flag), the waits for an
+ * engine poll it too, and h3_engine_cancel reaches the decoders at once when
+ * this element is the one generating. Never blocks; any thread. */
+void
+gst_h3_video_src_cancel (GstH3VideoSrc * self)
+{
+  g_mutex_lock (&self->lock);
+  self->cancel = TRUE;
+  g_atomic_int_set (&self->cancel_flag, 1);
+  if (self->engine)
+    gst_h3_engine_cancel (self->engine, GST_OBJECT (self));
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  gst_h3_engine_wake ();
+}
+
+/* Waits up to timeout (microseconds) for the worker to finish, and joins
+ * it if it did. TRUE when no worker is left. */
+gboolean
+gst_h3_video_src_worker_wait (GstH3VideoSrc * self, gint64 timeout)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout;
+  gboolean done;
+
+  if (!self->worker)
+    return TRUE;
+  g_mutex_lock (&self->lock);
+  while (!self->worker_done && g_cond_wait_until (&self->cond, &self->lock,
+          deadline));
+  done = self->worker_done;
+  g_mutex_unlock (&self->lock);
+  if (!done) {
+    GST_INFO_OBJECT (self, "the generation is still finishing its step (or "
+        "a model load): it is joined at the next start or when the element "
+        "is freed");
+    return FALSE;
+  }
+  gst_h3_video_src_worker_join (self);
+  return TRUE;
+}
+
+/* Waits for the worker of the previous run, however long it takes. It was
+ * cancelled, so this takes at most one denoising step (or the rest of a
+ * model load, which the engine cannot interrupt). */
 void
 gst_h3_video_src_worker_join (GstH3VideoSrc * self)
 {
   if (!self->worker)
     return;
   if (self->worker == g_thread_self ()) {
-    /* The worker dropped the last reference (see the worker's end): it is
-     * returning, so let it go instead of joining it from itself. */
+    /* The element is disposed by the worker's last action (see the end of
+     * gst_h3_video_src_worker): it is returning, so let it go. */
     g_thread_unref (self->worker);
   } else {
     GST_DEBUG_OBJECT (self, "joining the generation thread");
@@ -52,17 +100,6 @@ gst_h3_video_src_worker_join (GstH3VideoSrc * self)
 }
 
 /* ---- engine -------------------------------------------------------------- */
-
-static gboolean
-worker_cancelled (GstH3VideoSrc * self)
-{
-  gboolean c;
-
-  g_mutex_lock (&self->lock);
-  c = self->cancel;
-  g_mutex_unlock (&self->lock);
-  return c;
-}
 
 /* Ends the run's streams after an error or an early stop. */
 static void
@@ -75,43 +112,28 @@ worker_stop_streaming (GstH3VideoSrc * self, gboolean error_posted)
   g_mutex_unlock (&self->lock);
 }
 
-static void
-engine_log (void *opaque, h3_log_level level, const char *message)
-{
-  GstH3VideoSrc *self = opaque;
-
-  switch (level) {
-    case H3_LOG_ERROR:
-      GST_ERROR_OBJECT (self, "h3core: %s", message);
-      break;
-    case H3_LOG_WARNING:
-      GST_WARNING_OBJECT (self, "h3core: %s", message);
-      break;
-    case H3_LOG_INFO:
-      GST_INFO_OBJECT (self, "h3core: %s", message);
-      break;
-    default:
-      GST_DEBUG_OBJECT (self, "h3core: %s", message);
-      break;
-  }
-}
-
-/* Opens the engine unless the one from an earlier run fits the model
- * settings. Only the worker calls this, and runs never overlap. */
+/* Takes the process's engine for the run's model settings: the one this
+ * element already holds when they did not change, else the shared one
+ * (engine-cache), loading it when nobody has, or waiting for the element
+ * that is loading it. Only the worker calls this, and runs never overlap.
+ * FALSE when there is no engine: an error was posted, or the run was
+ * stopped meanwhile (*stopped). */
 static gboolean
-worker_ensure_engine (GstH3VideoSrc * self)
+worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
 {
   const GstH3Settings *s = &self->run;
   gchar *key = gst_h3_settings_engine_key (s);
-  h3_engine_options opt = h3_engine_options_default ();
-  h3_engine *engine = NULL, *old = NULL;
+  h3_engine_options opt;
+  GstH3Engine *e, *old = NULL;
+  gboolean must_load, ok;
   h3_status st;
   h3_stats stats;
-  h3_status_code rc;
-  gint64 t0;
+  gint64 t0 = 0;
 
+  *stopped = FALSE;
   g_mutex_lock (&self->lock);
-  if (self->engine && g_strcmp0 (key, self->engine_key) == 0) {
+  if (self->engine && g_strcmp0 (key, gst_h3_engine_key (self->engine)) == 0
+      && gst_h3_engine_is_shared (self->engine) == s->engine_cache) {
     g_mutex_unlock (&self->lock);
     g_free (key);
     GST_DEBUG_OBJECT (self, "reusing the loaded engine");
@@ -121,59 +143,66 @@ worker_ensure_engine (GstH3VideoSrc * self)
   self->engine = NULL;
   g_mutex_unlock (&self->lock);
   if (old) {
-    GST_INFO_OBJECT (self, "model settings changed: closing the engine");
-    h3_engine_close (old);
+    GST_INFO_OBJECT (self, "model settings changed: releasing the engine");
+    gst_h3_engine_unref (old);
   }
 
-  opt.model_dir = gst_h3_settings_model_dir (s);
-  opt.adapter_path = s->adapter_location && *s->adapter_location ?
-      s->adapter_location : NULL;
-  opt.compute = gst_h3_settings_compute (s);
-  opt.devices = s->devices;
-  opt.load_format = s->load_format == GST_H3_LOAD_FORMAT_DUMMY ?
-      H3_LOAD_DUMMY : H3_LOAD_SAFETENSORS;
-  opt.dummy_adapter = (h3_dummy_adapter) s->dummy_adapter;
-  opt.log = engine_log;
-  opt.log_opaque = self;
-
-  gst_h3_video_src_post_progress (self, &self->load_open,
-      GST_PROGRESS_TYPE_START, "load", 0, "Loading the model from %s",
-      opt.model_dir);
-  t0 = g_get_monotonic_time ();
+  e = gst_h3_engine_lookup (key, s->engine_cache, &must_load);
+  g_free (key);
   memset (&st, 0, sizeof st);
-  rc = h3_engine_open (&opt, &engine, &st);
-  if (rc != H3_OK) {
+  if (must_load) {
+    gst_h3_settings_engine_options (s, &opt);
+    gst_h3_video_src_post_progress (self, &self->load_open,
+        GST_PROGRESS_TYPE_START, "load", 0, "Loading the model from %s",
+        opt.model_dir);
+    t0 = g_get_monotonic_time ();
+    ok = gst_h3_engine_load (e, GST_OBJECT (self), &opt, &st);
+  } else {
+    GST_INFO_OBJECT (self, "sharing the engine of another element");
+    ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, &st);
+    if (!ok && st.code == H3_ERR_CANCELLED) {
+      gst_h3_engine_unref (e);
+      *stopped = TRUE;
+      return FALSE;
+    }
+  }
+  if (!ok) {
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_LOAD, &st);
     gst_h3_video_src_post_progress (self, &self->load_open,
         GST_PROGRESS_TYPE_ERROR, "load", 0, "Could not load the model: %s",
         st.message);
-    g_free (key);
+    gst_h3_engine_unref (e);
     return FALSE;
   }
-  h3_engine_get_stats (engine, &stats);
   g_mutex_lock (&self->lock);
-  self->engine = engine;
-  g_free (self->engine_key);
-  self->engine_key = key;
+  self->engine = e;
   g_mutex_unlock (&self->lock);
-  gst_h3_video_src_post_progress (self, &self->load_open,
-      GST_PROGRESS_TYPE_COMPLETE, "load", 100,
-      "Model loaded in %.1f s (compute: %s)",
-      (g_get_monotonic_time () - t0) / 1e6, stats.compute);
+  if (must_load) {
+    h3_engine_get_stats (gst_h3_engine_get (e), &stats);
+    gst_h3_video_src_post_progress (self, &self->load_open,
+        GST_PROGRESS_TYPE_COMPLETE, "load", 100,
+        "Model loaded in %.1f s (compute: %s)",
+        (g_get_monotonic_time () - t0) / 1e6, stats.compute);
+  }
   return TRUE;
 }
 
-/* The validated plan fixes the clip's geometry: size the clip, tell the
- * audio stream its rate, and wake the pad tasks so they can push caps. */
-static void
+/* The validated plan fixes the clip's geometry: size the clip and wake the
+ * pad tasks. The streams' caps were known before the load (preflight). */
+static gboolean
 worker_publish_plan (GstH3VideoSrc * self, const h3_plan * plan)
 {
-  GstCaps *caps;
-
-  caps = gst_h3_audio_caps_new (plan->sample_rate);
-  gst_stream_set_caps (self->audio_stream, caps);
-  gst_caps_unref (caps);
-
+  if (plan->sample_rate != self->run_rate || plan->num_frames !=
+      self->run_frames || plan->width != self->run.width ||
+      plan->height != self->run.height) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("The loaded model plans %d frames at %dx%d with %d Hz audio, not the "
+            "%d frames at %dx%d with %d Hz its configs announced. This is a "
+            "bug in h3core; please report it.", plan->num_frames, plan->width,
+            plan->height, plan->sample_rate, self->run_frames,
+            self->run.width, self->run.height, self->run_rate), (NULL));
+    return FALSE;
+  }
   g_mutex_lock (&self->lock);
   self->plan = *plan;
   self->frames = g_new0 (GstBuffer *, plan->num_frames);
@@ -191,6 +220,7 @@ worker_publish_plan (GstH3VideoSrc * self, const h3_plan * plan)
       "prompt tokens", plan->num_frames, plan->width, plan->height,
       self->audio_len, plan->sample_rate, plan->audio_samples, plan->steps,
       plan->text_tokens);
+  return TRUE;
 }
 
 /* ---- callbacks ----------------------------------------------------------- */
@@ -204,10 +234,6 @@ on_progress (void *opaque, h3_phase phase, int done, int total)
 
   g_mutex_lock (&self->lock);
   cancel = self->cancel;
-  /* h3_engine_generate() clears the engine's cancel flag when it starts,
-   * so a stop that came just before the call is repeated here. */
-  if (cancel && self->engine)
-    h3_engine_cancel (self->engine);
   if (phase == H3_PHASE_DENOISE && done == 0)
     self->denoise_start_us = g_get_monotonic_time ();
   g_mutex_unlock (&self->lock);
@@ -328,44 +354,19 @@ on_audio_samples (void *opaque, int64_t first, int64_t count,
 
 /* ---- the generation thread ----------------------------------------------- */
 
-gpointer
-gst_h3_video_src_worker (gpointer data)
+/* Publishes the result of a generation that returned: the stats first,
+ * then h3videosrc/done and the terminal `generate` progress, and only then
+ * lets the pad tasks push EOS (generated, or generating cleared for a stop),
+ * so that an application reading `stats` at EOS reads this clip's. */
+static void
+worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
+    const h3_plan * plan)
 {
-  GstH3VideoSrc *self = data;
-  h3_request req = gst_h3_settings_request (&self->run);
-  h3_callbacks cb = { .progress = on_progress, .video_frames = on_video_frames,
-    .audio_samples = on_audio_samples, .opaque = self };
-  h3_status st;
-  h3_status_code rc;
-  h3_plan plan;
   h3_stats stats;
   GstStructure *stats_st;
   gchar *callback_error;
 
-  if (!worker_ensure_engine (self)) {
-    worker_stop_streaming (self, TRUE);
-    goto done;
-  }
-  if (worker_cancelled (self))
-    goto done;
-
-  memset (&st, 0, sizeof st);
-  rc = h3_engine_validate (self->engine, &req, &plan, &st);
-  if (rc != H3_OK) {
-    gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_VALIDATE, &st);
-    worker_stop_streaming (self, TRUE);
-    goto done;
-  }
-  worker_publish_plan (self, &plan);
-
-  gst_h3_video_src_post_progress (self, &self->generate_open,
-      GST_PROGRESS_TYPE_START, "generate", 0, "Generating %d frames at %dx%d "
-      "(seed %" G_GUINT64_FORMAT ", %d steps)", plan.num_frames, plan.width,
-      plan.height, self->run.seed, plan.steps);
-  memset (&st, 0, sizeof st);
-  rc = h3_engine_generate (self->engine, &req, &cb, &st);
-
-  h3_engine_get_stats (self->engine, &stats);
+  h3_engine_get_stats (gst_h3_engine_get (self->engine), &stats);
   stats_st = gst_h3_stats_structure_new (&stats);
   g_mutex_lock (&self->lock);
   if (self->stats)
@@ -375,46 +376,109 @@ gst_h3_video_src_worker (gpointer data)
   g_mutex_unlock (&self->lock);
 
   if (rc == H3_OK) {
-    g_mutex_lock (&self->lock);
-    self->generated = TRUE;
-    g_cond_broadcast (&self->cond);
-    g_mutex_unlock (&self->lock);
     gst_h3_video_src_post_done (self, "ok", &stats);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_COMPLETE, "generate", 100,
-        "Generated %d frames in %.1f s", plan.num_frames, stats.total);
+        "Generated %d frames in %.1f s", plan->num_frames, stats.total);
+    g_mutex_lock (&self->lock);
+    self->generated = TRUE;
   } else if (callback_error) {
+    gst_h3_video_src_post_done (self, "error", &stats);
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("Generation failed: the engine delivered inconsistent media. This "
             "is a bug in h3core; please report it."), ("%s", callback_error));
-    worker_stop_streaming (self, TRUE);
-    gst_h3_video_src_post_done (self, "error", &stats);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_ERROR, "generate", 0, "Generation failed");
+    g_mutex_lock (&self->lock);
+    self->stop_streaming = self->error_posted = TRUE;
   } else if (rc == H3_ERR_CANCELLED) {
     GST_INFO_OBJECT (self, "generation cancelled");
     gst_h3_video_src_post_done (self, "cancelled", &stats);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
+    g_mutex_lock (&self->lock);
   } else {
-    gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_GENERATE, &st);
-    worker_stop_streaming (self, TRUE);
     gst_h3_video_src_post_done (self, "error", &stats);
+    gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_GENERATE, st);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_ERROR, "generate", 0, "Generation failed: %s",
-        st.message);
+        st->message);
+    g_mutex_lock (&self->lock);
+    self->stop_streaming = self->error_posted = TRUE;
   }
+  self->generating = FALSE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
   g_free (callback_error);
+}
 
+gpointer
+gst_h3_video_src_worker (gpointer data)
+{
+  GstH3VideoSrc *self = data;
+  h3_request req = gst_h3_settings_request (&self->run);
+  h3_callbacks cb = { .progress = on_progress, .video_frames = on_video_frames,
+    .audio_samples = on_audio_samples, .opaque = self,
+    .cancel_flag = &self->cancel_flag
+  };
+  h3_status st;
+  h3_status_code rc;
+  h3_plan plan;
+  gboolean stopped, holds_ref;
+  h3_engine *engine;
+
+  if (!worker_ensure_engine (self, &stopped)) {
+    if (!stopped)
+      worker_stop_streaming (self, TRUE);
+    goto done;
+  }
+  /* One generation at a time per engine: wait for the other elements
+   * sharing it (cancellable). */
+  if (!gst_h3_engine_begin (self->engine, GST_OBJECT (self),
+          &self->cancel_flag))
+    goto done;
+  engine = gst_h3_engine_get (self->engine);
+
+  memset (&st, 0, sizeof st);
+  rc = h3_engine_validate (engine, &req, &plan, &st);
+  if (rc != H3_OK) {
+    gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_VALIDATE, &st);
+    worker_stop_streaming (self, TRUE);
+    goto end;
+  }
+  if (!worker_publish_plan (self, &plan)) {
+    worker_stop_streaming (self, TRUE);
+    goto end;
+  }
+
+  g_mutex_lock (&self->lock);
+  self->generating = !self->cancel;
+  g_mutex_unlock (&self->lock);
+  if (!self->generating)
+    goto end;
+  gst_h3_video_src_post_progress (self, &self->generate_open,
+      GST_PROGRESS_TYPE_START, "generate", 0, "Generating %d frames at %dx%d "
+      "(seed %" G_GUINT64_FORMAT ", %d steps)", plan.num_frames, plan.width,
+      plan.height, self->run.seed, plan.steps);
+  memset (&st, 0, sizeof st);
+  rc = h3_engine_generate (engine, &req, &cb, &st);
+  worker_finish (self, rc, &st, &plan);
+
+end:
+  gst_h3_engine_end (self->engine, GST_OBJECT (self));
 done:
   g_mutex_lock (&self->lock);
   self->worker_done = TRUE;
+  self->generating = FALSE;
+  holds_ref = self->worker_holds_ref;
+  self->worker_exiting = holds_ref;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
-  /* The worker holds a reference so that the element (and the engine it is
-   * using) outlives the generation even when the application drops the
-   * pipeline meanwhile; this may dispose the element, from this thread. */
-  gst_object_unref (self);
+  /* The application dropped the element while this thread was posting a
+   * message (dispose ran here and kept the element alive for us): drop
+   * that last reference, which disposes the element, as the very last
+   * thing this thread does. */
+  if (holds_ref)
+    gst_object_unref (self);
   return NULL;
 }
-

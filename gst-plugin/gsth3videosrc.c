@@ -81,6 +81,7 @@ enum
   PROP_VSA_SPARSITY,
   PROP_LOAD_FORMAT,
   PROP_DUMMY_ADAPTER,
+  PROP_ENGINE_CACHE,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -105,7 +106,9 @@ static GstStaticPadTemplate audio_template = GST_STATIC_PAD_TEMPLATE ("audio",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (AUDIO_CAPS_TEMPLATE));
 
 #define parent_class gst_h3_video_src_parent_class
-G_DEFINE_TYPE (GstH3VideoSrc, gst_h3_video_src, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE_WITH_CODE (GstH3VideoSrc, gst_h3_video_src, GST_TYPE_ELEMENT,
+    G_IMPLEMENT_INTERFACE (GST_TYPE_URI_HANDLER,
+        gst_h3_video_src_uri_handler_init));
 GST_ELEMENT_REGISTER_DEFINE (h3videosrc, "h3videosrc", GST_RANK_NONE,
     GST_TYPE_H3_VIDEO_SRC);
 
@@ -411,6 +414,21 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           H3_MAX_VSA_SPARSITY, DEFAULT_VSA_SPARSITY, rw));
 
   /**
+   * GstH3VideoSrc:engine-cache:
+   *
+   * Share the loaded model with the other h3videosrc elements of the
+   * process whose model settings are the same (model-location,
+   * adapter-location, compute, devices, load-format, dummy-adapter): the
+   * model is loaded once, kept while any of them exists, and their
+   * generations take turns on it. FALSE gives this element an engine of its
+   * own (another copy of the weights in memory).
+   */
+  g_object_class_install_property (gobject_class, PROP_ENGINE_CACHE,
+      g_param_spec_boolean ("engine-cache", "Engine cache",
+          "Share the loaded model with the other elements of the process "
+          "that have the same model settings", DEFAULT_ENGINE_CACHE, rw));
+
+  /**
    * GstH3VideoSrc:capabilities:
    *
    * What this build and machine can run (compute backends, GPUs, fa/vsa
@@ -491,21 +509,37 @@ static void
 gst_h3_video_src_dispose (GObject * object)
 {
   GstH3VideoSrc *self = GST_H3_VIDEO_SRC (object);
+  GstH3Engine *engine;
 
+  /* The last reference went away on the generation thread itself (a
+   * message it posted was the last holder): it cannot be joined from here.
+   * Stop it and keep the element alive until it returns; it drops that
+   * reference as its very last action, and this runs again. */
   g_mutex_lock (&self->lock);
-  self->cancel = TRUE;
-  self->flushing = TRUE;
-  if (self->engine)
-    h3_engine_cancel (self->engine);
-  g_cond_broadcast (&self->cond);
+  if (self->worker && self->worker == g_thread_self ()
+      && !self->worker_exiting) {
+    self->worker_holds_ref = TRUE;
+    g_mutex_unlock (&self->lock);
+    gst_h3_video_src_cancel (self);
+    g_object_ref (self);
+    return;
+  }
   g_mutex_unlock (&self->lock);
+
+  /* No generation outlives the element: wait for it (cancelled, it ends at
+   * its next step, or when a model load in progress is over). */
+  g_mutex_lock (&self->lock);
+  self->flushing = TRUE;
+  g_mutex_unlock (&self->lock);
+  gst_h3_video_src_cancel (self);
   gst_h3_video_src_worker_join (self);
   gst_h3_video_src_clip_clear (self);
   gst_h3_video_src_streams_clear (self);
-  if (self->engine) {
-    h3_engine_close (self->engine);
-    self->engine = NULL;
-  }
+  g_mutex_lock (&self->lock);
+  engine = self->engine;
+  self->engine = NULL;
+  g_mutex_unlock (&self->lock);
+  gst_h3_engine_unref (engine);
   G_OBJECT_CLASS (parent_class)->dispose (object);
 }
 
@@ -516,7 +550,7 @@ gst_h3_video_src_finalize (GObject * object)
 
   gst_h3_settings_clear (&self->settings);
   gst_h3_settings_clear (&self->run);
-  g_free (self->engine_key);
+  g_free (self->rate_key);
   if (self->stats)
     gst_structure_free (self->stats);
   gst_flow_combiner_free (self->combiner);
@@ -599,6 +633,9 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_DUMMY_ADAPTER:
       s->dummy_adapter = g_value_get_enum (value);
       break;
+    case PROP_ENGINE_CACHE:
+      s->engine_cache = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -673,6 +710,9 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
     case PROP_DUMMY_ADAPTER:
       g_value_set_enum (value, s->dummy_adapter);
       break;
+    case PROP_ENGINE_CACHE:
+      g_value_set_boolean (value, s->engine_cache);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -705,20 +745,18 @@ gst_h3_video_src_activate_mode (GstPad * pad, GstObject * parent,
 static gboolean
 handle_eos (GstH3VideoSrc * self, GstEvent * event)
 {
-  gboolean running;
+  gboolean running, first = FALSE;
 
   g_mutex_lock (&self->lock);
   running = self->running;
   if (running && !self->eos_requested) {
-    self->eos_requested = TRUE;
+    self->eos_requested = first = TRUE;
     self->eos_seqnum = gst_event_get_seqnum (event);
-    self->cancel = TRUE;
-    if (self->engine)
-      h3_engine_cancel (self->engine);
-    g_cond_broadcast (&self->cond);
   }
   g_mutex_unlock (&self->lock);
   gst_event_unref (event);
+  if (first)
+    gst_h3_video_src_cancel (self);
   if (!running) {
     GST_DEBUG_OBJECT (self, "EOS while not running: ignored");
     return FALSE;
@@ -786,16 +824,64 @@ gst_h3_video_src_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
   }
 }
 
-/* Frame count and size of the run, or of the properties outside a run. */
+/* The model's audio rate for the properties (outside a run), from its
+ * configs (h3_engine_preflight, no weight read), cached per engine key; 0
+ * when the model directory cannot tell. */
+static gint
+settings_rate (GstH3VideoSrc * self)
+{
+  GstH3Settings snapshot;
+  h3_engine_options opt;
+  h3_preflight pf;
+  h3_status st;
+  gchar *key;
+  gint rate = 0;
+  gboolean known;
+
+  memset (&snapshot, 0, sizeof snapshot);
+  GST_OBJECT_LOCK (self);
+  gst_h3_settings_copy (&snapshot, &self->settings);
+  GST_OBJECT_UNLOCK (self);
+  key = gst_h3_settings_engine_key (&snapshot);
+  g_mutex_lock (&self->lock);
+  known = g_strcmp0 (key, self->rate_key) == 0;
+  if (known)
+    rate = self->rate;
+  g_mutex_unlock (&self->lock);
+  if (!known) {
+    gst_h3_settings_engine_options (&snapshot, &opt);
+    memset (&st, 0, sizeof st);
+    if (h3_engine_preflight (&opt, NULL, &pf, &st) == H3_OK)
+      rate = pf.sample_rate;
+    else
+      GST_DEBUG_OBJECT (self, "no audio rate yet: %s", st.message);
+    g_mutex_lock (&self->lock);
+    g_free (self->rate_key);
+    self->rate_key = key;
+    self->rate = rate;
+    key = NULL;
+    g_mutex_unlock (&self->lock);
+  }
+  g_free (key);
+  gst_h3_settings_clear (&snapshot);
+  return rate;
+}
+
+/* Frame count, size and audio rate of the run, or of the properties
+ * outside a run. */
 static void
 current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     gint * height, gint * rate)
 {
+  gboolean running;
+
   g_mutex_lock (&self->lock);
-  if (self->running) {
+  running = self->running;
+  if (running) {
     *frames = self->run_frames;
     *width = self->run.width;
     *height = self->run.height;
+    *rate = self->run_rate;
   } else {
     GST_OBJECT_LOCK (self);
     *frames = h3_align_frames (self->settings.num_frames);
@@ -803,8 +889,9 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     *height = self->settings.height;
     GST_OBJECT_UNLOCK (self);
   }
-  *rate = self->have_plan ? self->plan.sample_rate : 0;
   g_mutex_unlock (&self->lock);
+  if (!running)
+    *rate = settings_rate (self);
 }
 
 static gboolean
@@ -879,17 +966,29 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 /* ---- state changes ------------------------------------------------------- */
 
 /* READY->PAUSED, before the pads are activated: snapshot and check the
- * properties, forget the last run, and describe the new run's streams. */
+ * properties (everything that needs no weight, gst_h3_settings_check), that
+ * a pad is linked and that downstream accepts the caps, forget the last
+ * run, and describe the new run's streams. */
 static gboolean
 run_prepare (GstH3VideoSrc * self)
 {
   GstH3Settings snapshot;
+  h3_preflight pf;
 
   memset (&snapshot, 0, sizeof snapshot);
   GST_OBJECT_LOCK (self);
   gst_h3_settings_copy (&snapshot, &self->settings);
   GST_OBJECT_UNLOCK (self);
-  if (!gst_h3_settings_check (self, &snapshot)) {
+  if (!gst_h3_settings_check (self, &snapshot, &pf)) {
+    gst_h3_settings_clear (&snapshot);
+    return FALSE;
+  }
+  if (!gst_pad_is_linked (self->video.pad)
+      && !gst_pad_is_linked (self->audio.pad)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Neither pad of %s is linked: link its video pad, its audio pad or "
+            "both before starting it.", GST_ELEMENT_NAME (self)),
+        ("not-linked at READY->PAUSED"));
     gst_h3_settings_clear (&snapshot);
     return FALSE;
   }
@@ -900,6 +999,13 @@ run_prepare (GstH3VideoSrc * self)
   gst_h3_settings_clear (&self->run);
   self->run = snapshot;
   self->run_frames = h3_align_frames (self->run.num_frames);
+  self->run_rate = pf.sample_rate;
+
+  /* Downstream is in PAUSED already: a capsfilter that wants another size
+   * or rate fails the state change, not a run minutes later. */
+  if (!gst_h3_video_src_accept_caps (self, &self->video)
+      || !gst_h3_video_src_accept_caps (self, &self->audio))
+    return FALSE;
 
   gst_h3_video_src_streams_new (self);
 
@@ -913,9 +1019,11 @@ run_prepare (GstH3VideoSrc * self)
   self->running = TRUE;
   self->flushing = FALSE;
   self->cancel = FALSE;
+  g_atomic_int_set (&self->cancel_flag, 0);
   self->eos_requested = FALSE;
   self->stop_streaming = FALSE;
   self->error_posted = FALSE;
+  self->generating = FALSE;
   self->worker_done = FALSE;
   self->run_start_us = self->denoise_start_us = g_get_monotonic_time ();
   g_mutex_unlock (&self->lock);
@@ -924,8 +1032,8 @@ run_prepare (GstH3VideoSrc * self)
       gst_message_new_stream_collection (GST_OBJECT (self),
           self->collection));
   GST_INFO_OBJECT (self, "run: \"%s\" seed %" G_GUINT64_FORMAT " %dx%d, %d "
-      "frames", self->run.prompt, self->run.seed, self->run.width,
-      self->run.height, self->run_frames);
+      "frames, %d Hz", self->run.prompt, self->run.seed, self->run.width,
+      self->run.height, self->run_frames, self->run_rate);
   return TRUE;
 }
 
@@ -937,8 +1045,9 @@ run_start (GstH3VideoSrc * self)
       NULL);
   gst_pad_start_task (self->audio.pad, gst_h3_video_src_loop, &self->audio,
       NULL);
+  /* No reference: dispose joins the thread (gsth3videosrc-worker.c). */
   self->worker = g_thread_new ("h3videosrc-gen", gst_h3_video_src_worker,
-      gst_object_ref (self));
+      self);
 }
 
 /* PAUSED->READY, before the pads are deactivated: cancel and wake
@@ -949,31 +1058,23 @@ run_stop (GstH3VideoSrc * self)
   g_mutex_lock (&self->lock);
   self->running = FALSE;
   self->flushing = TRUE;
-  self->cancel = TRUE;
-  if (self->engine)
-    h3_engine_cancel (self->engine);
-  g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+  gst_h3_video_src_cancel (self);
   gst_h3_video_src_post_progress (self, &self->load_open,
       GST_PROGRESS_TYPE_CANCELED, "load", 0, "Stopped while loading the model");
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
 }
 
-/* PAUSED->READY, after the tasks stopped: free the clip now if the worker
- * has already finished, else at the next start or on dispose. */
+/* PAUSED->READY (after the tasks stopped) and READY->NULL: wait a bounded
+ * time for the cancelled generation to return, then free the clip. A
+ * worker still in a long step or a model load is joined at the next start
+ * or by dispose, which always waits. */
 static void
 run_release (GstH3VideoSrc * self)
 {
-  gboolean done;
-
-  g_mutex_lock (&self->lock);
-  done = self->worker_done;
-  g_mutex_unlock (&self->lock);
-  if (done) {
-    gst_h3_video_src_worker_join (self);
+  if (gst_h3_video_src_worker_wait (self, GST_H3_STOP_WAIT))
     gst_h3_video_src_clip_clear (self);
-  }
 }
 
 static GstStateChangeReturn
@@ -1006,6 +1107,7 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
       run_start (self);
       break;
     case GST_STATE_CHANGE_PAUSED_TO_READY:
+    case GST_STATE_CHANGE_READY_TO_NULL:
       run_release (self);
       break;
     default:

@@ -8,8 +8,9 @@
  *    reference implementation has no VSA-H3 at this size): the element gives
  *    what h3_engine_generate gives for the same request, bit for bit, and
  *    not the dense clip;
- *  - a mode and an adapter that do not belong together fail the generation
- *    with LIBRARY/SETTINGS and a message that names both.
+ *  - a mode and an adapter that do not belong together fail the state
+ *    change to PAUSED, before the model loads (the adapter's kind is read
+ *    from its header), with LIBRARY/SETTINGS and a message that names both.
  *
  * Everything runs on the CPU (compute=cpu). H3_TEST_DATA comes from meson. */
 #include <gst/check/gstcheck.h>
@@ -313,13 +314,15 @@ expect_mismatch (const gchar * backend, const gchar * variant,
 {
   GstHarness *hv, *ha;
   GstBus *bus;
-  GstMessage *m;
+  GstMessage *m, *m2;
   GError *err = NULL;
   gchar *dbg = NULL;
+  guint progress = 0;
 
   new_element (&hv, &ha, &bus, backend, variant);
-  gst_harness_play (hv);
-  m = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND, GST_MESSAGE_ERROR);
+  fail_unless_equals_int (gst_element_set_state (hv->element,
+          GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
   fail_unless (m != NULL, "backend=%s with %s: no error", backend, variant);
   gst_message_parse_error (m, &err, &dbg);
   g_print ("backend=%s with %s: %s\n", backend, variant, err->message);
@@ -331,6 +334,13 @@ expect_mismatch (const gchar * backend, const gchar * variant,
       "backend=%s with %s: '%s' does not say '%s'", backend, variant,
       err->message, must_name);
   fail_unless (gst_harness_try_pull (hv) == NULL, "a frame after the error");
+  /* Nothing was loaded for it. */
+  while ((m2 = gst_bus_pop_filtered (bus, GST_MESSAGE_PROGRESS))) {
+    progress++;
+    gst_message_unref (m2);
+  }
+  fail_unless_equals_int (progress, 0);
+  gst_element_set_state (hv->element, GST_STATE_NULL);
   g_error_free (err);
   g_free (dbg);
   gst_message_unref (m);

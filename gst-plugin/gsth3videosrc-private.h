@@ -45,7 +45,7 @@
  *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
  *                             capabilities structures, engine errors
- *   gsth3videosrc-uri.c       the h3: URI handler
+ *   gsth3videosrc-uri.c       the h3: URI of a clip (h3src handles it)
  */
 #ifndef GST_H3_VIDEO_SRC_PRIVATE_H
 #define GST_H3_VIDEO_SRC_PRIVATE_H
@@ -320,7 +320,10 @@ void gst_h3_video_src_post_preflight_error (GstH3VideoSrc * self,
 /* ---- gsth3videosrc-uri.c ------------------------------------------------- */
 
 G_GNUC_INTERNAL
-void gst_h3_video_src_uri_handler_init (gpointer g_iface, gpointer iface_data);
+gchar *gst_h3_uri_from_properties (GObject * h3videosrc);
+G_GNUC_INTERNAL
+gboolean gst_h3_uri_to_properties (GObject * h3videosrc, const gchar * uri,
+    GError ** error);
 
 G_END_DECLS
 

@@ -1,5 +1,6 @@
-/* gsth3videosrc-uri.c - h3videosrc's URI handler: the `h3:` scheme, so
- * that playbin, uridecodebin and gst-play-1.0 open a prompt like a file:
+/* gsth3videosrc-uri.c - the `h3:` URI of a clip, to and from h3videosrc's
+ * properties. h3src (gsth3src.c) is the URI handler that uses it, so that
+ * playbin, uridecodebin and gst-play-1.0 open a prompt like a file:
  *
  *   h3:?prompt=a%20red%20fox&width=256&height=160&num-frames=22&steps=2
  *   h3:a%20red%20fox?seed=7                 (the path, when given, is the prompt)
@@ -31,24 +32,10 @@ uri_key_known (const gchar * key)
   return g_strv_contains (uri_keys, key);
 }
 
-static GstURIType
-uri_get_type (GType type)
+/* The URI of what an h3videosrc (obj) is set to generate. */
+gchar *
+gst_h3_uri_from_properties (GObject * obj)
 {
-  return GST_URI_SRC;
-}
-
-static const gchar *const *
-uri_get_protocols (GType type)
-{
-  static const gchar *const protocols[] = { "h3", NULL };
-
-  return protocols;
-}
-
-static gchar *
-uri_get_uri (GstURIHandler * handler)
-{
-  GObject *obj = G_OBJECT (handler);
   GString *uri = g_string_new ("h3:");
   gchar sep = '?';
 
@@ -110,10 +97,11 @@ uri_parse_value (GParamSpec * pspec, const gchar * text, GValue * v,
   return TRUE;
 }
 
-static gboolean
-uri_set_uri (GstURIHandler * handler, const gchar * uri, GError ** error)
+/* Sets the properties of an h3videosrc (obj) from a URI; a bad URI
+ * changes nothing. */
+gboolean
+gst_h3_uri_to_properties (GObject * obj, const gchar * uri, GError ** error)
 {
-  GObject *obj = G_OBJECT (handler);
   GObjectClass *klass = G_OBJECT_GET_CLASS (obj);
   GstUri *u;
   GHashTable *query = NULL;
@@ -123,16 +111,7 @@ uri_set_uri (GstURIHandler * handler, const gchar * uri, GError ** error)
   GPtrArray *names;
   const gchar *path;
   gboolean ok = TRUE;
-  GstState state;
 
-  GST_OBJECT_LOCK (obj);
-  state = GST_STATE (obj);
-  GST_OBJECT_UNLOCK (obj);
-  if (state > GST_STATE_READY) {
-    g_set_error (error, GST_URI_ERROR, GST_URI_ERROR_BAD_STATE,
-        "h3: URI: the URI can only be set in the NULL or READY state");
-    return FALSE;
-  }
   u = gst_uri_from_string (uri);
   if (!u || g_ascii_strcasecmp (gst_uri_get_scheme (u), "h3") != 0) {
     g_set_error (error, GST_URI_ERROR, GST_URI_ERROR_BAD_URI,
@@ -210,15 +189,4 @@ uri_set_uri (GstURIHandler * handler, const gchar * uri, GError ** error)
     g_hash_table_unref (query);
   gst_uri_unref (u);
   return ok;
-}
-
-void
-gst_h3_video_src_uri_handler_init (gpointer g_iface, gpointer iface_data)
-{
-  GstURIHandlerInterface *iface = g_iface;
-
-  iface->get_type = uri_get_type;
-  iface->get_protocols = uri_get_protocols;
-  iface->get_uri = uri_get_uri;
-  iface->set_uri = uri_set_uri;
 }

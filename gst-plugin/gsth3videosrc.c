@@ -106,9 +106,7 @@ static GstStaticPadTemplate audio_template = GST_STATIC_PAD_TEMPLATE ("audio",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (AUDIO_CAPS_TEMPLATE));
 
 #define parent_class gst_h3_video_src_parent_class
-G_DEFINE_TYPE_WITH_CODE (GstH3VideoSrc, gst_h3_video_src, GST_TYPE_ELEMENT,
-    G_IMPLEMENT_INTERFACE (GST_TYPE_URI_HANDLER,
-        gst_h3_video_src_uri_handler_init));
+G_DEFINE_TYPE (GstH3VideoSrc, gst_h3_video_src, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE (h3videosrc, "h3videosrc", GST_RANK_NONE,
     GST_TYPE_H3_VIDEO_SRC);
 

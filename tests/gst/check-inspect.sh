@@ -1,7 +1,8 @@
 #!/bin/sh
-# Compares `gst-inspect-1.0 h3videosrc` with the committed
-# tests/gst-inspect-h3videosrc.txt, the stand-in for upstream's
-# gst_plugins_cache.json (hotdoc is not packaged in Debian bookworm).
+# Compares `gst-inspect-1.0 ELEMENT` with the committed
+# tests/gst-inspect-ELEMENT.txt (h3videosrc, h3src), the stand-in for
+# upstream's gst_plugins_cache.json (hotdoc is not packaged in Debian
+# bookworm). The element is named by the file.
 #
 # Lines that differ from machine to machine are normalised first: the
 # plugin's file name and version, the embedded model's directory (the
@@ -13,10 +14,12 @@
 # The environment (GST_PLUGIN_PATH, GST_REGISTRY) comes from meson.
 set -eu
 expected=$1
+element=$(basename "$expected" .txt)
+element=${element#gst-inspect-}
 actual=$(mktemp)
 trap 'rm -f "$actual"' EXIT
 
-GST_INSPECT_NO_COLORS=1 gst-inspect-1.0 --no-colors h3videosrc | awk '
+GST_INSPECT_NO_COLORS=1 gst-inspect-1.0 --no-colors "$element" | awk '
   /^  Filename / { print "  Filename                 <filename>"; next }
   /^  Version / { print "  Version                  <version>"; next }
   # The default of model-location is the embedded model directory.
@@ -38,7 +41,7 @@ fi
 if diff -u "$expected" "$actual"; then
   echo "1 passed, 0 failed"
 else
-  echo "gst-inspect-1.0 h3videosrc differs from $expected" >&2
+  echo "gst-inspect-1.0 $element differs from $expected" >&2
   echo "(run tests/gst/check-inspect.sh $expected --update after a deliberate change)" >&2
   echo "0 passed, 1 failed"
   exit 1

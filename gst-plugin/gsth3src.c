@@ -1,0 +1,201 @@
+/* gsth3src.c - h3src: the `h3:` URI source.
+ *
+ * playbin (through uridecodebin) decides how to take a source's streams
+ * when it creates it, still in NULL: it exposes the pads that already carry
+ * raw caps, plugs one decodebin on the first pad of any other source with
+ * pads, and waits for the pads of a source that has none yet. h3videosrc's
+ * always pads carry no caps before they start, so only its video would be
+ * played. h3src is a bin around one h3videosrc whose ghost pads `video` and
+ * `audio` appear when it goes to PAUSED (like rtspsrc's): uridecodebin
+ * then takes each of them, playbin3 too, and gst-play-1.0 plays the clip
+ * with its sound.
+ *
+ * The URI sets the h3videosrc's properties (gsth3videosrc-uri.c); the
+ * element itself is reachable as the child `src` (src::prompt=... on a
+ * gst-launch-1.0 line, or the source-setup signal of playbin). */
+
+/**
+ * SECTION:element-h3src
+ * @title: h3src
+ *
+ * The `h3:` URI source: an h3videosrc whose properties come from the URI's
+ * query, with `video` and `audio` pads that appear when it starts, so that
+ * playbin and uridecodebin link both streams.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-play-1.0 "h3:?prompt=waves%20on%20a%20beach&width=256&height=160&num-frames=22&steps=2"
+ * gst-launch-1.0 playbin uri="h3:?prompt=a%20red%20fox&width=64&height=32&num-frames=22&steps=2"
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gsth3src.h"
+#include "gsth3videosrc-private.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_h3_src_debug);
+#undef GST_CAT_DEFAULT
+#define GST_CAT_DEFAULT gst_h3_src_debug
+
+struct _GstH3Src
+{
+  GstBin parent;
+
+  GstElement *src;              /* the h3videosrc, child "src" */
+  GstPad *video, *audio;        /* ghost pads, from READY->PAUSED to PAUSED->READY */
+};
+
+static GstStaticPadTemplate video_template = GST_STATIC_PAD_TEMPLATE ("video",
+    GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS ("video/x-raw"));
+
+static GstStaticPadTemplate audio_template = GST_STATIC_PAD_TEMPLATE ("audio",
+    GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS ("audio/x-raw"));
+
+static void gst_h3_src_uri_handler_init (gpointer g_iface, gpointer data);
+
+#define parent_class gst_h3_src_parent_class
+G_DEFINE_TYPE_WITH_CODE (GstH3Src, gst_h3_src, GST_TYPE_BIN,
+    G_IMPLEMENT_INTERFACE (GST_TYPE_URI_HANDLER, gst_h3_src_uri_handler_init));
+GST_ELEMENT_REGISTER_DEFINE (h3src, "h3src", GST_RANK_NONE, GST_TYPE_H3_SRC);
+
+/* ---- pads ---------------------------------------------------------------- */
+
+/* A ghost of the h3videosrc's pad, active but not yet on the bin: the
+ * h3videosrc sees a linked pad when it starts. */
+static GstPad *
+ghost_new (GstH3Src * self, const gchar * name, GstStaticPadTemplate * templ)
+{
+  GstPad *target = gst_element_get_static_pad (self->src, name);
+  GstPadTemplate *t = gst_static_pad_template_get (templ);
+  GstPad *ghost = gst_ghost_pad_new_from_template (name, target, t);
+
+  gst_object_unref (t);
+  gst_object_unref (target);
+  gst_pad_set_active (ghost, TRUE);
+  return gst_object_ref_sink (ghost);
+}
+
+static void
+ghosts_release (GstH3Src * self, gboolean added)
+{
+  GstPad **pads[] = { &self->video, &self->audio };
+
+  for (guint i = 0; i < G_N_ELEMENTS (pads); i++) {
+    GstPad *pad = *pads[i];
+    if (!pad)
+      continue;
+    gst_pad_set_active (pad, FALSE);
+    if (added)
+      gst_element_remove_pad (GST_ELEMENT (self), pad);
+    gst_object_unref (pad);
+    *pads[i] = NULL;
+  }
+}
+
+static GstStateChangeReturn
+gst_h3_src_change_state (GstElement * element, GstStateChange transition)
+{
+  GstH3Src *self = GST_H3_SRC (element);
+  GstStateChangeReturn ret;
+
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
+    self->video = ghost_new (self, "video", &video_template);
+    self->audio = ghost_new (self, "audio", &audio_template);
+  }
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  switch (transition) {
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      if (ret == GST_STATE_CHANGE_FAILURE) {
+        ghosts_release (self, FALSE);
+        break;
+      }
+      gst_element_add_pad (element, self->video);
+      gst_element_add_pad (element, self->audio);
+      gst_element_no_more_pads (element);
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      ghosts_release (self, TRUE);
+      break;
+    default:
+      break;
+  }
+  return ret;
+}
+
+/* ---- the URI handler ----------------------------------------------------- */
+
+static GstURIType
+uri_get_type (GType type)
+{
+  return GST_URI_SRC;
+}
+
+static const gchar *const *
+uri_get_protocols (GType type)
+{
+  static const gchar *const protocols[] = { "h3", NULL };
+
+  return protocols;
+}
+
+static gchar *
+uri_get_uri (GstURIHandler * handler)
+{
+  return gst_h3_uri_from_properties (G_OBJECT (GST_H3_SRC (handler)->src));
+}
+
+static gboolean
+uri_set_uri (GstURIHandler * handler, const gchar * uri, GError ** error)
+{
+  GstH3Src *self = GST_H3_SRC (handler);
+  GstState state;
+
+  GST_OBJECT_LOCK (self);
+  state = GST_STATE (self);
+  GST_OBJECT_UNLOCK (self);
+  if (state > GST_STATE_READY) {
+    g_set_error (error, GST_URI_ERROR, GST_URI_ERROR_BAD_STATE,
+        "h3: URI: the URI can only be set in the NULL or READY state");
+    return FALSE;
+  }
+  return gst_h3_uri_to_properties (G_OBJECT (self->src), uri, error);
+}
+
+static void
+gst_h3_src_uri_handler_init (gpointer g_iface, gpointer data)
+{
+  GstURIHandlerInterface *iface = g_iface;
+
+  iface->get_type = uri_get_type;
+  iface->get_protocols = uri_get_protocols;
+  iface->get_uri = uri_get_uri;
+  iface->set_uri = uri_set_uri;
+}
+
+/* ---- class --------------------------------------------------------------- */
+
+static void
+gst_h3_src_class_init (GstH3SrcClass * klass)
+{
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  GST_DEBUG_CATEGORY_INIT (gst_h3_src_debug, "h3src", 0,
+      "the h3: URI source");
+  gst_element_class_add_static_pad_template (element_class, &video_template);
+  gst_element_class_add_static_pad_template (element_class, &audio_template);
+  gst_element_class_set_static_metadata (element_class,
+      "MiniMax-H3 h3: URI source", "Source/Video/Audio",
+      "Generates the clip an h3: URI describes (prompt and h3videosrc "
+      "properties in the query), for playbin and uridecodebin",
+      "gst-h3 developers");
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_h3_src_change_state);
+}
+
+static void
+gst_h3_src_init (GstH3Src * self)
+{
+  self->src = g_object_new (GST_TYPE_H3_VIDEO_SRC, "name", "src", NULL);
+  gst_bin_add (GST_BIN (self), self->src);
+}

@@ -1,6 +1,8 @@
 #!/bin/sh
 # An MP4 file: H.264 (x264enc) and AAC (avenc_aac). mp4mux only takes encoded
-# streams; the AAC encoder wants 48 kHz here, hence audioresample.
+# streams. I420 keeps the H.264 in a profile every player decodes; the audio is
+# resampled to 48 kHz, the rate players expect most (avenc_aac itself takes the
+# model's 32 kHz).
 #
 #   examples/mp4.sh "a prompt" [out.mp4]
 #

@@ -31,7 +31,8 @@ fi
 
 # One queue per branch, sized in time: x264enc holds about 2 s of video
 # (docs/ELEMENT.md, "Queues and encoders"). I420 keeps the H.264 in the
-# profile every player decodes; AAC encoders want 48 kHz.
+# profile every player decodes; 48 kHz audio is what players expect most
+# (avenc_aac itself takes the model's 32 kHz).
 # shellcheck disable=SC2086  # props is a list of properties
 gst-launch-1.0 -e \
   h3videosrc name=s prompt="a red fox running through snow" $props \

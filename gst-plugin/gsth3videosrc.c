@@ -27,11 +27,14 @@
  * ## Example launch line
  * |[
  * gst-launch-1.0 -e h3videosrc prompt="a red fox running in snow" name=s \
- *     s.video ! queue ! videoconvert ! x264enc ! h264parse ! mux. \
- *     s.audio ! queue ! audioconvert ! avenc_aac ! mux. \
+ *     s.video ! queue ! videoconvert ! video/x-raw,format=I420 ! x264enc ! \
+ *       h264parse ! mux. \
+ *     s.audio ! queue max-size-time=3000000000 max-size-bytes=0 \
+ *       max-size-buffers=0 ! audioconvert ! audioresample ! avenc_aac ! mux. \
  *     mp4mux name=mux ! filesink location=fox.mp4
  * ]|
- * Generates 124 frames (about 5 s) at 1280x736 and writes an MP4 file.
+ * Generates 124 frames (about 5 s) at 1280x736 and writes an MP4 file that
+ * every player decodes (I420: from RGB, x264enc would write High 4:4:4).
  * |[
  * gst-launch-1.0 -e h3videosrc prompt="waves on a beach" width=64 height=32 \
  *     num-frames=22 steps=2 name=s \
@@ -44,13 +47,22 @@
  *
  * * `GST_MESSAGE_PROGRESS` with code `load` (engine opened) and `generate`
  *   (START, CONTINUE with a `percent` field for the prompt, every denoising
- *   step and every decode window, COMPLETE right before the first buffer,
- *   CANCELED when stopped, ERROR after an error message).
+ *   step and every decode window, COMPLETE once the last frame is decoded,
+ *   before EOS, CANCELED when stopped, ERROR after an error message).
  * * Element message `h3videosrc/step` for every denoising step and decode
  *   window: `phase`, `step`, `total`, `percent`, `elapsed`, `eta`.
  * * Element message `h3videosrc/done` at the end of each generation with
- *   the `result` and the stage timings.
- * * A `GstStreamCollection` with the two streams, before any data.
+ *   the `result` and the stage timings, before EOS (and `stats` is set).
+ * * A `GstStreamCollection` with the two streams and their caps, before any
+ *   data.
+ *
+ * Settings that cannot work (backend against the adapter, devices against
+ * the machine, caps refused downstream, no linked pad) fail the change to
+ * PAUSED before the model loads. Elements of a process with the same model
+ * settings share one loaded model (#GstH3VideoSrc:engine-cache). Stopping
+ * waits for the generation to return (bounded at READY/NULL; always when
+ * the element is freed). The `h3:` URIs are handled by h3src, a bin around
+ * this element.
  */
 
 #ifdef HAVE_CONFIG_H

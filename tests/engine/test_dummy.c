@@ -5,6 +5,15 @@
  *   the pieces     a dummy checkpoint (names, shapes, no bytes), the
  *                  backend's fill, and tensor-parallel shards that hold the
  *                  very values of the whole tensor, for every weight role
+ *   the engine     the tiny model's configs and tokenizer alone (no
+ *                  *.safetensors): a clip of finite, varying noise; the seed
+ *                  decides it; safetensors on that folder names what is
+ *                  missing; cpu:2 draws the same model; the dummy FastH3
+ *                  adapters (4 forwards, their attention modes, VSA gates)
+ *   the release    the dummy checkpoints made from the release's configs
+ *                  (tests/data/official, both layouts) hold the tensors its
+ *                  index files name, at the release's sizes: what the
+ *                  release would load, without loading it (too big here)
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -14,10 +23,18 @@
 #include <string.h>
 
 #include "h3_test.h"
+#include "h3_test_capture.h"
 
+#include <json-glib/json-glib.h>
+
+#include "h3.h"
 #include "backend/h3_backend.h"
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
+#include "model/h3_audio_vae.h"
+#include "model/h3_dit.h"
+#include "model/h3_text_encoder.h"
+#include "model/h3_video_vae.h"
 #include "parallel/h3_tp.h"
 
 /* ---- the pieces ---------------------------------------------------------------------- */
@@ -155,6 +172,235 @@ static void test_shards(h3_backend *b) {
     h3_checkpoint_close(c);
 }
 
+/* ---- the engine ------------------------------------------------------------------------ */
+
+/* src's files but its weights (*.safetensors), into dst. */
+static void copy_configs(const char *src, const char *dst) {
+    g_mkdir_with_parents(dst, 0755);
+    GDir *d = g_dir_open(src, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d));) {
+        char *from = g_build_filename(src, name, NULL), *to = g_build_filename(dst, name, NULL);
+        if (g_file_test(from, G_FILE_TEST_IS_DIR)) {
+            copy_configs(from, to);
+        } else if (!g_str_has_suffix(name, ".safetensors")) {
+            char *text;
+            gsize n;
+            if (g_file_get_contents(from, &text, &n, NULL)) {
+                g_file_set_contents(to, text, (gssize)n, NULL);
+                g_free(text);
+            }
+        }
+        g_free(from);
+        g_free(to);
+    }
+    if (d) g_dir_close(d);
+}
+
+static void remove_tree(const char *dir) {
+    GDir *d = g_dir_open(dir, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d));) {
+        char *p = g_build_filename(dir, name, NULL);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR)) remove_tree(p);
+        else g_unlink(p);
+        g_free(p);
+    }
+    if (d) g_dir_close(d);
+    g_rmdir(dir);
+}
+
+typedef struct log_capture {
+    char text[4096];
+} log_capture;
+
+static void on_log(void *opaque, h3_log_level level, const char *message) {
+    log_capture *l = opaque;
+    (void)level;
+    g_strlcat(l->text, message, sizeof l->text);
+    g_strlcat(l->text, "\n", sizeof l->text);
+}
+
+static h3_engine *open_dummy(const char *dir, uint64_t seed, const char *devices, h3_dummy_adapter adapter,
+                             log_capture *log, h3_status *st) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = dir;
+    o.compute = H3_COMPUTE_CPU;
+    o.cpu_threads = 2;
+    o.devices = devices;
+    o.load_format = H3_LOAD_DUMMY;
+    o.dummy_seed = seed;
+    o.dummy_adapter = adapter;
+    o.log = on_log;
+    o.log_opaque = log;
+    h3_engine *e = NULL;
+    h3_engine_open(&o, &e, st);
+    return e;
+}
+
+static h3_request small_request(void) {
+    h3_request r = h3_request_default();
+    r.prompt = "a red fox in the snow";
+    r.seed = 5;
+    r.width = 64;
+    r.height = 32;
+    r.num_frames = 22;
+    r.steps = 2;
+    return r;
+}
+
+/* A whole clip: every callback in order, every value finite, neither the
+ * video nor the audio constant. */
+static int clip_ok(const char *what, const h3_test_capture *c) {
+    size_t nv = (size_t)c->plan.num_frames * c->plan.width * c->plan.height * 3, na = (size_t)(2 * c->plan.audio_samples);
+    int finite = 1, video_varies = 0, audio_varies = 0;
+    for (size_t i = 1; i < nv; i++) video_varies |= c->video[i] != c->video[0];
+    for (size_t i = 0; i < na; i++) finite &= isfinite(c->audio[i]);
+    for (size_t i = 1; i < na; i++) audio_varies |= c->audio[i] != c->audio[0];
+    for (size_t i = 0; i < c->n_latents; i++) finite &= isfinite(c->latents[i]);
+    CHECK(c->frames == c->plan.num_frames && c->samples == c->plan.audio_samples && !c->out_of_order,
+          "%s: %d/%d frames, %lld/%lld samples", what, c->frames, c->plan.num_frames, (long long)c->samples,
+          (long long)c->plan.audio_samples);
+    CHECK(finite && video_varies && audio_varies, "%s: finite %d, video varies %d, audio varies %d", what, finite,
+          video_varies, audio_varies);
+    return finite && video_varies && audio_varies;
+}
+
+static int same_clip(const h3_test_capture *a, const h3_test_capture *b) {
+    size_t nv = (size_t)a->plan.num_frames * a->plan.width * a->plan.height * 3;
+    return a->frames == b->frames && a->samples == b->samples && memcmp(a->video, b->video, nv) == 0 &&
+           memcmp(a->audio, b->audio, (size_t)(2 * a->samples) * sizeof(float)) == 0;
+}
+
+static void test_engine(const char *dir) {
+    h3_status st;
+    h3_request r = small_request();
+    log_capture log = {{0}};
+    h3_engine *e = open_dummy(dir, 1, "auto", H3_DUMMY_ADAPTER_NONE, &log, &st);
+    CHECK(e != NULL, "open the configs alone with load_format dummy: %s", st.message);
+    if (!e) return;
+    h3_stats s;
+    h3_engine_get_stats(e, &s);
+    CHECK(s.random_weights == 1 && strcmp(s.compute, "cpu") == 0, "stats: random_weights %d, compute '%s'",
+          s.random_weights, s.compute);
+    CHECK(strstr(log.text, "weights are random (load-format dummy, seed 1): the output is noise") != NULL,
+          "the log says so:\n%s", log.text);
+    h3_test_capture a = {0}, b = {0}, c = {0};
+    CHECK(h3_test_generate(e, &r, &a, NULL, &st) == H3_OK, "generate: %s", st.message);
+    clip_ok("dummy clip", &a);
+    h3_engine_get_stats(e, &s);
+    CHECK(s.steps == 2 && s.random_weights == 1, "stats after generate: steps %d, random_weights %d", s.steps,
+          s.random_weights);
+    h3_engine_close(e);
+
+    e = open_dummy(dir, 1, "auto", H3_DUMMY_ADAPTER_NONE, &log, &st);
+    CHECK(e && h3_test_generate(e, &r, &b, NULL, &st) == H3_OK, "seed 1 again: %s", st.message);
+    CHECK(same_clip(&a, &b), "the same seed gives the same clip");
+    h3_engine_close(e);
+    e = open_dummy(dir, 2, "auto", H3_DUMMY_ADAPTER_NONE, &log, &st);
+    CHECK(e && h3_test_generate(e, &r, &c, NULL, &st) == H3_OK, "seed 2: %s", st.message);
+    clip_ok("seed 2", &c);
+    CHECK(!same_clip(&a, &c), "another seed gives another clip");
+    h3_engine_close(e);
+    h3_test_capture_free(&b);
+    h3_test_capture_free(&c);
+
+    /* two CPU ranks draw their shards of the same model */
+    e = open_dummy(dir, 1, "cpu:2", H3_DUMMY_ADAPTER_NONE, &log, &st);
+    CHECK(e != NULL, "dummy on cpu:2: %s", st.message);
+    if (e) {
+        h3_engine_get_stats(e, &s);
+        CHECK(strstr(s.compute, "tp2") && s.random_weights == 1, "cpu:2 stats: '%s', random_weights %d", s.compute,
+              s.random_weights);
+        CHECK(h3_test_generate(e, &r, &b, NULL, &st) == H3_OK, "cpu:2 generate: %s", st.message);
+        clip_ok("cpu:2", &b);
+        double l2 = b.latents ? h3_test_rel_l2(b.latents, a.latents, a.n_latents) : 1.0;
+        double l2a = b.audio_latents ? h3_test_rel_l2(b.audio_latents, a.audio_latents, a.n_audio_latents) : 1.0;
+        printf("cpu:2 against one rank: latents rel L2 video %.2e, audio %.2e\n", l2, l2a);
+        CHECK(l2 < 1e-4 && l2a < 1e-4, "cpu:2's latents are one rank's (rel L2 video %.2e, audio %.2e)", l2, l2a);
+        h3_engine_close(e);
+        h3_test_capture_free(&b);
+    }
+    h3_test_capture_free(&a);
+
+    /* the same folder with the files' format: the missing weights named */
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = dir;
+    o.compute = H3_COMPUTE_CPU;
+    CHECK(h3_engine_open(&o, &e, &st) != H3_OK && strstr(st.message, "text_encoder") &&
+              strstr(st.message, ".safetensors"),
+          "safetensors without the files fails naming them: %s", st.message);
+
+    /* what does not go with dummy weights */
+    o.load_format = H3_LOAD_DUMMY;
+    o.adapter_path = "/nowhere/adapter_model.safetensors";
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_UNSUPPORTED && strstr(st.message, "dummy_adapter"),
+          "an adapter file on dummy weights is refused: %s", st.message);
+    o.adapter_path = NULL;
+    o.load_format = H3_LOAD_SAFETENSORS;
+    o.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load_format dummy"),
+          "a dummy adapter on real weights is refused: %s", st.message);
+    o.dummy_adapter = H3_DUMMY_ADAPTER_NONE;
+    o.load_format = (h3_load_format)7;
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load_format 7"),
+          "an unknown load format is refused: %s", st.message);
+}
+
+/* The dummy FastH3 adapters: the student's 4 forwards over the release
+ * ladder and its attention mode; the VSA one runs VSA-H3 with gates. */
+static void test_dummy_adapters(const char *dir) {
+    h3_status st;
+    log_capture log = {{0}};
+    h3_request r = small_request();
+    r.steps = 0;
+    h3_test_capture dense = {0}, vsa = {0};
+    h3_engine *e = open_dummy(dir, 1, "auto", H3_DUMMY_ADAPTER_DENSE, &log, &st);
+    CHECK(e != NULL, "dummy dense adapter: %s", st.message);
+    if (e) {
+        CHECK(strstr(log.text, "dummy FastH3 dense adapter") && strstr(log.text, "adds no delta"),
+              "the log names the dummy adapter:\n%s", log.text);
+        CHECK(h3_test_generate(e, &r, &dense, NULL, &st) == H3_OK, "dense adapter generate: %s", st.message);
+        clip_ok("dense adapter", &dense);
+        h3_stats s;
+        h3_engine_get_stats(e, &s);
+        CHECK(s.steps == 4 && dense.forwards == 4, "dense adapter: %d forwards (stats.steps %d), want 4",
+              dense.forwards, s.steps);
+        h3_plan plan;
+        h3_request bad = r;
+        bad.steps = 2;
+        CHECK(h3_engine_validate(e, &bad, &plan, &st) == H3_ERR_INVALID_ARGUMENT, "steps 2 with the student");
+        bad = r;
+        bad.attention = H3_ATTENTION_VSA;
+        CHECK(h3_engine_validate(e, &bad, &plan, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "dense"),
+              "backend=vsa with a dense adapter: %s", st.message);
+        h3_engine_close(e);
+    }
+    log.text[0] = 0;
+    e = open_dummy(dir, 1, "auto", H3_DUMMY_ADAPTER_VSA, &log, &st);
+    CHECK(e != NULL, "dummy VSA adapter: %s", st.message);
+    if (e) {
+        CHECK(strstr(log.text, "dummy FastH3 VSA adapter") && strstr(log.text, "gates"),
+              "the log names the dummy VSA adapter:\n%s", log.text);
+        h3_plan plan;
+        CHECK(h3_engine_validate(e, &r, &plan, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "VSA"),
+              "backend=fa with a VSA adapter: %s", st.message);
+        r.attention = H3_ATTENTION_VSA;
+        CHECK(h3_test_generate(e, &r, &vsa, NULL, &st) == H3_OK, "VSA adapter generate: %s", st.message);
+        clip_ok("VSA adapter", &vsa);
+        h3_stats s;
+        h3_engine_get_stats(e, &s);
+        CHECK(s.steps == 4 && vsa.forwards == 4, "VSA adapter: %d forwards (stats.steps %d), want 4", vsa.forwards,
+              s.steps);
+        /* the same base weights (seed 1) as the dense run: only VSA-H3 and its
+         * gated compressed branch make the difference */
+        double l2 = vsa.latents && dense.latents ? h3_test_rel_l2(vsa.latents, dense.latents, dense.n_latents) : 0;
+        printf("VSA adapter against the dense one (same base weights): latents rel L2 %.3f\n", l2);
+        CHECK(l2 > 1e-3, "VSA-H3 with gates changes the clip");
+        h3_engine_close(e);
+    }
+    h3_test_capture_free(&dense);
+    h3_test_capture_free(&vsa);
+}
+
 int main(void) {
     h3_backend *b;
     h3_status st;
@@ -166,5 +412,14 @@ int main(void) {
     test_fill(b);
     test_shards(b);
     h3_backend_destroy(b);
+
+    char *tmp = g_dir_make_tmp("h3-dummy-XXXXXX", NULL);
+    char *dir = g_build_filename(tmp, "tiny-h3", NULL);
+    copy_configs(h3_test_data("models/tiny-h3"), dir);
+    test_engine(dir);
+    test_dummy_adapters(dir);
+    remove_tree(tmp);
+    g_free(dir);
+    g_free(tmp);
     return h3_test_finish("test_dummy");
 }

@@ -401,6 +401,173 @@ static void test_dummy_adapters(const char *dir) {
     h3_test_capture_free(&vsa);
 }
 
+/* ---- the release ------------------------------------------------------------------------ */
+
+/* An index json's weight_map (a set of names) and metadata.total_size. */
+static GHashTable *read_index(const char *rel, uint64_t *total_size) {
+    JsonParser *p = json_parser_new();
+    GError *err = NULL;
+    GHashTable *names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    *total_size = 0;
+    if (!json_parser_load_from_file(p, h3_test_data(rel), &err)) {
+        CHECK(0, "%s: %s", rel, err->message);
+        g_error_free(err);
+    } else {
+        JsonObject *root = json_node_get_object(json_parser_get_root(p));
+        JsonObject *map = json_object_get_object_member(root, "weight_map");
+        GList *keys = map ? json_object_get_members(map) : NULL;
+        for (GList *k = keys; k; k = k->next) g_hash_table_add(names, g_strdup(k->data));
+        g_list_free(keys);
+        JsonObject *meta = json_object_get_object_member(root, "metadata");
+        if (meta && json_object_has_member(meta, "total_size"))
+            *total_size = (uint64_t)json_object_get_int_member(meta, "total_size");
+    }
+    g_object_unref(p);
+    return names;
+}
+
+/* How many of the checkpoint's tensors the index names; *missing gets the
+ * first that it does not. */
+static size_t in_index(const h3_checkpoint *c, GHashTable *index, const char **missing) {
+    size_t n = 0;
+    *missing = NULL;
+    for (size_t i = 0; i < h3_checkpoint_count(c); i++) {
+        const h3_st_tensor *t = h3_checkpoint_at(c, i);
+        if (g_hash_table_contains(index, t->name)) n++;
+        else if (!*missing) *missing = t->name;
+    }
+    return n;
+}
+
+static int has_shape(const h3_checkpoint *c, const char *name, h3_st_dtype dtype, int ndim, const int64_t *shape) {
+    const h3_st_tensor *t = h3_checkpoint_find(c, name);
+    int ok = t && h3_st_is_dummy(t) && t->dtype == dtype && t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    CHECK(ok, "release dummy '%s': %s", name, t ? "dtype or shape differs" : "missing");
+    return ok;
+}
+
+static void test_release_transformer(const char *dir, const char *index_rel, h3_dit_checkpoint_layout layout) {
+    h3_status st;
+    h3_checkpoint *c = NULL;
+    CHECK(h3_dit_dummy_checkpoint(h3_test_data(dir), 0, 0, &c, &st) == H3_OK, "%s: %s", dir, st.message);
+    if (!c) return;
+    uint64_t total;
+    GHashTable *index = read_index(index_rel, &total);
+    const char *missing;
+    size_t named = in_index(c, index, &missing);
+    size_t ignored = 0;
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, index);
+    while (g_hash_table_iter_next(&it, &key, NULL)) ignored += h3_dit_checkpoint_ignores(layout, key) != 0;
+    CHECK(named == h3_checkpoint_count(c) && named + ignored == g_hash_table_size(index),
+          "%s: the dummy's %zu tensors are the index's %u (%zu ignored), first stranger '%s'", dir,
+          h3_checkpoint_count(c), g_hash_table_size(index), ignored, missing ? missing : "-");
+    /* The release keeps the fp32 islands in F32 and the rest in BF16: the
+     * shapes and dtypes add up to its byte count (the ignored rope.inv_freq
+     * of the native layout aside: 16 F32). */
+    uint64_t bytes = h3_checkpoint_nbytes(c) + (layout == H3_DIT_NATIVE ? 16 * 4 : 0);
+    CHECK(bytes == total, "%s: %llu bytes, the index says %llu", dir, (unsigned long long)bytes,
+          (unsigned long long)total);
+    if (layout == H3_DIT_DIFFUSERS) {
+        has_shape(c, "proj_in.weight", H3_ST_F32, 2, (int64_t[]){5376, 96});
+        has_shape(c, "transformer_blocks.49.attn.to_q.weight", H3_ST_BF16, 2, (int64_t[]){7168, 5376});
+        has_shape(c, "transformer_blocks.49.ff.net.0.proj.weight", H3_ST_BF16, 2, (int64_t[]){28672, 5376});
+        has_shape(c, "transformer_blocks.0.adaln_proj.linear.weight", H3_ST_BF16, 2, (int64_t[]){96768, 2688});
+    } else {
+        has_shape(c, "blocks.49.attn.qkv_proj.weight", H3_ST_BF16, 2, (int64_t[]){21504, 5376});
+    }
+    printf("release %s: %zu dummy tensors, %.2f GB, as the index\n", dir, h3_checkpoint_count(c),
+           (double)h3_checkpoint_nbytes(c) / 1e9);
+    g_hash_table_destroy(index);
+    h3_checkpoint_close(c);
+    /* what a VSA adapter adds: one gate per main block */
+    CHECK(h3_dit_dummy_checkpoint(h3_test_data(dir), 0, 1, &c, &st) == H3_OK && h3_checkpoint_count(c) == named + 50,
+          "%s with VSA gates: %s", dir, st.message);
+    char gate[128];
+    h3_dit_gate_name(layout, 49, gate, sizeof gate);
+    if (c) has_shape(c, gate, H3_ST_BF16, 2, (int64_t[]){7168, 5376});
+    h3_checkpoint_close(c);
+}
+
+static void test_release_text_encoder(const char *dir) {
+    h3_status st;
+    h3_checkpoint *c = NULL;
+    const int tap = 50; /* the conditioner's tap: what the engine loads */
+    CHECK(h3_text_encoder_dummy_checkpoint(h3_test_data(dir), tap, 0, &c, &st) == H3_OK, "%s: %s", dir, st.message);
+    if (!c) return;
+    char index_rel[256];
+    snprintf(index_rel, sizeof index_rel, "%s/model.safetensors.index.json", dir);
+    uint64_t total;
+    GHashTable *index = read_index(index_rel, &total);
+    const char *missing;
+    size_t named = in_index(c, index, &missing);
+    /* every language-model tensor of the tapped layers, and nothing else */
+    size_t wanted = 0;
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, index);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+        int layer = -1;
+        if (sscanf(key, "model.language_model.layers.%d.", &layer) == 1 && layer < tap) wanted++;
+    }
+    CHECK(named == h3_checkpoint_count(c) && named == 1 + wanted && wanted == (size_t)tap * 11,
+          "%s: %zu dummy tensors, %zu in the index, %zu tapped-layer tensors there; first stranger '%s'", dir,
+          h3_checkpoint_count(c), named, wanted, missing ? missing : "-");
+    has_shape(c, "model.language_model.embed_tokens.weight", H3_ST_BF16, 2, (int64_t[]){151936, 5120});
+    has_shape(c, "model.language_model.layers.49.self_attn.q_proj.weight", H3_ST_BF16, 2, (int64_t[]){8192, 5120});
+    has_shape(c, "model.language_model.layers.49.self_attn.k_proj.weight", H3_ST_BF16, 2, (int64_t[]){1024, 5120});
+    has_shape(c, "model.language_model.layers.49.mlp.down_proj.weight", H3_ST_BF16, 2, (int64_t[]){5120, 25600});
+    has_shape(c, "model.language_model.layers.49.self_attn.q_norm.weight", H3_ST_BF16, 1, (int64_t[]){128});
+    printf("release %s: %zu dummy tensors (%d tapped layers), %.2f GB\n", dir, h3_checkpoint_count(c), tap,
+           (double)h3_checkpoint_nbytes(c) / 1e9);
+    g_hash_table_destroy(index);
+    h3_checkpoint_close(c);
+}
+
+static void test_release_vaes(void) {
+    h3_status st;
+    h3_checkpoint *c = NULL;
+    CHECK(h3_video_vae_dummy_checkpoint(h3_test_data("official/vae"), 0, &c, &st) == H3_OK, "vae: %s", st.message);
+    if (c) {
+        uint64_t total;
+        GHashTable *index = read_index("official/vae/diffusion_pytorch_model.safetensors.index.json", &total);
+        const char *missing;
+        size_t named = in_index(c, index, &missing), decoder = 0;
+        GHashTableIter it;
+        gpointer key;
+        g_hash_table_iter_init(&it, index);
+        while (g_hash_table_iter_next(&it, &key, NULL))
+            decoder += g_str_has_prefix(key, "decoder.") || g_str_has_prefix(key, "post_quant_conv.");
+        CHECK(named == h3_checkpoint_count(c) && named == decoder,
+              "vae: %zu dummy tensors, %zu in the index, %zu decoder tensors there; first stranger '%s'",
+              h3_checkpoint_count(c), named, decoder, missing ? missing : "-");
+        printf("release vae: %zu dummy decoder tensors, %.2f GB\n", h3_checkpoint_count(c),
+               (double)h3_checkpoint_nbytes(c) / 1e9);
+        g_hash_table_destroy(index);
+        h3_checkpoint_close(c);
+    }
+    /* the native video VAE (no index in the release's layout files): the
+     * same decoder, fused q/k/v */
+    CHECK(h3_video_vae_dummy_checkpoint(h3_test_data("official/FL2VA/video_vae"), 0, &c, &st) == H3_OK &&
+              h3_checkpoint_find(c, "decoder.transformer_blocks.0.attn.to_qkv.weight"),
+          "native video vae: %s", st.message);
+    h3_checkpoint_close(c);
+    const char *audio[] = {"official/audio_vae", "official/FL2VA/audio_vae"};
+    for (int i = 0; i < 2; i++) {
+        c = NULL;
+        CHECK(h3_audio_vae_dummy_checkpoint(h3_test_data(audio[i]), 0, &c, &st) == H3_OK, "%s: %s", audio[i],
+              st.message);
+        if (!c) continue;
+        const h3_st_tensor *f = h3_checkpoint_find(c, "decoder.activation_post.upsample.filter");
+        const h3_st_tensor *v = h3_checkpoint_find(c, "decoder.conv_post.weight_v");
+        CHECK(f && !h3_st_is_dummy(f) && v && h3_st_is_dummy(v), "%s: the filters are real, the weights dummy",
+              audio[i]);
+        h3_checkpoint_close(c);
+    }
+}
+
 int main(void) {
     h3_backend *b;
     h3_status st;
@@ -419,6 +586,14 @@ int main(void) {
     test_engine(dir);
     test_dummy_adapters(dir);
     remove_tree(tmp);
+
+    test_release_transformer("official/transformer", "official/transformer/diffusion_pytorch_model.safetensors.index.json",
+                             H3_DIT_DIFFUSERS);
+    test_release_transformer("official/FL2VA/transformer", "official/FL2VA/transformer/model.safetensors.index.json",
+                             H3_DIT_NATIVE);
+    test_release_text_encoder("official/text_encoder");
+    test_release_text_encoder("official/FL2VA/text_encoder");
+    test_release_vaes();
     g_free(dir);
     g_free(tmp);
     return h3_test_finish("test_dummy");

@@ -9,7 +9,8 @@
  *                  *.safetensors): a clip of finite, varying noise; the seed
  *                  decides it; safetensors on that folder names what is
  *                  missing; cpu:2 draws the same model; the dummy FastH3
- *                  adapters (4 forwards, their attention modes, VSA gates)
+ *                  adapters (4 forwards, their attention modes, VSA gates);
+ *                  the native layout's packing steps on dummy tensors
  *   the release    the dummy checkpoints made from the release's configs
  *                  (tests/data/official, both layouts) hold the tensors its
  *                  index files name, at the release's sizes: what the
@@ -401,6 +402,67 @@ static void test_dummy_adapters(const char *dir) {
     h3_test_capture_free(&vsa);
 }
 
+/* The native layout's host-side steps on dummy tensors: the DiT's per-head
+ * qkv_proj and [gate; value] fc1 packing (one rank and two), the video
+ * VAE's fused to_qkv split, then a decode of finite, varying frames. */
+static void test_native(h3_backend *b, const char *tmp) {
+    h3_status st;
+    const char *transformer = h3_test_data("models/tiny-h3-native/FL2VA/transformer");
+    h3_checkpoint *c = NULL;
+    CHECK(h3_dit_dummy_checkpoint(transformer, 4, 0, &c, &st) == H3_OK &&
+              h3_checkpoint_find(c, "blocks.0.attn.qkv_proj.weight") && h3_checkpoint_find(c, "blocks.0.mlp.fc1.weight"),
+          "native dummy transformer: %s", st.message);
+    for (int size = 1; c && size <= 2; size++) {
+        h3_tp tp = {0, size, NULL};
+        h3_dit *dit = NULL;
+        CHECK(h3_dit_load_from(b, transformer, c, &tp, NULL, &dit, &st) == H3_OK &&
+                  h3_dit_get_checkpoint_layout(dit) == H3_DIT_NATIVE,
+              "native dummy transformer over %d rank(s): %s", size, st.message);
+        h3_dit_free(dit);
+    }
+    h3_checkpoint_close(c);
+
+    char *dir = g_build_filename(tmp, "video_vae", NULL), *src = g_build_filename(dir, "source", NULL);
+    g_mkdir_with_parents(src, 0755);
+    GString *wrap = g_string_new("{\"source_path\": \"source\", \"latent_channels\": 24, \"latents_mean\": [");
+    for (int i = 0; i < 24; i++) g_string_append_printf(wrap, "%s0.1", i ? ", " : "");
+    g_string_append(wrap, "], \"latents_std\": [");
+    for (int i = 0; i < 24; i++) g_string_append_printf(wrap, "%s0.9", i ? ", " : "");
+    g_string_append(wrap, "]}");
+    char *p = g_build_filename(dir, "config.json", NULL);
+    g_file_set_contents(p, wrap->str, -1, NULL);
+    g_free(p);
+    p = g_build_filename(src, "config.json", NULL);
+    g_file_set_contents(p,
+                        "{\"causal_decoder\": false, \"embed_dim\": 24, \"out_ch\": 3, \"use_vit_decoder\": true,"
+                        " \"vae_ratio\": 16, \"vae_ratio_t\": 4, \"vit_decoder_kwargs\": {\"dim_head\": 24,"
+                        " \"heads\": 2, \"num_layers\": 2, \"rope_dim_ratio\": 0.75, \"rope_theta\": 100.0}}",
+                        -1, NULL);
+    g_free(p);
+    g_string_free(wrap, TRUE);
+    c = NULL;
+    CHECK(h3_video_vae_dummy_checkpoint(dir, 4, &c, &st) == H3_OK &&
+              h3_checkpoint_find(c, "decoder.transformer_blocks.1.attn.to_qkv.bias"),
+          "native dummy video VAE: %s", st.message);
+    h3_video_vae *vae = NULL;
+    if (c) CHECK(h3_video_vae_load_from(b, dir, c, &vae, &st) == H3_OK, "native dummy video VAE load: %s", st.message);
+    h3_checkpoint_close(c);
+    if (vae) {
+        const int T = 7, H = 2, W = 2, F = h3_video_vae_num_frames(vae, T);
+        float *z = malloc((size_t)24 * T * H * W * sizeof *z), *rgb = malloc((size_t)3 * F * 32 * 32 * sizeof *rgb);
+        for (int i = 0; i < 24 * T * H * W; i++) z[i] = (float)sin(0.7 * i);
+        CHECK(h3_video_vae_decode_f32(vae, z, T, H, W, rgb, &st) == H3_OK, "native dummy decode: %s", st.message);
+        int finite = 1, varies = 0;
+        for (int i = 0; i < 3 * F * 32 * 32; i++) finite &= isfinite(rgb[i]), varies |= rgb[i] != rgb[0];
+        CHECK(finite && varies, "native dummy decode: finite %d, varies %d", finite, varies);
+        free(z);
+        free(rgb);
+        h3_video_vae_free(vae);
+    }
+    g_free(src);
+    g_free(dir);
+}
+
 /* ---- the release ------------------------------------------------------------------------ */
 
 /* An index json's weight_map (a set of names) and metadata.total_size. */
@@ -585,6 +647,10 @@ int main(void) {
     copy_configs(h3_test_data("models/tiny-h3"), dir);
     test_engine(dir);
     test_dummy_adapters(dir);
+    if (h3_backend_cpu_create(2, &b, &st) == H3_OK) {
+        test_native(b, tmp);
+        h3_backend_destroy(b);
+    }
     remove_tree(tmp);
 
     test_release_transformer("official/transformer", "official/transformer/diffusion_pytorch_model.safetensors.index.json",

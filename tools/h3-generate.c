@@ -3,6 +3,7 @@
  *   h3-generate --model DIR --prompt TEXT --seed N --width W --height H
  *               --num-frames F --steps N [--backend fa|vsa] [--adapter FILE]
  *               [--vsa-sparsity S] [--ladder release|a|b]
+ *               [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]
  *               --output OUT.safetensors
  *
  * OUT holds `video` (uint8 [F,H,W,3]), `audio` (float32 [2,samples]) and
@@ -30,6 +31,7 @@ static void usage(FILE *f) {
             "usage: h3-generate --model DIR --prompt TEXT --seed N --width W --height H --num-frames F --steps N\n"
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
+            "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
             "                   [--quiet] --output OUT.safetensors\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
@@ -39,7 +41,12 @@ static void usage(FILE *f) {
             "  --vsa-sparsity S fraction of video key tiles VSA-H3 drops, [0, 1) (default 0.9)\n"
             "  --ladder L       FastH3 sigma ladder: release (the adapter's, default), a or b\n"
             "  --devices LIST   auto; GPUs for tensor parallelism (0,1,2,3: one rank per GPU, NCCL); or cpu:N\n"
-            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n");
+            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n"
+            "  --load-format F  safetensors (default): the weight files; dummy: random weights drawn on each device\n"
+            "                   from the configs alone (no weight files needed; the output is noise)\n"
+            "  --dummy-adapter A with --load-format dummy: behave as a FastH3 adapter of kind dense or vsa\n"
+            "                   (4 forwards, its attention mode; vsa adds random gates); default none\n"
+            "  --dummy-seed N   with --load-format dummy: the weights' seed (default 0)\n");
 }
 
 static int die(const char *fmt, const char *arg) {
@@ -138,6 +145,21 @@ int main(int argc, char **argv) {
             else if (!strcmp(v, "a")) req.ladder = H3_LADDER_A;
             else if (!strcmp(v, "b")) req.ladder = H3_LADDER_B;
             else return die("--ladder '%s': must be release, a or b", v);
+        } else if (!strcmp(a, "--load-format")) {
+            if (!strcmp(v, "safetensors")) opt.load_format = H3_LOAD_SAFETENSORS;
+            else if (!strcmp(v, "dummy")) opt.load_format = H3_LOAD_DUMMY;
+            else return die("--load-format '%s': must be safetensors or dummy", v);
+        } else if (!strcmp(a, "--dummy-adapter")) {
+            if (!strcmp(v, "none")) opt.dummy_adapter = H3_DUMMY_ADAPTER_NONE;
+            else if (!strcmp(v, "dense")) opt.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
+            else if (!strcmp(v, "vsa")) opt.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
+            else return die("--dummy-adapter '%s': must be none, dense or vsa", v);
+        } else if (!strcmp(a, "--dummy-seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || !*v || *end || v[0] == '-') return die("--dummy-seed '%s': not a non-negative integer", v);
+            opt.dummy_seed = s;
         } else if (!strcmp(a, "--compute")) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;
@@ -155,6 +177,11 @@ int main(int argc, char **argv) {
     h3_status st = {0};
     h3_engine *engine;
     if (h3_engine_open(&opt, &engine, &st) != H3_OK) return die("%s", st.message);
+    h3_stats opened;
+    h3_engine_get_stats(engine, &opened);
+    if (opened.random_weights && !quiet)
+        fprintf(stderr, "h3-generate: weights are random (load-format dummy, seed %llu): the output is noise\n",
+                (unsigned long long)opt.dummy_seed);
     clip c = {0};
     c.quiet = quiet;
     if (h3_engine_validate(engine, &req, &c.plan, &st) != H3_OK) {

@@ -232,6 +232,16 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
     h3_status_code rc = persistent_alloc(b, dtype, src->ndim, src->shape, out, status);
     if (rc != H3_OK) return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
     size_t n = (size_t)src->numel;
+    if (h3_st_is_dummy(src)) {
+        /* load-format dummy: drawn where it lives, no host copy */
+        h3_op_fill_random(b, out, &src->random, src->dtype);
+        rc = h3_backend_check(b, status);
+        if (rc != H3_OK) {
+            h3_weight_free(b, out);
+            return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
+        }
+        return H3_OK;
+    }
     if (dtype == file_dtype) {
         if (b->ops->upload(b, out->data, src->data, src->nbytes) != 0) rc = H3_ERR_DEVICE;
     } else {

@@ -54,7 +54,9 @@ void h3_backend_set_error(h3_backend *b, h3_status_code code, const char *fmt, .
 h3_status_code h3_backend_synchronize(h3_backend *b, h3_status *status);
 
 /* ---- memory -------------------------------------------------------------- */
-/* Weights: persistent allocations, freed by h3_weight_free or backend destroy. */
+/* Weights: persistent allocations, freed by h3_weight_free or backend destroy.
+ * A dummy tensor (h3_st_is_dummy: load-format dummy) is drawn on the backend
+ * with h3_op_fill_random instead of copied: no host copy exists. */
 h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
                               h3_status *status);
 /* A persistent tensor filled from host float32 (e.g. derived tables). */
@@ -134,6 +136,12 @@ void h3_op_scatter_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, con
 /* Element copy with dtype conversion (same numel). */
 void h3_op_copy(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
 void h3_op_fill(h3_backend *b, h3_tensor *dst, float value);
+/* dst = the values of a dummy tensor (h3_st_random, base/h3_safetensors.h)
+ * of dst's shape, each rounded to round_to (the dtype a file of them would
+ * hold: F32, BF16 or F16) before it is stored in dst's dtype, so a dummy
+ * weight ends on the backend exactly as a file tensor of those values would.
+ * Drawn where dst lives (on the device for CUDA); float dst only. */
+void h3_op_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *values, h3_st_dtype round_to);
 
 /* Fused forms of the DiT's hot sequences, one pass over the activations
  * instead of two. A backend without the fused kernel runs the ops they

@@ -48,6 +48,8 @@ typedef struct h3_backend_ops {
     void (*scatter_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
     void (*copy)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
     void (*fill)(h3_backend *b, h3_tensor *dst, float value);
+    /* h3_op_fill_random; the arguments are checked (dst float, range finite). */
+    void (*fill_random)(h3_backend *b, h3_tensor *dst, const h3_st_random *values, h3_st_dtype round_to);
     /* Fused ops; NULL: h3_backend.c runs the unfused sequence. */
     void (*rms_norm_modulate)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
                               const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel);

@@ -41,6 +41,13 @@ struct h3_engine {
     h3_adapter *adapter;
     int has_adapter, adapter_vsa;
     h3_adapter_contract contract;
+    /* load-format dummy (h3.h): each component's dummy checkpoint, only
+     * while the ranks load; the dummy adapter is has_adapter without a file */
+    h3_load_format load_format;
+    uint64_t dummy_seed;
+    struct {
+        h3_checkpoint *text_encoder, *transformer, *video_vae, *audio_vae;
+    } dummy;
     int native_layout;
     float video_shift, audio_shift;
     int text_layer;

@@ -568,10 +568,9 @@ static h3_status_code bind_gate(bind_ctx *c, const module_delta *m, h3_status *s
         m->module[consumed] != '\0' || block < 0 || block >= a->num_layers)
         return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': '%s' is not a VSA gate: .set_weight may only create "
                        "transformer_blocks.<i>.attn.to_gate_compress (i < %d)", a->path, set->name, a->num_layers);
-    char *gate = g_strdup_printf(a->layout == H3_DIT_NATIVE ? "blocks.%d.attn.to_gate_compress.weight"
-                                                            : "transformer_blocks.%d.attn.to_gate_compress.weight", block);
+    char gate[128];
+    h3_dit_gate_name(a->layout, block, gate, sizeof gate);
     int exists = h3_checkpoint_find(c->base, gate) != NULL;
-    g_free(gate);
     if (exists)
         return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': '%s' sets a parameter the base already has", a->path,
                        set->name);
@@ -710,6 +709,9 @@ h3_status_code h3_adapter_fuse(const h3_adapter *a, const h3_st_tensor *base, h3
     if (base->dtype != t->dtype || base->numel != t->rows * t->cols || base->shape[0] != t->rows)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' differs from the header the adapter was bound to",
                        base->file_path, base->name);
+    if (h3_st_is_dummy(base))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "adapter '%s': fusing into '%s' needs the base weights' values "
+                       "on the host, and a dummy checkpoint (load-format dummy) has none", a->path, base->name);
     size_t n = (size_t)base->numel;
     float *acc = malloc(n * sizeof *acc + 4);
     if (!acc) return h3_fail(status, H3_ERR_NO_MEMORY, "adapter: out of memory fusing '%s'", base->name);

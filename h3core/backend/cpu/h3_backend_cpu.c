@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h3_random.h"
+
 typedef struct cpu_impl {
     int n_threads;
     float *scratch; /* attention scores, grown on first use and kept */
@@ -323,6 +325,23 @@ static void cpu_fill(h3_backend *b, h3_tensor *dst, float value) {
     for (int64_t i = 0; i < n; i++) d[i] = value;
 }
 
+/* A dummy tensor's values (h3_st_random), rounded like the file dtype
+ * they stand for, then widened: what loading such a file would give. */
+static void cpu_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *v, h3_st_dtype round_to) {
+    if (!h3_cpu_need_f32(b, "fill_random", dst)) return;
+    int64_t n = h3_tensor_numel(dst), rows = dst->shape[0] ? dst->shape[0] : 1, cols = n / rows;
+    int64_t row_stride = v->row_stride ? v->row_stride : cols, part_rows = v->part_rows ? v->part_rows : rows;
+    float *d = dst->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t at = v->offset + (r / part_rows) * v->part_stride + (r % part_rows) * row_stride;
+        for (int64_t c = 0; c < cols; c++) {
+            float x = h3_counter_uniform(v->key, (uint64_t)(at + c), v->lo, v->hi);
+            if (round_to == H3_ST_BF16) x = h3_bf16_to_f32(h3_f32_to_bf16(x));
+            else if (round_to == H3_ST_F16) x = h3_f16_to_f32(h3_f32_to_f16(x));
+            d[r * cols + c] = x;
+        }
+    }
+}
 
 static const h3_backend_ops cpu_ops = {
     .name = "cpu",
@@ -351,6 +370,7 @@ static const h3_backend_ops cpu_ops = {
     .scatter_rows = cpu_scatter_rows,
     .copy = cpu_copy,
     .fill = cpu_fill,
+    .fill_random = cpu_fill_random,
     /* h3_cpu_video_vae.c */
     .copy_view = h3_cpu_copy_view,
     .blend_view = h3_cpu_blend_view,

@@ -532,6 +532,15 @@ static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
     ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
 }
 
+static void cuda_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *v, h3_st_dtype round_to) {
+    int64_t n = h3_tensor_numel(dst), rows = dst->shape[0] ? dst->shape[0] : 1, cols = n / rows;
+    h3k_random_fill f = {.key = v->key, .lo = v->lo, .hi = v->hi, .offset = v->offset,
+                         .row_stride = v->row_stride ? v->row_stride : cols,
+                         .part_rows = v->part_rows ? v->part_rows : rows, .part_stride = v->part_stride,
+                         .round_dt = round_to == H3_ST_BF16 ? H3K_BF16 : round_to == H3_ST_F16 ? H3K_F16 : H3K_F32};
+    ok(b, h3k_fill_random(dst->data, dst->dtype, rows, cols, &f, impl_of(b)->stream), "fill_random");
+}
+
 static const h3_backend_ops cuda_ops = {
     .name = "cuda",
     .compute_dtype = H3_BF16,
@@ -559,6 +568,7 @@ static const h3_backend_ops cuda_ops = {
     .scatter_rows = cuda_scatter_rows,
     .copy = cuda_copy,
     .fill = cuda_fill,
+    .fill_random = cuda_fill_random,
     .rms_norm_modulate = cuda_rms_norm_modulate,
     .qk_norm_rope = cuda_qk_norm_rope,
     .copy_view = h3_cuda_copy_view,

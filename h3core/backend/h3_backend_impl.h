@@ -11,6 +11,10 @@
 typedef struct h3_backend_ops {
     const char *name;
     h3_dtype compute_dtype;
+    /* 1: a measuring backend (backend/measure/): its allocations are
+     * addresses without bytes, uploads and ops do nothing, downloads give
+     * zeros (h3_backend_holds_data). */
+    int no_data;
     void (*destroy)(h3_backend *b);
     /* Storage dtype of a weight of this kind on this backend. */
     h3_dtype (*weight_dtype)(h3_backend *b, h3_weight_type type, h3_dtype file_dtype);
@@ -92,6 +96,12 @@ struct h3_backend {
     size_t cur_offset;
     size_t high_water, in_use;
     size_t chunk_min_size;
+    /* device memory held (h3_backend_memory): persistent allocations by
+     * address (their sizes), arena chunks, the backend's own buffers */
+    void *persistent;      /* GHashTable: data -> bytes */
+    uint64_t mem_weights, mem_arena, mem_scratch;
+    uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
+    uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
 };
 
 /* For backends: set the sticky error if none is set yet. */
@@ -101,7 +111,10 @@ void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
 #endif
     ;
 int h3_backend_failed(const h3_backend *b);
-/* Common initialisation of the struct (arena, error). */
+/* Common initialisation of the struct (arena, error, memory tally). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
+/* For backends: their own device buffers (GEMM workspace, scratch) grew
+ * (delta > 0) or shrank, for h3_backend_memory. */
+void h3_backend_track_scratch(h3_backend *b, int64_t delta);
 
 #endif

@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORKSPACE_BYTES ((size_t)64 << 20)
 
 /* Weight uploads (tools/h3-bench-load measures the three on the H200):
  *  - pageable (the default): cudaMemcpy from the mmap'd file; the driver
@@ -211,8 +210,9 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     cuda_impl *c = impl_of(b);
     c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
-    size_t want = bytes + bytes / 8;
+    size_t want = H3_CUDA_SCRATCH_GROWN(bytes);
     cudaFree(c->scratch);
+    h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
     c->scratch = NULL;
     c->scratch_size = 0;
     if (cudaMalloc(&c->scratch, want) != cudaSuccess) {
@@ -222,6 +222,7 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
         return NULL;
     }
     c->scratch_size = want;
+    h3_backend_track_scratch(b, (int64_t)want);
     return c->scratch;
 }
 
@@ -633,6 +634,7 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
         e = cudaMalloc((void **)&c->flag, sizeof(int));
     }
     if (e == cudaSuccess) e = cudaMemset(c->flag, 0, sizeof(int));
+    if (e == cudaSuccess) h3_backend_track_scratch(b, (int64_t)H3_CUDA_FIXED_BYTES);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (e == cudaSuccess) st = cublasLtCreate(&c->lt);
     if (e != cudaSuccess || st != CUBLAS_STATUS_SUCCESS) {

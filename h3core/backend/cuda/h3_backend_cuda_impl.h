@@ -24,6 +24,13 @@
 #include "backend/h3_backend_impl.h"
 
 #define PLAN_CACHE 64
+#define WORKSPACE_BYTES ((size_t)64 << 20) /* cuBLASLt's, allocated at creation */
+/* What the backend allocates for itself at creation: the cuBLASLt workspace
+ * and the kernels' error word (the memory tally counts both). */
+#define H3_CUDA_FIXED_BYTES (WORKSPACE_BYTES + sizeof(int))
+/* The size the scratch grows to when a call needs `bytes` more than it
+ * holds: an eighth more, so that slowly growing calls do not reallocate. */
+#define H3_CUDA_SCRATCH_GROWN(bytes) ((bytes) + (bytes) / 8)
 #define STAGE_SLOTS 4 /* pinned upload buffers (h3_backend_cuda.c) */
 
 /* One cuBLASLt configuration, kept for reuse: the heuristic query costs

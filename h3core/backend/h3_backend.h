@@ -36,6 +36,14 @@ h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status 
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status);
 /* The same in float32 (weights and activations): parity checks only. */
 h3_status_code h3_backend_cuda_create_exact(int device, h3_backend **out, h3_status *status);
+/* Measuring backends (backend/measure/): each stands for the backend named,
+ * with its op table, weight dtypes, arena chunks and scratch rules, over
+ * memory that holds no bytes; nothing is computed and no device is touched.
+ * The memory plan runs requests through them (h3_memory_plan_make). The
+ * CUDA one is for compute capability sm (major·10 + minor), exact as
+ * h3_backend_cuda_create_exact; defined only when built with CUDA. */
+h3_status_code h3_backend_cpu_create_measure(h3_backend **out, h3_status *status);
+h3_status_code h3_backend_cuda_create_measure(int sm, int exact, h3_backend **out, h3_status *status);
 void h3_backend_destroy(h3_backend *b);
 const char *h3_backend_name(const h3_backend *b);
 h3_dtype h3_backend_compute_dtype(const h3_backend *b);

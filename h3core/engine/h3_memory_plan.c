@@ -68,7 +68,8 @@ static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *
     if (rc != H3_OK) return rc;
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256];
-    int n_gpus = h3_gpus_list(gpus, H3_MAX_DEVICES, why, sizeof why);
+    int host_only = list.cpu || (list.count == 0 && o->compute == H3_COMPUTE_CPU);
+    int n_gpus = host_only ? 0 : h3_gpus_list(gpus, H3_MAX_DEVICES, why, sizeof why);
     t->exact = o->compute == H3_COMPUTE_CUDA_F32;
     if (list.count == 0) {
         int cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
@@ -81,6 +82,10 @@ static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *
     } else {
         t->n_ranks = list.count;
         for (int r = 0; r < list.count; r++) t->device[r] = list.cpu ? -1 : list.ordinals[r];
+        if (!list.cpu && list.count > 1 && !h3_comm_have_nccl()) { /* the open would stop here: say why */
+            h3_comm_group *none = NULL;
+            return h3_comm_group_create_nccl(list.count, list.ordinals, &none, status);
+        }
     }
     for (int r = 0; r < t->n_ranks; r++) {
         int g = t->device[r] >= 0 ? nvml_gpu(t->device[r], gpus, n_gpus) : -1;

@@ -160,7 +160,8 @@ static void test_cuda_plans(void) {
               (unsigned long long)c->workspace);
         CHECK(b->arena >= ((uint64_t)256 << 20), "%s: a CUDA arena takes 256 MiB chunks: %llu", vsa ? "vsa" : "fa",
               (unsigned long long)b->arena);
-        /* Tensor parallelism over two GPUs: each rank holds about half the transformer. */
+        /* Tensor parallelism over two GPUs: each rank holds its shard of the
+         * transformer (more than half: the replicated tensors) and NCCL's reserve. */
         o.devices = "0,1";
         h3_memory_plan tp;
         h3_status_code rc = h3_memory_plan_make(&o, &r, &tp, &st);
@@ -168,9 +169,12 @@ static void test_cuda_plans(void) {
         if (rc == H3_OK) {
             CHECK(tp.n_devices == 2 && tp.devices[1].device == 1 && tp.devices[1].audio_vae == 0,
                   "tp plan: %d devices", tp.n_devices);
-            CHECK(tp.devices[0].transformer < b->transformer && tp.devices[1].transformer * 2 > b->transformer / 2,
-                  "tp transformer %llu of %llu", (unsigned long long)tp.devices[0].transformer,
-                  (unsigned long long)b->transformer);
+            for (int k = 0; k < 2; k++)
+                CHECK(tp.devices[k].transformer < b->transformer && tp.devices[k].transformer * 2 > b->transformer,
+                      "tp rank %d: transformer %llu of %llu", k, (unsigned long long)tp.devices[k].transformer,
+                      (unsigned long long)b->transformer);
+            CHECK(tp.devices[0].workspace > b->workspace, "tp: NCCL's reserve missing from %llu",
+                  (unsigned long long)tp.devices[0].workspace);
         }
     }
 #endif

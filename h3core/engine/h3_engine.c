@@ -206,9 +206,6 @@ static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3
     return H3_OK;
 }
 
-/* Loads a rank's components: its text conditioner share (when the plan puts
- * one on it), its transformer shard, the video VAE (tiles split by rank), and
- * on rank 0 the audio VAE. */
 /* The weights the backend took since *at (then *at moves on). */
 static uint64_t took(h3_backend *b, uint64_t *at) {
     h3_backend_memory m;
@@ -217,6 +214,10 @@ static uint64_t took(h3_backend *b, uint64_t *at) {
     *at = m.weights;
     return d;
 }
+
+/* Loads a rank's components: its text conditioner share (when the plan puts
+ * one on it), its transformer shard, the video VAE (tiles split by rank), and
+ * on rank 0 the audio VAE; what each took is kept for the memory plan. */
 
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];

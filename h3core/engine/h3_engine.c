@@ -210,7 +210,7 @@ static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3
 static uint64_t took(h3_backend *b, uint64_t *at) {
     h3_backend_memory m;
     h3_backend_memory_get(b, &m);
-    uint64_t d = m.weights - *at;
+    uint64_t d = m.weights > *at ? m.weights - *at : 0;
     *at = m.weights;
     return d;
 }

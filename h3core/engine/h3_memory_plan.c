@@ -53,9 +53,26 @@
 
 /* ---- what the engine would run on ------------------------------------------------- */
 
+static uint64_t fake_free; /* h3_engine_fake_gpu_free (tests): 0, or what every GPU reports free */
+
+void h3_engine_fake_gpu_free(uint64_t bytes) { fake_free = bytes; }
+
 static int nvml_gpu(int device, const h3_gpu_info *gpus, int n) {
     int i = h3_gpus_nvml_index(device);
     return i >= 0 && i < n ? i : -1;
+}
+
+/* NVML's list, or the test hook's: one GPU per ordinal, all with that much free. */
+static int list_gpus(h3_gpu_info *gpus, int max, char *why, size_t why_size) {
+    uint64_t fake = fake_free;
+    if (!fake) return h3_gpus_list(gpus, max, why, why_size);
+    for (int i = 0; i < max; i++) {
+        memset(&gpus[i], 0, sizeof gpus[i]);
+        snprintf(gpus[i].name, sizeof gpus[i].name, "test GPU");
+        gpus[i].total_bytes = gpus[i].free_bytes = fake;
+        gpus[i].cc_major = 9;
+    }
+    return max;
 }
 
 /* The ranks h3_engine_open would make from these options: h3_devices_parse,
@@ -69,7 +86,7 @@ static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256];
     int host_only = list.cpu || (list.count == 0 && o->compute == H3_COMPUTE_CPU);
-    int n_gpus = host_only ? 0 : h3_gpus_list(gpus, H3_MAX_DEVICES, why, sizeof why);
+    int n_gpus = host_only ? 0 : list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
     t->exact = o->compute == H3_COMPUTE_CUDA_F32;
     if (list.count == 0) {
         int cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
@@ -147,7 +164,7 @@ static uint64_t reserve(const h3_engine *e, int device) {
 static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256];
-    int n_gpus = h3_gpus_list(gpus, H3_MAX_DEVICES, why, sizeof why);
+    int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
     memset(plan, 0, sizeof *plan);
     plan->n_devices = m->n_ranks;
     plan->fits = 1;
@@ -201,7 +218,7 @@ h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *o, h3
     if (!cuda) return H3_OK; /* host memory: the plan has no free count to hold it to */
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256] = "";
-    int n_gpus = h3_gpus_list(gpus, H3_MAX_DEVICES, why, sizeof why);
+    int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
     if (n_gpus <= 0) {
         h3_engine_log(e, H3_LOG_INFO, "memory plan not checked: free GPU memory unknown (%s)",
                       n_gpus < 0 ? why : "NVML lists no GPU");

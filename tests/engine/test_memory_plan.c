@@ -8,8 +8,9 @@
  * without a GPU (the measuring backend stands for CUDA without touching
  * one): cuda-f32 keeps the CPU's float32 weights byte for byte, cuda keeps
  * bf16 weights with the fp32 islands, f16 for the video VAE, and a
- * workspace of at least the cuBLASLt workspace and the reserves. Then
- * h3_memory_plan_describe's keys, and the errors. */
+ * workspace of at least the cuBLASLt workspace and the reserves. Then the
+ * refusal at open of a GPU with too little free memory (faked), before
+ * anything loads; h3_memory_plan_describe's keys; and the errors. */
 #include <glib.h>
 #include <stdint.h>
 
@@ -180,6 +181,39 @@ static void test_cuda_plans(void) {
 #endif
 }
 
+/* The refusals, without a GPU: the plan sees a GPU with little free memory
+ * (h3_engine_fake_gpu_free), and h3_engine_open refuses before loading. */
+static void test_refusals(void) {
+#ifdef H3_HAVE_CUDA
+    h3_engine_fake_gpu_free((uint64_t)100 << 20);
+    h3_engine_options o = options_for(0, "auto", H3_COMPUTE_CUDA);
+    h3_request r = request_for(&SIZES[0], 0);
+    h3_memory_plan plan;
+    h3_status st = {0};
+    CHECK(h3_memory_plan_make(&o, &r, &plan, &st) == H3_OK, "plan: %s", st.message);
+    CHECK(!plan.fits && plan.devices[0].available == ((uint64_t)100 << 20), "fits %d, available %llu", plan.fits,
+          (unsigned long long)plan.devices[0].available);
+    char *text = h3_memory_plan_describe(&plan);
+    CHECK(text && strstr(text, "fits: no") && strstr(text, "available: 0.10 GiB"), "description:\n%s",
+          text ? text : "(null)");
+    free(text);
+    h3_engine *e = NULL;
+    h3_status_code rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && e == NULL, "open: %s '%s'", h3_status_code_name(rc), st.message);
+    const char *parts[] = {"cuda:0 needs ", " GiB before any request (weights ", ": text ", ", transformer ",
+                           ", video-vae ", ", audio-vae ", "; workspace 0.8", " but 0.10 GiB are free"};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
+        CHECK(strstr(st.message, parts[i]) != NULL, "'%s' not in '%s'", parts[i], st.message);
+    printf("refused: %s\n", st.message);
+    o.devices = "0,1";
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && strstr(st.message, "cuda:0 needs"), "tp open: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    h3_engine_close(e);
+    h3_engine_fake_gpu_free(0);
+#endif
+}
+
 static void test_describe(void) {
     h3_engine_options o = options_for(0, "cpu:2", H3_COMPUTE_CPU);
     h3_request r = request_for(&SIZES[0], 0);
@@ -243,6 +277,7 @@ int main(void) {
             check_against_engine(&SIZES[s], vsa, "cpu:2");
         }
     test_cuda_plans();
+    test_refusals();
     test_describe();
     test_errors();
     return h3_test_finish("test_memory_plan");

@@ -24,7 +24,7 @@ typedef struct size_case {
     int width, height, frames;
 } size_case;
 
-static const size_case SIZES[] = {{64, 32, 22}, {384, 256, 56}};
+static const size_case SIZES[] = {{64, 32, 22}, {256, 192, 39}};
 
 static h3_engine_options options_for(int vsa, const char *devices, h3_compute compute) {
     h3_engine_options o = h3_engine_options_default();

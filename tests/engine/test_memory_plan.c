@@ -10,12 +10,15 @@
  * bf16 weights with the fp32 islands, f16 for the video VAE, and a
  * workspace of at least the cuBLASLt workspace and the reserves. Then the
  * refusal at open of a GPU with too little free memory (faked), before
- * anything loads; h3_memory_plan_describe's keys; and the errors. */
+ * anything loads; the native layout's re-packed transformer on a measuring
+ * backend; h3_memory_plan_describe's keys; and the errors. */
 #include <glib.h>
 #include <stdint.h>
 
 #include "h3.h"
+#include "backend/h3_backend.h"
 #include "engine/h3_engine.h"
+#include "model/h3_dit.h"
 #include "h3_test.h"
 
 #define VSA_ADAPTER "adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"
@@ -214,6 +217,32 @@ static void test_refusals(void) {
 #endif
 }
 
+/* The native checkpoint layout (per-head qkv and [gate; value] fc1 re-packed
+ * on the host at load): a measuring backend takes what the real one does
+ * without the re-packing, whole and as the shard of a rank of two. */
+static void test_native_layout(void) {
+    const char *dir = h3_test_data("models/tiny-h3-native/FL2VA/transformer");
+    for (int size = 1; size <= 2; size++) {
+        h3_tp tp = {size - 1, size, NULL};
+        uint64_t held[2] = {0, 0};
+        for (int measure = 0; measure < 2; measure++) {
+            h3_backend *b = NULL;
+            h3_dit *dit = NULL;
+            h3_status st = {0};
+            h3_status_code rc = measure ? h3_backend_cpu_create_measure(&b, &st) : h3_backend_cpu_create(1, &b, &st);
+            if (rc == H3_OK) rc = h3_dit_load_tp(b, dir, &tp, &dit, &st);
+            CHECK(rc == H3_OK, "native transformer on %s: %s", measure ? "a measuring backend" : "the cpu", st.message);
+            h3_backend_memory m = {0};
+            if (b) h3_backend_memory_get(b, &m);
+            held[measure] = m.weights;
+            h3_dit_free(dit);
+            h3_backend_destroy(b);
+        }
+        CHECK(held[0] > 0 && held[0] == held[1], "native transformer, rank %d of %d: %llu bytes loaded, %llu measured",
+              size - 1, size, (unsigned long long)held[0], (unsigned long long)held[1]);
+    }
+}
+
 static void test_describe(void) {
     h3_engine_options o = options_for(0, "cpu:2", H3_COMPUTE_CPU);
     h3_request r = request_for(&SIZES[0], 0);
@@ -278,6 +307,7 @@ int main(void) {
         }
     test_cuda_plans();
     test_refusals();
+    test_native_layout();
     test_describe();
     test_errors();
     return h3_test_finish("test_memory_plan");

@@ -180,7 +180,9 @@ typedef struct h3_stats {
     char compute[64];         /* "cpu", "cuda:0", "cuda:0-3 (tp4)" */
     char fallback[256];       /* why compute differs from what was asked, or "" */
     int random_weights;       /* 1: opened with H3_LOAD_DUMMY */
-    uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown) */
+    uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
+                                 its backend's allocation tally (weights, arena, its own buffers such as
+                                 cuBLASLt's workspace and op scratch), not the CUDA context */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------

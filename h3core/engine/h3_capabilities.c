@@ -1,67 +1,17 @@
 /* h3_capabilities.c - what this build and machine can run, found without
  * creating a CUDA context: the element's `capabilities` property is read in
  * gst-inspect and at READY, where touching the driver would be wrong (slow,
- * and it would pin memory on every GPU). GPUs are listed through NVML, which
- * is dlopen'd so that h3core does not link against the driver. */
+ * and it would pin memory on every GPU). GPUs are listed through NVML
+ * (engine/h3_gpus.c), dlopen'd so that h3core does not link the driver. */
 #include "h3.h"
+#include "engine/h3_gpus.h"
 #include "model/h3_adapter.h"
 #include "model/h3_vsa.h"
 
-#include <dlfcn.h>
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct nvml_memory { unsigned long long total, free, used; } nvml_memory;
-
-typedef struct gpu_info {
-    char name[96];
-    unsigned long long memory_mib;
-    int cc_major, cc_minor;
-} gpu_info;
-
-/* Returns the number of GPUs NVML sees (filling up to max entries), or -1
- * with a reason when NVML is not usable. */
-static int list_gpus(gpu_info *gpus, int max, char *reason, size_t reason_size) {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(reason, reason_size, "no NVIDIA driver (libnvidia-ml.so.1 not found)");
-        return -1;
-    }
-    int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
-    int (*shutdown)(void) = (int (*)(void))dlsym(lib, "nvmlShutdown");
-    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(lib, "nvmlDeviceGetCount_v2");
-    int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    int (*name)(void *, char *, unsigned) = (int (*)(void *, char *, unsigned))dlsym(lib, "nvmlDeviceGetName");
-    int (*memory)(void *, nvml_memory *) = (int (*)(void *, nvml_memory *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    int (*cc)(void *, int *, int *) = (int (*)(void *, int *, int *))dlsym(lib, "nvmlDeviceGetCudaComputeCapability");
-    int n = -1;
-    if (!init || !shutdown || !count || !handle) {
-        snprintf(reason, reason_size, "libnvidia-ml.so.1 lacks the NVML entry points");
-    } else if (init() != 0) {
-        snprintf(reason, reason_size, "NVML could not initialise (driver not loaded?)");
-    } else {
-        unsigned c = 0;
-        if (count(&c) == 0) {
-            n = (int)c;
-            for (int i = 0; i < n && i < max; i++) {
-                void *h = NULL;
-                memset(&gpus[i], 0, sizeof gpus[i]);
-                if (handle((unsigned)i, &h) != 0) continue;
-                if (name) name(h, gpus[i].name, sizeof gpus[i].name);
-                nvml_memory m = {0};
-                if (memory && memory(h, &m) == 0) gpus[i].memory_mib = m.total >> 20;
-                if (cc) cc(h, &gpus[i].cc_major, &gpus[i].cc_minor);
-            }
-        } else {
-            snprintf(reason, reason_size, "NVML could not count the GPUs");
-        }
-        shutdown();
-    }
-    dlclose(lib);
-    return n;
-}
 
 /* `key: value` lines (the element turns each into a structure field). No
  * engine, no model and no CUDA context: what this build and machine can run. */
@@ -77,14 +27,15 @@ char *h3_capabilities_describe(void) {
 #endif
     g_string_append_printf(s, "build: cpu%s%s\n", cuda_built ? " cuda(sm_80,sm_90a)" : "", nccl_built ? " nccl" : "");
     g_string_append_printf(s, "cpu-threads: %u\n", g_get_num_processors());
-    gpu_info gpus[16];
+    h3_gpu_info gpus[16];
     char reason[256] = "";
-    int n = list_gpus(gpus, 16, reason, sizeof reason);
+    int n = h3_gpus_list(gpus, 16, reason, sizeof reason);
     int usable = 0;
     for (int i = 0; i < n && i < 16; i++) {
         int ok = gpus[i].cc_major >= 8;
         usable += ok;
-        g_string_append_printf(s, "gpu%d: %s, %llu MiB, sm_%d%d%s\n", i, gpus[i].name, gpus[i].memory_mib,
+        g_string_append_printf(s, "gpu%d: %s, %llu MiB, sm_%d%d%s\n", i, gpus[i].name,
+                               (unsigned long long)(gpus[i].total_bytes >> 20),
                                gpus[i].cc_major, gpus[i].cc_minor, ok ? "" : " (unsupported: needs sm_80 or newer)");
     }
     g_string_append_printf(s, "gpus: %d\n", n < 0 ? 0 : n);

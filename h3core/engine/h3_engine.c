@@ -226,6 +226,7 @@ static h3_status_code create_cuda(h3_compute compute, int device, h3_backend **o
 
 /* The one backend of an engine without a device list (devices "auto"). */
 static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    if (e->measure) return h3_memory_backend_create(e, 0, &e->backend, status);
     int need_cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
     if (need_cuda || o->compute == H3_COMPUTE_AUTO) {
 #ifdef H3_HAVE_CUDA
@@ -270,23 +271,39 @@ static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3
     return H3_OK;
 }
 
+/* The weights the backend took since *at (then *at moves on). */
+static uint64_t took(h3_backend *b, uint64_t *at) {
+    h3_backend_memory m;
+    h3_backend_memory_get(b, &m);
+    uint64_t d = m.weights > *at ? m.weights - *at : 0;
+    *at = m.weights;
+    return d;
+}
+
 /* Loads a rank's components: its text conditioner share (when the plan puts
  * one on it), its transformer shard, the video VAE (tiles split by rank), and
- * on rank 0 the audio VAE. */
+ * on rank 0 the audio VAE; what each took is kept for the memory plan. */
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     h3_tp text_tp = h3_tp_text(&e->plan, tp);
     h3_status_code rc = H3_OK;
     /* e->dummy.*: NULL (the files) unless load-format dummy */
+    uint64_t at = 0;
+    took(r->backend, &at);
     if (text_tp.size > 0)
         rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, e->dummy.text_encoder, e->text_layer,
                                        &text_tp, &r->text_encoder, status);
+    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
     if (rc == H3_OK)
         rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
+    r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
     if (rc == H3_OK) rc = h3_video_vae_load_from(r->backend, e->vae_dir, e->dummy.video_vae, &r->video_vae, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
+    r->weight_bytes[H3_PART_VIDEO_VAE] = took(r->backend, &at);
     if (rc == H3_OK && tp->rank == 0)
         rc = h3_audio_vae_load_from(r->backend, e->audio_vae_dir, e->dummy.audio_vae, &r->audio_vae, status);
+    r->weight_bytes[H3_PART_AUDIO_VAE] = took(r->backend, &at);
     return rc;
 }
 
@@ -352,6 +369,10 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_status bs;
     h3_status_clear(&bs);
     h3_status_code rc;
+    if (e->measure) { /* measuring ranks: nothing to probe or agree on */
+        rc = h3_memory_backend_create(e, tp->rank, &r->backend, status);
+        return rc == H3_OK ? load_rank(tp, e, status) : rc;
+    }
     if (device < 0) {
         int threads = e->cpu_threads > 0 ? (e->cpu_threads + e->n_ranks - 1) / e->n_ranks : 0;
         rc = h3_backend_cpu_create(threads, &r->backend, &bs);
@@ -393,7 +414,9 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     /* One GPU without NCCL still runs the rank machinery: a one-rank group
      * moves nothing, so the CPU communicator serves it. */
     int nccl = !cpu && (h3_comm_have_nccl() || n > 1);
-    rc = nccl ? h3_comm_group_create_nccl(n, e->devices, &group, status) : h3_comm_group_create_cpu(n, &group, status);
+    rc = e->measure ? h3_comm_group_create_measure(n, &group, status)
+         : nccl     ? h3_comm_group_create_nccl(n, e->devices, &group, status)
+                    : h3_comm_group_create_cpu(n, &group, status);
     if (rc == H3_OK) rc = h3_tp_team_create(group, &e->team, status);
     if (rc == H3_OK) rc = h3_tp_team_run(e->team, start_rank, e, status);
     alias_rank0(e);
@@ -418,19 +441,25 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     return H3_OK;
 }
 
-h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+static void discard_log(void *opaque, h3_log_level level, const char *message) {
+    (void)opaque, (void)level, (void)message;
+}
+
+static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_target *measure, h3_engine **out,
+                                  h3_status *status) {
     *out = NULL;
     h3_engine *e = calloc(1, sizeof *e);
     if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
     g_mutex_init(&e->lock);
+    e->measure = measure;
     e->fault_rank = -1;
-    e->log = o->log;
+    e->log = measure ? discard_log : o->log; /* a measuring engine repeats what the real one says */
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */
-    const char *fault = g_getenv("H3_INJECT_FAULT");
+    const char *fault = measure ? NULL : g_getenv("H3_INJECT_FAULT");
     if (fault && *fault) {
         if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
             h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
@@ -447,6 +476,7 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     if (rc == H3_OK && o->adapter_path && *o->adapter_path) rc = h3_fasth3_open_adapter(e, o->adapter_path, status);
     if (rc == H3_OK && o->load_format == H3_LOAD_DUMMY) rc = make_dummy(e, o, status);
     if (rc == H3_OK) rc = parse_devices(e, o, status);
+    if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
     if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
@@ -469,6 +499,15 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     return H3_OK;
 }
 
+h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+    return engine_open(o, NULL, out, status);
+}
+
+h3_status_code h3_engine_open_measuring(const h3_engine_options *o, const h3_memory_target *target,
+                                        h3_engine **out, h3_status *status) {
+    return engine_open(o, target, out, status);
+}
+
 void h3_engine_close(h3_engine *e) {
     if (!e) return;
     h3_status st;
@@ -481,6 +520,7 @@ void h3_engine_close(h3_engine *e) {
         close_rank(&single, e, &st);
     }
     free(e->ranks);
+    h3_engine_close(e->shadow);
     h3_tokenizer_free(e->tokenizer);
     g_free(e->model_dir);
     g_free(e->transformer_dir);

@@ -733,14 +733,33 @@ h3_status_code h3_adapter_fuse(const h3_adapter *a, const h3_st_tensor *base, h3
     return H3_OK;
 }
 
-h3_status_code h3_adapter_gate(const h3_adapter *a, int block, h3_st_tensor *gate, void **data, h3_status *status) {
-    *data = NULL;
-    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
-    if (block < 0 || block >= a->num_layers) return H3_OK;
+/* The .set_weight of block's gate, or NULL. */
+static const h3_st_tensor *gate_source(const h3_adapter *a, int block) {
+    if (block < 0 || block >= a->num_layers) return NULL;
     char *module = g_strdup_printf("transformer_blocks.%d.attn.to_gate_compress", block);
     const module_delta *m = g_hash_table_lookup(a->by_module, module);
     g_free(module);
-    const h3_st_tensor *set = m ? m->t[ROLE_SET_WEIGHT] : NULL;
+    return m ? m->t[ROLE_SET_WEIGHT] : NULL;
+}
+
+h3_status_code h3_adapter_gate_header(const h3_adapter *a, int block, h3_st_tensor *gate, int *present,
+                                      h3_status *status) {
+    *present = 0;
+    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
+    const h3_st_tensor *set = gate_source(a, block);
+    if (!set) return H3_OK;
+    *gate = *set;
+    gate->dtype = a->gate_dtype[block];
+    gate->nbytes = (size_t)set->numel * h3_st_dtype_size(gate->dtype);
+    gate->data = NULL;
+    *present = 1;
+    return H3_OK;
+}
+
+h3_status_code h3_adapter_gate(const h3_adapter *a, int block, h3_st_tensor *gate, void **data, h3_status *status) {
+    *data = NULL;
+    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
+    const h3_st_tensor *set = gate_source(a, block);
     if (!set) return H3_OK;
     float *acc = to_f32(set, status); /* strength 1: s·set is set itself */
     if (!acc) return status ? status->code : H3_ERR_NO_MEMORY;

@@ -58,7 +58,8 @@ static h3_status_code load_rearranged(h3_dit *dit, const h3_dit_request *r, cons
         } else if (r->kind == H3_DIT_SOURCE_FC1) {
             src_row = row < F ? F + row : row - F; /* [gate; value] -> [value; gate] */
         }
-        memcpy(buf + (size_t)row * row_bytes, (const char *)from->data + (size_t)src_row * row_bytes, row_bytes);
+        if (h3_backend_holds_data(dit->b)) /* a measuring backend takes the shape alone */
+            memcpy(buf + (size_t)row * row_bytes, (const char *)from->data + (size_t)src_row * row_bytes, row_bytes);
     }
     h3_st_tensor fused = *src[0];
     fused.shape[0] = rows;
@@ -78,7 +79,9 @@ static h3_status_code load_request(const h3_dit_request *r, void *user, h3_statu
     h3_status_code rc = H3_OK;
     for (int i = 0; i < r->n_names && rc == H3_OK; i++) {
         rc = h3_checkpoint_get(dit->ckpt, r->names[i], r->ndim, r->shape, &src[i], status);
-        if (rc == H3_OK && dit->adapter) rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
+        /* (fusing keeps shape and dtype: a measuring backend needs no fused copy) */
+        if (rc == H3_OK && dit->adapter && h3_backend_holds_data(dit->b))
+            rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
         if (fused_data[i]) src[i] = &fused[i];
     }
     if (rc == H3_OK)
@@ -140,14 +143,19 @@ static int all_zero(const h3_st_tensor *t) {
     return 1;
 }
 
-/* A VSA adapter's to_gate_compress weights, split by heads like q. */
+/* A VSA adapter's to_gate_compress weights, split by heads like q. A
+ * measuring backend reads no gate bytes and counts every gate active (the
+ * trained gates are not zero). */
 static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
     for (int i = 0; i < dit->cfg.num_layers; i++) {
         h3_st_tensor gate;
         void *data = NULL;
-        h3_status_code rc = h3_adapter_gate(dit->adapter, i, &gate, &data, status);
-        if (rc == H3_OK && data) {
-            dit->w.blocks[i].gate_active = !all_zero(&gate);
+        int present = 0;
+        h3_status_code rc = h3_backend_holds_data(dit->b)
+                                ? h3_adapter_gate(dit->adapter, i, &gate, &data, status)
+                                : h3_adapter_gate_header(dit->adapter, i, &gate, &present, status);
+        if (rc == H3_OK && (data || present)) {
+            dit->w.blocks[i].gate_active = data ? !all_zero(&gate) : 1;
             rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
                                    status);
         }

@@ -353,6 +353,15 @@ static h3_status_code load_qkv_part(h3_video_vae *v, const h3_st_tensor *src, in
         return h3_weight_load(v->b, &rows, H3_WEIGHT_F16, out, status);
     }
     size_t n_all = (size_t)src->numel;
+    if (!h3_backend_holds_data(v->b)) { /* a measuring backend: the part's shape alone */
+        h3_st_tensor t = *src;
+        t.dtype = H3_ST_F32;
+        t.shape[0] = D;
+        t.numel = D * cols;
+        t.data = NULL;
+        t.nbytes = (size_t)t.numel * sizeof(float);
+        return h3_weight_load(v->b, &t, H3_WEIGHT_F16, out, status);
+    }
     float *all = malloc(n_all * sizeof(float)), *sel = malloc((size_t)(D * cols) * sizeof(float));
     h3_status_code rc = (all && sel) ? h3_st_to_f32(src, all, n_all, status)
                                      : h3_fail(status, H3_ERR_NO_MEMORY, "%s: no memory for '%s'", src->file_path,

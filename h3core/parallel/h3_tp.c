@@ -110,7 +110,7 @@ h3_status_code h3_tp_weight_load(h3_backend *b, const h3_tp *tp, const h3_st_ten
         if (C % size) return split_error(src, role, "columns", C, size, status);
         buf = malloc((size_t)(R * Cl) * es + 1);
         if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "tensor '%s': out of host memory", src->name);
-        for (int64_t r = 0; r < R; r++)
+        for (int64_t r = 0; r < R && h3_backend_holds_data(b); r++) /* a measuring backend: the shape alone */
             memcpy(buf + (size_t)(r * Cl) * es, (const char *)src->data + (size_t)(r * C + rank * Cl) * es,
                    (size_t)Cl * es);
         view.shape[1] = Cl;
@@ -128,7 +128,7 @@ h3_status_code h3_tp_weight_load(h3_backend *b, const h3_tp *tp, const h3_st_ten
         } else {
             buf = malloc((size_t)(parts * local) * row_bytes + 1);
             if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "tensor '%s': out of host memory", src->name);
-            for (int p = 0; p < parts; p++)
+            for (int p = 0; p < parts && h3_backend_holds_data(b); p++)
                 memcpy(buf + (size_t)(p * local) * row_bytes,
                        (const char *)src->data + (size_t)(p * part_rows + rank * local) * row_bytes,
                        (size_t)local * row_bytes);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/h3_random.h"
+#define CPU_ARENA_CHUNK ((size_t)16 << 20)
 
 typedef struct cpu_impl {
     int n_threads;
@@ -397,7 +398,26 @@ h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status 
     c->n_threads = n_threads;
     if (n_threads > 0) openblas_set_num_threads(n_threads);
     h3_backend_init(b, &cpu_ops, c);
-    b->chunk_min_size = (size_t)16 << 20;
+    b->chunk_min_size = CPU_ARENA_CHUNK;
     *out = b;
     return H3_OK;
+}
+
+/* The measuring twin (backend/measure/): float32 weights, 16 MiB arena
+ * chunks, the same op table. The CPU's scratch is host working memory the
+ * tally leaves out, so the twin takes none. */
+static h3_dtype cpu_measure_weight_dtype(const h3_measure_target *t, h3_weight_type type, h3_dtype file_dtype) {
+    (void)t;
+    return cpu_weight_dtype(NULL, type, file_dtype);
+}
+
+h3_status_code h3_backend_cpu_create_measure(h3_backend **out, h3_status *status) {
+    h3_measure_target t = {
+        .name = "measure:cpu",
+        .ops = &cpu_ops,
+        .compute_dtype = H3_F32,
+        .chunk_min_size = CPU_ARENA_CHUNK,
+        .weight_dtype = cpu_measure_weight_dtype,
+    };
+    return h3_backend_measure_create(&t, out, status);
 }

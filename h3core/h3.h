@@ -83,7 +83,10 @@ typedef enum h3_log_level { H3_LOG_ERROR = 0, H3_LOG_WARNING, H3_LOG_INFO, H3_LO
 typedef enum h3_load_format { H3_LOAD_SAFETENSORS = 0, H3_LOAD_DUMMY } h3_load_format;
 
 /* With H3_LOAD_DUMMY and no adapter file: which kind of FastH3 adapter to
- * make up (its random deltas fused as a real one would be). */
+ * make up: its rules (4 forwards over the release ladder, its attention
+ * mode) and, for VSA, random to_gate_compress gates; no delta is drawn
+ * (random weights plus a random delta are random weights). An adapter file
+ * with H3_LOAD_DUMMY is refused: its fusion needs the base weights' values. */
 typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENSE, H3_DUMMY_ADAPTER_VSA } h3_dummy_adapter;
 
 typedef struct h3_engine_options {
@@ -177,7 +180,9 @@ typedef struct h3_stats {
     char compute[64];         /* "cpu", "cuda:0", "cuda:0-3 (tp4)" */
     char fallback[256];       /* why compute differs from what was asked, or "" */
     int random_weights;       /* 1: opened with H3_LOAD_DUMMY */
-    uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown) */
+    uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
+                                 its backend's allocation tally (weights, arena, its own buffers such as
+                                 cuBLASLt's workspace and op scratch), not the CUDA context */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------

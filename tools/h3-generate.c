@@ -3,11 +3,16 @@
  *   h3-generate --model DIR --prompt TEXT --seed N --width W --height H
  *               --num-frames F --steps N [--backend fa|vsa] [--adapter FILE]
  *               [--vsa-sparsity S] [--ladder release|a|b]
+ *               [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]
  *               --output OUT.safetensors
+ *   h3-generate --plan [the same settings]
  *
  * OUT holds `video` (uint8 [F,H,W,3]), `audio` (float32 [2,samples]) and
  * __metadata__ with the aligned frame count and the sample rate. Progress
- * goes to stderr; a bad argument or model is a one-line error, exit 2. */
+ * goes to stderr; a bad argument or model is a one-line error, exit 2.
+ * --plan loads nothing: it prints the memory plan of those settings
+ * (h3_memory_plan_describe) and exits 0, or 1 with the reason when a device
+ * lacks the memory. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +35,25 @@ static void usage(FILE *f) {
             "usage: h3-generate --model DIR --prompt TEXT --seed N --width W --height H --num-frames F --steps N\n"
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
+            "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
             "                   [--quiet] --output OUT.safetensors\n"
+            "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
             "  --num-frames F   requested frames at 24 fps, aligned up to 17n+5\n"
             "  --adapter PATH   FastH3 fastvideo-lora-v2 adapter (file or variant directory), fused at load\n"
             "  --backend fa|vsa dense attention, or VSA-H3 sparse attention (needs a FastH3 VSA adapter)\n"
-            "  --vsa-sparsity S fraction of video key tiles VSA-H3 drops, [0, 1) (default 0.9)\n"
+            "  --vsa-sparsity S fraction of video key tiles VSA-H3 drops, [0, 0.99] (default 0.9)\n"
             "  --ladder L       FastH3 sigma ladder: release (the adapter's, default), a or b\n"
             "  --devices LIST   auto; GPUs for tensor parallelism (0,1,2,3: one rank per GPU, NCCL); or cpu:N\n"
-            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n");
+            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n"
+            "  --load-format F  safetensors (default): the weight files; dummy: random weights drawn on each device\n"
+            "                   from the configs alone (no weight files needed; the output is noise)\n"
+            "  --dummy-adapter A with --load-format dummy: behave as a FastH3 adapter of kind dense or vsa\n"
+            "                   (4 forwards, its attention mode; vsa adds random gates); default none\n"
+            "  --dummy-seed N   with --load-format dummy: the weights' seed (default 0)\n"
+            "  --plan           print what these settings need on each device (weights per component, arena,\n"
+            "                   workspace) against its free memory, loading nothing; exit 1 if it does not fit\n");
 }
 
 static int die(const char *fmt, const char *arg) {
@@ -84,11 +98,32 @@ static int on_audio(void *opaque, int64_t first, int64_t count, const float *int
     return 0;
 }
 
+/* --plan: the memory plan of these settings, nothing loaded. The prompt
+ * only sets the text rows; without one, a short sentence stands in. */
+static int print_plan(const h3_engine_options *opt, h3_request *req) {
+    if (!req->prompt) req->prompt = "a red fox runs through fresh snow at dawn";
+    h3_memory_plan plan;
+    h3_status st = {0};
+    if (h3_memory_plan_make(opt, req, &plan, &st) != H3_OK) return die("%s", st.message);
+    char *text = h3_memory_plan_describe(&plan);
+    if (!text) return die("%s", "out of memory");
+    fputs(text, stdout);
+    free(text);
+    if (plan.fits) return 0;
+    for (int i = 0; i < plan.n_devices; i++) {
+        const h3_memory_device *d = &plan.devices[i];
+        if (d->available && d->total > d->available)
+            fprintf(stderr, "h3-generate: does not fit: cuda:%d needs %.2f GiB but %.2f GiB are free\n", d->device,
+                    (double)d->total / (1 << 30), (double)d->available / (1 << 30));
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     h3_engine_options opt = h3_engine_options_default();
     h3_request req = h3_request_default();
     const char *output = NULL;
-    int have_seed = 0, have_w = 0, have_h = 0, have_f = 0, have_steps = 0, quiet = 0;
+    int have_seed = 0, have_w = 0, have_h = 0, have_f = 0, have_steps = 0, quiet = 0, plan_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -96,6 +131,7 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--plan")) { plan_only = 1; continue; }
         if (i + 1 >= argc) return die("option %s needs a value", a);
         const char *v = argv[++i];
         long long n;
@@ -138,6 +174,21 @@ int main(int argc, char **argv) {
             else if (!strcmp(v, "a")) req.ladder = H3_LADDER_A;
             else if (!strcmp(v, "b")) req.ladder = H3_LADDER_B;
             else return die("--ladder '%s': must be release, a or b", v);
+        } else if (!strcmp(a, "--load-format")) {
+            if (!strcmp(v, "safetensors")) opt.load_format = H3_LOAD_SAFETENSORS;
+            else if (!strcmp(v, "dummy")) opt.load_format = H3_LOAD_DUMMY;
+            else return die("--load-format '%s': must be safetensors or dummy", v);
+        } else if (!strcmp(a, "--dummy-adapter")) {
+            if (!strcmp(v, "none")) opt.dummy_adapter = H3_DUMMY_ADAPTER_NONE;
+            else if (!strcmp(v, "dense")) opt.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
+            else if (!strcmp(v, "vsa")) opt.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
+            else return die("--dummy-adapter '%s': must be none, dense or vsa", v);
+        } else if (!strcmp(a, "--dummy-seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || !*v || *end || v[0] == '-') return die("--dummy-seed '%s': not a non-negative integer", v);
+            opt.dummy_seed = s;
         } else if (!strcmp(a, "--compute")) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;
@@ -148,6 +199,7 @@ int main(int argc, char **argv) {
             return die("unknown option %s (see --help)", a);
         }
     }
+    if (plan_only) return print_plan(&opt, &req);
     if (!req.prompt) return die("%s", "--prompt is required");
     if (!output) return die("%s", "--output is required");
     (void)have_seed; (void)have_w; (void)have_h; (void)have_f; (void)have_steps;
@@ -155,6 +207,11 @@ int main(int argc, char **argv) {
     h3_status st = {0};
     h3_engine *engine;
     if (h3_engine_open(&opt, &engine, &st) != H3_OK) return die("%s", st.message);
+    h3_stats opened;
+    h3_engine_get_stats(engine, &opened);
+    if (opened.random_weights && !quiet)
+        fprintf(stderr, "h3-generate: weights are random (load-format dummy, seed %llu): the output is noise\n",
+                (unsigned long long)opt.dummy_seed);
     clip c = {0};
     c.quiet = quiet;
     if (h3_engine_validate(engine, &req, &c.plan, &st) != H3_OK) {

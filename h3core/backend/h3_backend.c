@@ -3,6 +3,7 @@
  * checks are h3_ops_check.c's (and h3_ops_*_check.c's). */
 #include "backend/h3_backend_impl.h"
 
+#include <glib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,64 @@ void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl) {
     b->impl = impl;
     b->compute_dtype = ops->compute_dtype;
     b->chunk_min_size = ARENA_DEFAULT_CHUNK;
+    b->persistent = g_hash_table_new(g_direct_hash, g_direct_equal);
+}
+
+/* ---- memory tally ------------------------------------------------------------ */
+
+static void mem_update(h3_backend *b) {
+    uint64_t total = b->mem_weights + b->mem_arena + b->mem_scratch;
+    uint64_t above = b->mem_weights > b->mem_mark_weights ? b->mem_weights - b->mem_mark_weights : 0;
+    if (total > b->mem_peak) b->mem_peak = total;
+    if (b->mem_arena + above > b->mem_peak_activations) b->mem_peak_activations = b->mem_arena + above;
+    if (b->mem_scratch > b->mem_peak_scratch) b->mem_peak_scratch = b->mem_scratch;
+}
+
+static void mem_add(uint64_t *counter, int64_t delta) {
+    *counter = delta < 0 && (uint64_t)-delta > *counter ? 0 : *counter + (uint64_t)delta;
+}
+
+void h3_backend_track_scratch(h3_backend *b, int64_t delta) {
+    mem_add(&b->mem_scratch, delta);
+    mem_update(b);
+}
+
+void h3_backend_memory_get(const h3_backend *b, h3_backend_memory *out) {
+    out->weights = b->mem_weights;
+    out->arena = b->mem_arena;
+    out->scratch = b->mem_scratch;
+    out->peak = b->mem_peak;
+    out->peak_activations = b->mem_peak_activations;
+    out->peak_scratch = b->mem_peak_scratch;
+}
+
+void h3_backend_memory_mark(h3_backend *b) {
+    b->mem_mark_weights = b->mem_weights;
+    b->mem_peak = b->mem_weights + b->mem_arena + b->mem_scratch;
+    b->mem_peak_activations = b->mem_arena;
+    b->mem_peak_scratch = b->mem_scratch;
+}
+
+int h3_backend_holds_data(const h3_backend *b) { return !b->ops->no_data; }
+
+/* Every persistent allocation goes through these two, so the tally knows
+ * each one's size when it is freed. */
+static void *persistent_new(h3_backend *b, size_t bytes) {
+    void *p = b->ops->alloc(b, bytes);
+    if (!p) return NULL;
+    g_hash_table_insert(b->persistent, p, (gpointer)(uintptr_t)bytes);
+    mem_add(&b->mem_weights, (int64_t)bytes);
+    mem_update(b);
+    return p;
+}
+
+static void persistent_delete(h3_backend *b, void *p) {
+    gpointer bytes;
+    if (g_hash_table_lookup_extended(b->persistent, p, NULL, &bytes)) {
+        mem_add(&b->mem_weights, -(int64_t)(uintptr_t)bytes);
+        g_hash_table_remove(b->persistent, p);
+    }
+    b->ops->free(b, p);
 }
 
 static void vfail(h3_backend *b, h3_status_code code, const char *fmt, va_list ap) {
@@ -64,6 +123,7 @@ void h3_backend_destroy(h3_backend *b) {
     if (!b) return;
     for (int i = 0; i < b->n_chunks; i++) b->ops->free(b, b->chunks[i].data);
     free(b->chunks);
+    g_hash_table_destroy(b->persistent);
     b->ops->destroy(b); /* frees impl and b */
 }
 
@@ -112,9 +172,14 @@ static void *arena_alloc(h3_backend *b, size_t bytes) {
             h3_backend_fail(b, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of activations", b->ops->name, size);
             return NULL;
         }
+        mem_add(&b->mem_arena, (int64_t)size);
+        mem_update(b); /* the new chunk is live before the dropped ones are freed */
         int at = b->n_chunks ? b->cur_chunk + 1 : 0;
         if (at > b->n_chunks) at = b->n_chunks;
-        for (int i = at; i < b->n_chunks; i++) b->ops->free(b, b->chunks[i].data);
+        for (int i = at; i < b->n_chunks; i++) {
+            b->ops->free(b, b->chunks[i].data);
+            mem_add(&b->mem_arena, -(int64_t)b->chunks[i].size);
+        }
         b->n_chunks = at;
         b->chunks = realloc(b->chunks, (size_t)(b->n_chunks + 1) * sizeof *b->chunks);
         b->chunks[b->n_chunks].data = data;
@@ -191,7 +256,7 @@ static h3_status_code persistent_alloc(h3_backend *b, h3_dtype dtype, int ndim, 
     out->ndim = ndim;
     memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
     size_t bytes = h3_tensor_nbytes(out);
-    out->data = b->ops->alloc(b, bytes ? bytes : 1);
+    out->data = persistent_new(b, bytes ? bytes : 1);
     if (!out->data) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", b->ops->name, bytes);
     return H3_OK;
 }
@@ -232,7 +297,19 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
     h3_status_code rc = persistent_alloc(b, dtype, src->ndim, src->shape, out, status);
     if (rc != H3_OK) return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
     size_t n = (size_t)src->numel;
-    if (dtype == file_dtype) {
+    if (!b->ops->no_data && h3_st_is_dummy(src)) {
+        /* load-format dummy: drawn where it lives, no host copy */
+        h3_op_fill_random(b, out, &src->random, src->dtype);
+        rc = h3_backend_check(b, status);
+        if (rc != H3_OK) {
+            h3_weight_free(b, out);
+            return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
+        }
+        return H3_OK;
+    }
+    if (b->ops->no_data) {
+        /* measuring: the weight's place is taken, its bytes are not read */
+    } else if (dtype == file_dtype) {
         if (b->ops->upload(b, out->data, src->data, src->nbytes) != 0) rc = H3_ERR_DEVICE;
     } else {
         float *tmp = malloc(n * 4 + 4);
@@ -260,7 +337,7 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
 }
 
 void h3_weight_free(h3_backend *b, h3_tensor *t) {
-    if (t && t->data) b->ops->free(b, t->data);
+    if (t && t->data) persistent_delete(b, t->data);
     if (t) memset(t, 0, sizeof *t);
 }
 
@@ -277,6 +354,7 @@ h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *
     if (check != H3_OK) return check;
     size_t n = (size_t)h3_tensor_numel(dst);
     if (dst->dtype == H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "upload_f32 into an i32 tensor");
+    if (b->ops->no_data) return H3_OK;
     void *tmp = (void *)host;
     if (dst->dtype != H3_F32) {
         tmp = malloc(n * h3_dtype_size(dst->dtype) + 4);
@@ -300,6 +378,10 @@ h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float
     h3_status_code check = check_copy_target(b, src, status);
     if (check != H3_OK) return check;
     size_t n = (size_t)h3_tensor_numel(src);
+    if (b->ops->no_data) {
+        memset(host, 0, n * sizeof(float)); /* measuring: nothing was computed */
+        return H3_OK;
+    }
     if (src->dtype == H3_F32) {
         if (b->ops->download(b, host, src->data, n * 4) != 0)
             return h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name);

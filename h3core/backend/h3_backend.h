@@ -36,6 +36,14 @@ h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status 
 h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *status);
 /* The same in float32 (weights and activations): parity checks only. */
 h3_status_code h3_backend_cuda_create_exact(int device, h3_backend **out, h3_status *status);
+/* Measuring backends (backend/measure/): each stands for the backend named,
+ * with its op table, weight dtypes, arena chunks and scratch rules, over
+ * memory that holds no bytes; nothing is computed and no device is touched.
+ * The memory plan runs requests through them (h3_memory_plan_make). The
+ * CUDA one is for compute capability sm (major·10 + minor), exact as
+ * h3_backend_cuda_create_exact; defined only when built with CUDA. */
+h3_status_code h3_backend_cpu_create_measure(h3_backend **out, h3_status *status);
+h3_status_code h3_backend_cuda_create_measure(int sm, int exact, h3_backend **out, h3_status *status);
 void h3_backend_destroy(h3_backend *b);
 const char *h3_backend_name(const h3_backend *b);
 h3_dtype h3_backend_compute_dtype(const h3_backend *b);
@@ -54,7 +62,9 @@ void h3_backend_set_error(h3_backend *b, h3_status_code code, const char *fmt, .
 h3_status_code h3_backend_synchronize(h3_backend *b, h3_status *status);
 
 /* ---- memory -------------------------------------------------------------- */
-/* Weights: persistent allocations, freed by h3_weight_free or backend destroy. */
+/* Weights: persistent allocations, freed by h3_weight_free or backend destroy.
+ * A dummy tensor (h3_st_is_dummy: load-format dummy) is drawn on the backend
+ * with h3_op_fill_random instead of copied: no host copy exists. */
 h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
                               h3_status *status);
 /* A persistent tensor filled from host float32 (e.g. derived tables). */
@@ -74,6 +84,27 @@ h3_tensor h3_new_1d(h3_backend *b, h3_dtype dtype, int64_t n);
 size_t h3_arena_mark(h3_backend *b);
 void h3_arena_reset(h3_backend *b, size_t mark);
 size_t h3_arena_high_water(const h3_backend *b);
+
+/* The device memory a backend holds, tallied at every allocation and free
+ * (bytes as asked for, before the driver's rounding). The CPU backend counts
+ * weights and arena (its scratch is small host memory outside the tally);
+ * CUDA adds its own buffers: the cuBLASLt workspace and the op scratch. */
+typedef struct h3_backend_memory {
+    uint64_t weights; /* persistent allocations live now (weights, tables, per-request persistents) */
+    uint64_t arena;   /* activation arena chunks live now */
+    uint64_t scratch; /* the backend's own buffers live now */
+    /* Since the last h3_backend_memory_mark (or creation): */
+    uint64_t peak;             /* the most of the three together */
+    uint64_t peak_activations; /* the most of arena + persistent allocations above the mark's */
+    uint64_t peak_scratch;     /* the most of scratch */
+} h3_backend_memory;
+void h3_backend_memory_get(const h3_backend *b, h3_backend_memory *out);
+/* Starts a new peak window (a generation): the peaks restart from now. */
+void h3_backend_memory_mark(h3_backend *b);
+/* 0 for a measuring backend (backend/measure/): its tensors have addresses
+ * but no bytes, so code that works on weight bytes on the host (repacking,
+ * fusing, folding) skips that work and hands the shapes on. */
+int h3_backend_holds_data(const h3_backend *b);
 
 /* Host <-> backend copies with conversion from/to float32 or int32. */
 h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *host, h3_status *status);
@@ -134,6 +165,12 @@ void h3_op_scatter_rows(h3_backend *b, h3_tensor *dst, const h3_tensor *src, con
 /* Element copy with dtype conversion (same numel). */
 void h3_op_copy(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
 void h3_op_fill(h3_backend *b, h3_tensor *dst, float value);
+/* dst = the values of a dummy tensor (h3_st_random, base/h3_safetensors.h)
+ * of dst's shape, each rounded to round_to (the dtype a file of them would
+ * hold: F32, BF16 or F16) before it is stored in dst's dtype, so a dummy
+ * weight ends on the backend exactly as a file tensor of those values would.
+ * Drawn where dst lives (on the device for CUDA); float dst only. */
+void h3_op_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *values, h3_st_dtype round_to);
 
 /* Fused forms of the DiT's hot sequences, one pass over the activations
  * instead of two. A backend without the fused kernel runs the ops they

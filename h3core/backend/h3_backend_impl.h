@@ -11,6 +11,10 @@
 typedef struct h3_backend_ops {
     const char *name;
     h3_dtype compute_dtype;
+    /* 1: a measuring backend (backend/measure/): its allocations are
+     * addresses without bytes, uploads and ops do nothing, downloads give
+     * zeros (h3_backend_holds_data). */
+    int no_data;
     void (*destroy)(h3_backend *b);
     /* Storage dtype of a weight of this kind on this backend. */
     h3_dtype (*weight_dtype)(h3_backend *b, h3_weight_type type, h3_dtype file_dtype);
@@ -48,6 +52,8 @@ typedef struct h3_backend_ops {
     void (*scatter_rows)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
     void (*copy)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
     void (*fill)(h3_backend *b, h3_tensor *dst, float value);
+    /* h3_op_fill_random; the arguments are checked (dst float, range finite). */
+    void (*fill_random)(h3_backend *b, h3_tensor *dst, const h3_st_random *values, h3_st_dtype round_to);
     /* Fused ops; NULL: h3_backend.c runs the unfused sequence. */
     void (*rms_norm_modulate)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, float eps,
                               const h3_tensor *shift, const h3_tensor *scale, const h3_tensor *sel);
@@ -92,6 +98,12 @@ struct h3_backend {
     size_t cur_offset;
     size_t high_water, in_use;
     size_t chunk_min_size;
+    /* device memory held (h3_backend_memory): persistent allocations by
+     * address (their sizes), arena chunks, the backend's own buffers */
+    void *persistent;      /* GHashTable: data -> bytes */
+    uint64_t mem_weights, mem_arena, mem_scratch;
+    uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
+    uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
 };
 
 /* For backends: set the sticky error if none is set yet. */
@@ -101,7 +113,47 @@ void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
 #endif
     ;
 int h3_backend_failed(const h3_backend *b);
-/* Common initialisation of the struct (arena, error). */
+/* Common initialisation of the struct (arena, error, memory tally). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
+/* For backends: their own device buffers (GEMM workspace, scratch) grew
+ * (delta > 0) or shrank, for h3_backend_memory. */
+void h3_backend_track_scratch(h3_backend *b, int64_t delta);
+
+/* ---- measuring backends (backend/measure/) ---------------------------------
+ * A measuring backend stands for a real one, described by its target: the
+ * same op table entries (an op the real backend lacks is missing here too,
+ * so the interface runs the same fallback and its temporaries), the same
+ * weight dtypes, arena chunks, buffers made at creation and op scratch,
+ * over addresses that hold no bytes. Its ops compute nothing; its memory
+ * tally (h3_backend_memory) is the real backend's for the same calls. Each
+ * real backend builds its target (h3_backend_cpu_create_measure,
+ * h3_backend_cuda_create_measure). */
+typedef struct h3_measure_target h3_measure_target;
+struct h3_measure_target {
+    const char *name;             /* "measure:cpu", "measure:cuda" */
+    const h3_backend_ops *ops;    /* the real backend's table: which ops exist */
+    h3_dtype compute_dtype;
+    size_t chunk_min_size;        /* the real backend's arena chunks */
+    uint64_t fixed_scratch;       /* its own buffers made at creation */
+    int sm, exact;                /* facts the rules below read (CUDA) */
+    h3_dtype (*weight_dtype)(const h3_measure_target *t, h3_weight_type type, h3_dtype file_dtype);
+    /* The scratch a call needs outside the arena (0: none); each may be NULL
+     * (that op takes none). The backend keeps its scratch and grows it to
+     * scratch_grown(need) when a call needs more than it holds. */
+    size_t (*scratch_grown)(size_t need);
+    size_t (*linear_scratch)(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x,
+                             const h3_tensor *w);
+    size_t (*attention_scratch)(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q,
+                                const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                                int causal);
+    size_t (*vsa_scratch)(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                          const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads,
+                          int head_dim);
+    size_t (*conv1d_scratch)(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x,
+                             const h3_tensor *w, const h3_tensor *bias, int groups);
+    size_t (*snake_scratch)(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x);
+};
+/* The target is copied. */
+h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_backend **out, h3_status *status);
 
 #endif

@@ -5,6 +5,8 @@
  * h3_ops_audio_vae_check.c. */
 #include "backend/h3_ops_check_impl.h"
 
+#include <math.h>
+
 void h3_op_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
     GUARD(b);
     NEED(b, "linear", "y", y); NEED(b, "linear", "x", x); NEED(b, "linear", "w", w);
@@ -183,6 +185,20 @@ void h3_op_fill(h3_backend *b, h3_tensor *dst, float value) {
     GUARD(b);
     NEED(b, "fill", "dst", dst);
     b->ops->fill(b, dst, value);
+}
+
+void h3_op_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *values, h3_st_dtype round_to) {
+    GUARD(b);
+    NEED(b, "fill_random", "dst", dst);
+    REQUIRE(b, is_float(dst), "fill_random: dst is %s", h3_dtype_name(dst->dtype));
+    REQUIRE(b, values && isfinite(values->lo) && isfinite(values->hi) && values->lo <= values->hi,
+            "fill_random: range [%g, %g)", values ? (double)values->lo : 0.0, values ? (double)values->hi : 0.0);
+    REQUIRE(b, round_to == H3_ST_F32 || round_to == H3_ST_BF16 || round_to == H3_ST_F16,
+            "fill_random: values of dtype %s", h3_st_dtype_name(round_to));
+    REQUIRE(b, values->offset >= 0 && values->row_stride >= 0 && values->part_rows >= 0 && values->part_stride >= 0,
+            "fill_random: negative offset or stride");
+    NEED_IMPL(b, "fill_random", fill_random);
+    b->ops->fill_random(b, dst, values, round_to);
 }
 
 /* ---- fused ops: validated like the ops they replace -------------------------------- */

@@ -242,3 +242,26 @@ void h3_torch_randn_f64(h3_torch_generator *g, double *out, size_t n) {
         fill16_f64(tail);
     }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Counter-based uniform values (h3_random.h)                               */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+float h3_counter_uniform(uint64_t key, uint64_t index, float lo, float hi) {
+    uint64_t h = splitmix64(key * 0x100000001B3ull ^ splitmix64(index));
+    float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+    return lo + (hi - lo) * u; /* contraction is off in this file */
+}
+
+uint64_t h3_counter_key(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    return splitmix64(splitmix64(seed) ^ h);
+}

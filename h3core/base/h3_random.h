@@ -52,6 +52,17 @@ void h3_torch_randn_f32(h3_torch_generator *g, float *out, size_t n);
  * path for n < 16). Bit-exact with glibc's libm. */
 void h3_torch_randn_f64(h3_torch_generator *g, double *out, size_t n);
 
+/* ---- counter-based uniform values (dummy weights) ------------------------
+ * A value per (key, index) with no state, so any slice of a tensor can be
+ * drawn on its own, on any device, in any order, and a tensor-parallel
+ * shard holds exactly the values of the whole tensor. The CUDA backend's
+ * fill kernels (k_fill_uniform, k_fill_random) compute the same bits:
+ *   h = splitmix64(key · 0x100000001B3 ^ splitmix64(index))
+ *   u = (h >> 40) / 2^24,   value = lo + (hi − lo)·u   (float32, not fused) */
+float h3_counter_uniform(uint64_t key, uint64_t index, float lo, float hi);
+/* The key of a named tensor's values: seed and name hashed together. */
+uint64_t h3_counter_key(uint64_t seed, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

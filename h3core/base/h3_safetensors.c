@@ -8,6 +8,7 @@
 #include "base/h3_safetensors.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
@@ -16,6 +17,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/h3_random.h"
 
 struct h3_st_file {
     char *path;
@@ -306,7 +309,35 @@ const char *h3_st_metadata(const h3_st_file *f, const char *key) {
     return g_hash_table_lookup(f->metadata, key);
 }
 
+h3_st_tensor h3_st_rows(const h3_st_tensor *t, int64_t first, int64_t count) {
+    h3_st_tensor v = *t;
+    int64_t rows = t->ndim ? t->shape[0] : 1, cols = rows ? t->numel / rows : 0;
+    size_t row_bytes = rows ? t->nbytes / (size_t)rows : 0;
+    if (t->ndim) v.shape[0] = count;
+    v.numel = count * cols;
+    v.nbytes = (size_t)count * row_bytes;
+    if (t->data) {
+        v.data = (const char *)t->data + (size_t)first * row_bytes;
+    } else {
+        /* Row 0 of the view is row `first` of the tensor. Within one part
+         * the view is a single part; from a part boundary on it keeps the
+         * parts (what a shard of stacked parts needs); a range that starts
+         * inside one part and runs into the next is not a view anyone takes. */
+        int64_t row_stride = t->random.row_stride ? t->random.row_stride : cols;
+        int64_t part_rows = t->random.part_rows ? t->random.part_rows : rows;
+        int64_t part = part_rows ? first / part_rows : 0, in_part = part_rows ? first % part_rows : 0;
+        v.random.offset += part * t->random.part_stride + in_part * row_stride;
+        v.random.row_stride = row_stride;
+        if (in_part != 0 || count <= part_rows) v.random.part_rows = 0, v.random.part_stride = 0;
+    }
+    return v;
+}
+
 h3_status_code h3_st_to_f32(const h3_st_tensor *t, float *dst, size_t n, h3_status *status) {
+    if (!t->data)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "%s: tensor '%s' is a dummy tensor (load-format dummy): its values are drawn on the backend, "
+                       "there are none on the host", t->file_path, t->name);
     if (n > (size_t)t->numel)
         return h3_fail(status, H3_ERR_INTERNAL, "%s: tensor '%s': asked for %zu of %lld elements", t->file_path,
                        t->name, n, (long long)t->numel);
@@ -368,6 +399,10 @@ struct h3_checkpoint {
     size_t nfiles;
     GHashTable *lookup; /* name -> const h3_st_tensor* */
     GPtrArray *order;   /* tensors in file order, for iteration */
+    /* A dummy checkpoint: no files; the tensors (their names and any
+     * constant bytes) are its own. */
+    GPtrArray *owned;
+    uint64_t seed;
 };
 
 static h3_status_code checkpoint_add_file(h3_checkpoint *c, const char *path, h3_status *status) {
@@ -512,6 +547,7 @@ void h3_checkpoint_close(h3_checkpoint *c) {
     g_hash_table_destroy(c->lookup);
     g_ptr_array_free(c->order, TRUE);
     for (size_t i = 0; i < c->nfiles; i++) h3_st_close(c->files[i]);
+    if (c->owned) g_ptr_array_free(c->owned, TRUE);
     free(c->files);
     g_free(c->path);
     free(c);
@@ -549,6 +585,91 @@ const h3_st_tensor *h3_checkpoint_at(const h3_checkpoint *c, size_t i) {
     return i < c->order->len ? g_ptr_array_index(c->order, i) : NULL;
 }
 const char *h3_checkpoint_path(const h3_checkpoint *c) { return c->path; }
+
+uint64_t h3_checkpoint_nbytes(const h3_checkpoint *c) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < c->order->len; i++) total += ((const h3_st_tensor *)g_ptr_array_index(c->order, i))->nbytes;
+    return total;
+}
+
+/* ---- dummy checkpoints ------------------------------------------------------------- */
+
+static void free_owned(gpointer p) {
+    h3_st_tensor *t = p;
+    g_free((char *)t->name);
+    g_free((void *)t->data);
+    g_free(t);
+}
+
+h3_status_code h3_checkpoint_dummy_new(const char *label, uint64_t seed, h3_checkpoint **out, h3_status *status) {
+    h3_checkpoint *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (!c) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", label);
+    c->path = g_strdup(label);
+    c->lookup = g_hash_table_new(g_str_hash, g_str_equal);
+    c->order = g_ptr_array_new();
+    c->owned = g_ptr_array_new_with_free_func(free_owned);
+    c->seed = seed;
+    *out = c;
+    return H3_OK;
+}
+
+static h3_status_code dummy_tensor(h3_checkpoint *c, const char *name, h3_st_dtype dtype, int ndim,
+                                   const int64_t *shape, h3_st_tensor **out, h3_status *status) {
+    *out = NULL;
+    if (!c->owned) return h3_fail(status, H3_ERR_INTERNAL, "%s: not a dummy checkpoint", c->path);
+    if (g_hash_table_contains(c->lookup, name))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s' twice", c->path, name);
+    if (ndim < 0 || ndim > H3_ST_MAX_DIMS || h3_st_dtype_size(dtype) == 0)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': %d dims of dtype %d", c->path, name, ndim,
+                       (int)dtype);
+    h3_st_tensor *t = g_new0(h3_st_tensor, 1);
+    t->name = g_strdup(name);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && t->numel > INT64_MAX / shape[i])) {
+            free_owned(t);
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': bad shape", c->path, name);
+        }
+        t->shape[i] = shape[i];
+        t->numel *= shape[i];
+    }
+    t->nbytes = (size_t)t->numel * h3_st_dtype_size(dtype);
+    t->file_path = c->path;
+    g_ptr_array_add(c->owned, t);
+    g_hash_table_insert(c->lookup, (gpointer)t->name, t);
+    g_ptr_array_add(c->order, t);
+    *out = t;
+    return H3_OK;
+}
+
+h3_status_code h3_checkpoint_dummy_add(h3_checkpoint *c, const char *name, h3_st_dtype dtype, int ndim,
+                                       const int64_t *shape, float lo, float hi, h3_status *status) {
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': range [%g, %g)", c->path, name, (double)lo,
+                       (double)hi);
+    if (dtype != H3_ST_F32 && dtype != H3_ST_BF16 && dtype != H3_ST_F16)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': a dummy tensor is F32, BF16 or F16, not %s",
+                       c->path, name, h3_st_dtype_name(dtype));
+    h3_st_tensor *t;
+    h3_status_code rc = dummy_tensor(c, name, dtype, ndim, shape, &t, status);
+    if (rc != H3_OK) return rc;
+    t->random.key = h3_counter_key(c->seed, name);
+    t->random.lo = lo;
+    t->random.hi = hi;
+    return H3_OK;
+}
+
+h3_status_code h3_checkpoint_dummy_add_data(h3_checkpoint *c, const char *name, h3_st_dtype dtype, int ndim,
+                                            const int64_t *shape, const void *data, h3_status *status) {
+    h3_st_tensor *t;
+    h3_status_code rc = dummy_tensor(c, name, dtype, ndim, shape, &t, status);
+    if (rc != H3_OK) return rc;
+    t->data = g_memdup2(data, t->nbytes ? t->nbytes : 1);
+    return H3_OK;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Writer.                                                                 */

@@ -2,11 +2,11 @@
  * creating a CUDA context: the element's `capabilities` property is read in
  * gst-inspect and at READY, where touching the driver would be wrong (slow,
  * and it would pin memory on every GPU). GPUs are listed through NVML
- * (engine/h3_gpus.c). */
+ * (engine/h3_gpus.c), dlopen'd so that h3core does not link the driver. */
 #include "h3.h"
+#include "engine/h3_gpus.h"
 #include "model/h3_adapter.h"
 #include "model/h3_vsa.h"
-#include "engine/h3_gpus.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -32,9 +32,10 @@ char *h3_capabilities_describe(void) {
     int n = h3_gpus_list(gpus, 16, reason, sizeof reason);
     int usable = 0;
     for (int i = 0; i < n && i < 16; i++) {
-        int ok = gpus[i].cc_major >= H3_GPU_MIN_CC_MAJOR;
+        int ok = gpus[i].cc_major >= 8;
         usable += ok;
-        g_string_append_printf(s, "gpu%d: %s, %llu MiB, sm_%d%d%s\n", i, gpus[i].name, gpus[i].memory_mib,
+        g_string_append_printf(s, "gpu%d: %s, %llu MiB, sm_%d%d%s\n", i, gpus[i].name,
+                               (unsigned long long)(gpus[i].total_bytes >> 20),
                                gpus[i].cc_major, gpus[i].cc_minor, ok ? "" : " (unsupported: needs sm_80 or newer)");
     }
     g_string_append_printf(s, "gpus: %d\n", n < 0 ? 0 : n);

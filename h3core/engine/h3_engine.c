@@ -1,7 +1,8 @@
 /* h3_engine.c - the engine's lifetime: the model directory resolved to its
  * components, the backends created (one, or one per tensor-parallel rank on
- * a team of rank threads), every rank's components loaded, and all of it
- * freed again. The requests are h3_generate.c's; the FastH3 rules
+ * a team of rank threads), every rank's components loaded (from the files,
+ * or with load-format dummy from each component's dummy checkpoint, drawn on
+ * the rank's device), and all of it freed again. The requests are h3_generate.c's; the FastH3 rules
  * h3_fasth3.c's. */
 #include "engine/h3_engine_impl.h"
 
@@ -150,6 +151,70 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
     return rc;
 }
 
+/* ---- load format -------------------------------------------------------------- */
+
+static const char *dummy_adapter_name(h3_dummy_adapter a) {
+    return a == H3_DUMMY_ADAPTER_VSA ? "vsa" : a == H3_DUMMY_ADAPTER_DENSE ? "dense" : "none";
+}
+
+/* load_format, dummy_adapter and adapter_path together. */
+static h3_status_code check_load_options(const h3_engine_options *o, h3_status *status) {
+    if (o->load_format != H3_LOAD_SAFETENSORS && o->load_format != H3_LOAD_DUMMY)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "load_format %d: must be safetensors (%d) or dummy (%d)",
+                       (int)o->load_format, (int)H3_LOAD_SAFETENSORS, (int)H3_LOAD_DUMMY);
+    if (o->dummy_adapter != H3_DUMMY_ADAPTER_NONE && o->dummy_adapter != H3_DUMMY_ADAPTER_DENSE &&
+        o->dummy_adapter != H3_DUMMY_ADAPTER_VSA)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dummy_adapter %d: must be none, dense or vsa",
+                       (int)o->dummy_adapter);
+    int has_file = o->adapter_path && *o->adapter_path;
+    if (o->load_format != H3_LOAD_DUMMY && o->dummy_adapter != H3_DUMMY_ADAPTER_NONE)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "dummy_adapter %s needs load_format dummy; with real weights an adapter is a file "
+                       "(adapter_path)", dummy_adapter_name(o->dummy_adapter));
+    if (o->load_format == H3_LOAD_DUMMY && has_file)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "adapter '%s' with load_format dummy: a FastH3 adapter's deltas are fused into the base "
+                       "weights on the host, and dummy weights have no host values; use dummy_adapter dense or vsa",
+                       o->adapter_path);
+    return H3_OK;
+}
+
+/* load-format dummy: every component's checkpoint of dummy tensors (names,
+ * shapes, no bytes) from its config, which the loaders then read as they
+ * read files; with a dummy adapter, the FastH3 rules of that kind. */
+static h3_status_code make_dummy(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    uint64_t seed = o->dummy_seed;
+    int vsa = o->dummy_adapter == H3_DUMMY_ADAPTER_VSA;
+    h3_status_code rc = h3_text_encoder_dummy_checkpoint(e->text_encoder_dir, e->text_layer, seed,
+                                                         &e->dummy.text_encoder, status);
+    if (rc == H3_OK) rc = h3_dit_dummy_checkpoint(e->transformer_dir, seed, vsa, &e->dummy.transformer, status);
+    if (rc == H3_OK) rc = h3_video_vae_dummy_checkpoint(e->vae_dir, seed, &e->dummy.video_vae, status);
+    if (rc == H3_OK) rc = h3_audio_vae_dummy_checkpoint(e->audio_vae_dir, seed, &e->dummy.audio_vae, status);
+    if (rc != H3_OK) return rc;
+    e->stats.random_weights = 1;
+    if (o->dummy_adapter != H3_DUMMY_ADAPTER_NONE) {
+        /* A FastH3 student of that kind: its 4 forwards over the release
+         * ladder (B: the released dmd_denoising_steps), its attention mode. */
+        e->has_adapter = 1;
+        e->adapter_vsa = vsa;
+        e->adapter_path = g_strdup_printf("(dummy %s adapter)", vsa ? "VSA" : "dense");
+        h3_engine_log(e, H3_LOG_INFO,
+                      "dummy FastH3 %s adapter: %d forwards over the release ladder, backend=%s%s; it adds no delta "
+                      "(random weights plus a random delta are random weights)",
+                      vsa ? "VSA" : "dense", H3_FASTH3_LADDER_POINTS - 1, vsa ? "vsa" : "fa",
+                      vsa ? "; its to_gate_compress gates are random, drawn on the device" : "");
+    }
+    return H3_OK;
+}
+
+static void free_dummy(h3_engine *e) {
+    h3_checkpoint_close(e->dummy.text_encoder);
+    h3_checkpoint_close(e->dummy.transformer);
+    h3_checkpoint_close(e->dummy.video_vae);
+    h3_checkpoint_close(e->dummy.audio_vae);
+    memset(&e->dummy, 0, sizeof e->dummy);
+}
+
 /* ---- open / close ------------------------------------------------------------ */
 
 #ifdef H3_HAVE_CUDA
@@ -161,6 +226,7 @@ static h3_status_code create_cuda(h3_compute compute, int device, h3_backend **o
 
 /* The one backend of an engine without a device list (devices "auto"). */
 static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    if (e->measure) return h3_memory_backend_create(e, 0, &e->backend, status);
     int need_cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
     if (need_cuda || o->compute == H3_COMPUTE_AUTO) {
 #ifdef H3_HAVE_CUDA
@@ -205,20 +271,39 @@ static h3_status_code parse_devices(h3_engine *e, const h3_engine_options *o, h3
     return H3_OK;
 }
 
+/* The weights the backend took since *at (then *at moves on). */
+static uint64_t took(h3_backend *b, uint64_t *at) {
+    h3_backend_memory m;
+    h3_backend_memory_get(b, &m);
+    uint64_t d = m.weights > *at ? m.weights - *at : 0;
+    *at = m.weights;
+    return d;
+}
+
 /* Loads a rank's components: its text conditioner share (when the plan puts
  * one on it), its transformer shard, the video VAE (tiles split by rank), and
- * on rank 0 the audio VAE. */
+ * on rank 0 the audio VAE; what each took is kept for the memory plan. */
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     h3_tp text_tp = h3_tp_text(&e->plan, tp);
     h3_status_code rc = H3_OK;
+    /* e->dummy.*: NULL (the files) unless load-format dummy */
+    uint64_t at = 0;
+    took(r->backend, &at);
     if (text_tp.size > 0)
-        rc = h3_text_encoder_load_tp(r->backend, e->text_encoder_dir, e->text_layer, &text_tp, &r->text_encoder,
-                                     status);
-    if (rc == H3_OK) rc = h3_dit_load_with_adapter(r->backend, e->transformer_dir, tp, e->adapter, &r->dit, status);
-    if (rc == H3_OK) rc = h3_video_vae_load(r->backend, e->vae_dir, &r->video_vae, status);
+        rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, e->dummy.text_encoder, e->text_layer,
+                                       &text_tp, &r->text_encoder, status);
+    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
+    if (rc == H3_OK)
+        rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
+    r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
+    if (rc == H3_OK) rc = h3_video_vae_load_from(r->backend, e->vae_dir, e->dummy.video_vae, &r->video_vae, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
-    if (rc == H3_OK && tp->rank == 0) rc = h3_audio_vae_load(r->backend, e->audio_vae_dir, &r->audio_vae, status);
+    r->weight_bytes[H3_PART_VIDEO_VAE] = took(r->backend, &at);
+    if (rc == H3_OK && tp->rank == 0)
+        rc = h3_audio_vae_load_from(r->backend, e->audio_vae_dir, e->dummy.audio_vae, &r->audio_vae, status);
+    r->weight_bytes[H3_PART_AUDIO_VAE] = took(r->backend, &at);
     return rc;
 }
 
@@ -284,6 +369,10 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_status bs;
     h3_status_clear(&bs);
     h3_status_code rc;
+    if (e->measure) { /* measuring ranks: nothing to probe or agree on */
+        rc = h3_memory_backend_create(e, tp->rank, &r->backend, status);
+        return rc == H3_OK ? load_rank(tp, e, status) : rc;
+    }
     if (device < 0) {
         int threads = e->cpu_threads > 0 ? (e->cpu_threads + e->n_ranks - 1) / e->n_ranks : 0;
         rc = h3_backend_cpu_create(threads, &r->backend, &bs);
@@ -312,9 +401,12 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     h3_text_encoder_config tc;
     h3_status_code rc = h3_dit_config_load(e->transformer_dir, &dc, status);
     if (rc == H3_OK) rc = h3_text_encoder_config_load(e->text_encoder_dir, &tc, status);
+    /* the VAEs' bytes: their files, or their dummy checkpoints */
+    uint64_t vae_bytes = e->dummy.video_vae ? h3_checkpoint_nbytes(e->dummy.video_vae) : weight_file_bytes(e->vae_dir, 2);
+    uint64_t audio_bytes =
+        e->dummy.audio_vae ? h3_checkpoint_nbytes(e->dummy.audio_vae) : weight_file_bytes(e->audio_vae_dir, 1);
     if (rc == H3_OK)
-        rc = h3_tp_plan_make(n, &dc, &tc, e->text_layer, cpu ? 4 : 2, weight_file_bytes(e->vae_dir, 2),
-                             weight_file_bytes(e->audio_vae_dir, 1), &e->plan, status);
+        rc = h3_tp_plan_make(n, &dc, &tc, e->text_layer, cpu ? 4 : 2, vae_bytes, audio_bytes, &e->plan, status);
     if (rc != H3_OK) return rc;
     e->ranks = calloc((size_t)n, sizeof *e->ranks);
     if (!e->ranks) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
@@ -322,7 +414,9 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     /* One GPU without NCCL still runs the rank machinery: a one-rank group
      * moves nothing, so the CPU communicator serves it. */
     int nccl = !cpu && (h3_comm_have_nccl() || n > 1);
-    rc = nccl ? h3_comm_group_create_nccl(n, e->devices, &group, status) : h3_comm_group_create_cpu(n, &group, status);
+    rc = e->measure ? h3_comm_group_create_measure(n, &group, status)
+         : nccl     ? h3_comm_group_create_nccl(n, e->devices, &group, status)
+                    : h3_comm_group_create_cpu(n, &group, status);
     if (rc == H3_OK) rc = h3_tp_team_create(group, &e->team, status);
     if (rc == H3_OK) rc = h3_tp_team_run(e->team, start_rank, e, status);
     alias_rank0(e);
@@ -347,19 +441,25 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     return H3_OK;
 }
 
-h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+static void discard_log(void *opaque, h3_log_level level, const char *message) {
+    (void)opaque, (void)level, (void)message;
+}
+
+static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_target *measure, h3_engine **out,
+                                  h3_status *status) {
     *out = NULL;
     h3_engine *e = calloc(1, sizeof *e);
     if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
     g_mutex_init(&e->lock);
+    e->measure = measure;
     e->fault_rank = -1;
-    e->log = o->log;
+    e->log = measure ? discard_log : o->log; /* a measuring engine repeats what the real one says */
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */
-    const char *fault = g_getenv("H3_INJECT_FAULT");
+    const char *fault = measure ? NULL : g_getenv("H3_INJECT_FAULT");
     if (fault && *fault) {
         if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
             h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
@@ -369,13 +469,19 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     }
     double t0 = h3_engine_now();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
-    h3_status_code rc = resolve_layout(e, dir, status);
+    e->load_format = o->load_format;
+    e->dummy_seed = o->dummy_seed;
+    h3_status_code rc = check_load_options(o, status);
+    if (rc == H3_OK) rc = resolve_layout(e, dir, status);
     if (rc == H3_OK && o->adapter_path && *o->adapter_path) rc = h3_fasth3_open_adapter(e, o->adapter_path, status);
+    if (rc == H3_OK && o->load_format == H3_LOAD_DUMMY) rc = make_dummy(e, o, status);
     if (rc == H3_OK) rc = parse_devices(e, o, status);
+    if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
     if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
     e->adapter = NULL;
+    free_dummy(e); /* drawn on every rank's device by now */
     if (rc == H3_OK && h3_text_encoder_hidden_size(e->text_encoder) != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
                      h3_text_encoder_hidden_size(e->text_encoder), h3_dit_get_config(e->dit)->text_dim);
@@ -386,8 +492,20 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     e->stats.load = h3_engine_now() - t0;
     h3_engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
                e->native_layout ? "native" : "diffusers", e->stats.compute, e->stats.load);
+    if (e->load_format == H3_LOAD_DUMMY)
+        h3_engine_log(e, H3_LOG_INFO, "weights are random (load-format dummy, seed %llu): the output is noise",
+                      (unsigned long long)e->dummy_seed);
     *out = e;
     return H3_OK;
+}
+
+h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
+    return engine_open(o, NULL, out, status);
+}
+
+h3_status_code h3_engine_open_measuring(const h3_engine_options *o, const h3_memory_target *target,
+                                        h3_engine **out, h3_status *status) {
+    return engine_open(o, target, out, status);
 }
 
 void h3_engine_close(h3_engine *e) {
@@ -402,6 +520,7 @@ void h3_engine_close(h3_engine *e) {
         close_rank(&single, e, &st);
     }
     free(e->ranks);
+    h3_engine_close(e->shadow);
     h3_tokenizer_free(e->tokenizer);
     g_free(e->model_dir);
     g_free(e->transformer_dir);
@@ -411,6 +530,7 @@ void h3_engine_close(h3_engine *e) {
     g_free(e->tokenizer_dir);
     g_free(e->adapter_path);
     h3_adapter_free(e->adapter);
+    free_dummy(e);
     g_mutex_clear(&e->lock);
     free(e);
 }

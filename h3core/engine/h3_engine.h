@@ -14,6 +14,19 @@ extern "C" {
  * arms the same at h3_engine_open, for applications' tests. */
 void h3_engine_inject_fault(h3_engine *engine, int rank, int step);
 
+/* What rank `rank`'s backend holds, from its memory tally
+ * (h3_backend_memory): the weights each component took at load, the peaks
+ * of activations (arena) and of the backend's own buffers (workspace) in
+ * the last generation, or what they hold now when none ran; total is their
+ * sum, available 0. A memory plan is this, taken on measuring backends,
+ * plus the CUDA reserves in workspace (engine/h3_memory_plan.c). */
+h3_status_code h3_engine_memory(h3_engine *engine, int rank, h3_memory_device *out, h3_status *status);
+
+/* For tests of the refusals without a GPU: from now on the memory plan sees
+ * a GPU of compute capability 9.0 with `bytes` free at every CUDA ordinal
+ * instead of asking NVML; 0 asks NVML again. Process-wide. */
+void h3_engine_fake_gpu_free(uint64_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,7 +3,9 @@
  *
  *   h3_engine.c     open / close: model directory, backends, ranks, loading
  *   h3_fasth3.c     FastH3: the adapter, the attention mode, the ladders
- *   h3_generate.c   a request: validation, text, denoising, decoding */
+ *   h3_generate.c   a request: validation, text, denoising, decoding
+ *   h3_memory_plan.c  the memory plan: engines on measuring backends, the
+ *                   checks against free device memory, stats.peak_bytes */
 #ifndef H3_ENGINE_IMPL_H
 #define H3_ENGINE_IMPL_H
 
@@ -22,6 +24,11 @@
 #include "parallel/h3_comm.h"
 #include "parallel/h3_tp.h"
 
+/* The components of a rank, for the weights each took on its backend. */
+typedef enum h3_engine_part {
+    H3_PART_TEXT = 0, H3_PART_TRANSFORMER, H3_PART_VIDEO_VAE, H3_PART_AUDIO_VAE, H3_PARTS
+} h3_engine_part;
+
 /* One tensor-parallel rank's components (h3_tp.h), each on its own backend. */
 typedef struct h3_engine_rank {
     h3_backend *backend;
@@ -29,7 +36,17 @@ typedef struct h3_engine_rank {
     h3_dit *dit;
     h3_video_vae *video_vae;
     h3_audio_vae *audio_vae;       /* rank 0 only */
+    uint64_t weight_bytes[H3_PARTS]; /* what loading each component took (h3_backend_memory) */
 } h3_engine_rank;
+
+/* What a measuring engine stands for (h3_memory_plan.c): per rank, the CUDA
+ * device and its compute capability, or the CPU. */
+typedef struct h3_memory_target {
+    int n_ranks;
+    int device[H3_MAX_DEVICES]; /* CUDA ordinal; -1: the CPU */
+    int sm[H3_MAX_DEVICES];
+    int exact;                  /* compute=cuda-f32 */
+} h3_memory_target;
 
 _Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one tensor-parallel group");
 
@@ -41,6 +58,13 @@ struct h3_engine {
     h3_adapter *adapter;
     int has_adapter, adapter_vsa;
     h3_adapter_contract contract;
+    /* load-format dummy (h3.h): each component's dummy checkpoint, only
+     * while the ranks load; the dummy adapter is has_adapter without a file */
+    h3_load_format load_format;
+    uint64_t dummy_seed;
+    struct {
+        h3_checkpoint *text_encoder, *transformer, *video_vae, *audio_vae;
+    } dummy;
     int native_layout;
     float video_shift, audio_shift;
     int text_layer;
@@ -68,6 +92,14 @@ struct h3_engine {
     h3_tp_decision decision;
     int fault_rank, fault_step;     /* test hook: h3_engine_inject_fault */
 
+    /* The memory plan (h3_memory_plan.c): measure is set on an engine whose
+     * ranks run on measuring backends; shadow is a CUDA engine's measuring
+     * twin, which runs each request first to check it against free memory. */
+    const h3_memory_target *measure;
+    h3_engine *shadow;
+    h3_memory_target shadow_target; /* what the shadow stands for */
+    int generated;        /* a generation ran: the backends' peaks are its */
+
     volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
     GMutex lock;          /* one generation at a time; guards stats */
     h3_stats stats;
@@ -78,6 +110,24 @@ struct h3_engine {
 void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 /* Monotonic seconds, for the stats. */
 double h3_engine_now(void);
+
+/* An engine on measuring backends standing for `target`: everything
+ * h3_engine_open does, reading only configs and headers. */
+h3_status_code h3_engine_open_measuring(const h3_engine_options *options, const h3_memory_target *target,
+                                        h3_engine **out, h3_status *status);
+
+/* ---- h3_memory_plan.c ---------------------------------------------------------- */
+/* Rank `rank`'s measuring backend, as e->measure says. */
+h3_status_code h3_memory_backend_create(const h3_engine *e, int rank, h3_backend **out, h3_status *status);
+/* At open, before loading: the weights and workspace of every CUDA rank
+ * against its free memory; keeps the measuring twin for the requests. */
+h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *options, h3_status *status);
+/* At generate, before any costly step: the request on the twin, then its
+ * needs against what each CUDA rank holds and what is free. */
+h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_status *status);
+/* Around a generation: the backends' peak windows, then stats.peak_bytes. */
+void h3_memory_begin(h3_engine *e);
+void h3_memory_end(h3_engine *e);
 
 /* ---- h3_fasth3.c (docs/spec/fasth3-vsa.md §1, §2) ---------------------------- */
 /* Opens the adapter at path, checks that it was trained on this model and

@@ -366,6 +366,7 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     g_atomic_int_set(&e->cancel, 0);
     h3_plan plan;
     h3_status_code rc = h3_engine_validate(e, r, &plan, status);
+    if (rc == H3_OK) rc = h3_memory_check_request(e, r, status); /* what does not fit fails here */
     if (rc != H3_OK) return rc;
     generation *gens = calloc((size_t)e->n_ranks, sizeof *gens);
     if (!gens) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
@@ -376,12 +377,14 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
         gens[i].plan = plan;
         gens[i].request = r;
     }
+    h3_memory_begin(e);
     if (e->team) {
         rc = h3_tp_team_run(e->team, generate_rank, gens, status);
     } else {
         h3_tp single = H3_TP_SINGLE;
         rc = generate_rank(&single, gens, status);
     }
+    h3_memory_end(e);
     const double *t = gens[0].times;
     g_mutex_lock(&e->lock);
     e->stats.text = t[1] - t[0];

@@ -1,9 +1,11 @@
-/* h3_gpus.c - the GPUs the driver lists, through a dlopen'd NVML: no CUDA
- * context, no link against the driver (see h3_gpus.h). */
+/* h3_gpus.c - GPUs through a dlopen'd NVML (h3_gpus.h): no CUDA context,
+ * no link against the driver. */
 #include "engine/h3_gpus.h"
 
 #include <dlfcn.h>
+#include <glib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct nvml_memory { unsigned long long total, free, used; } nvml_memory;
@@ -36,7 +38,10 @@ int h3_gpus_list(h3_gpu_info *gpus, int max, char *reason, size_t reason_size) {
                 if (handle((unsigned)i, &h) != 0) continue;
                 if (name) name(h, gpus[i].name, sizeof gpus[i].name);
                 nvml_memory m = {0};
-                if (memory && memory(h, &m) == 0) gpus[i].memory_mib = m.total >> 20;
+                if (memory && memory(h, &m) == 0) {
+                    gpus[i].total_bytes = m.total;
+                    gpus[i].free_bytes = m.free;
+                }
                 if (cc) cc(h, &gpus[i].cc_major, &gpus[i].cc_minor);
             }
         } else {
@@ -46,4 +51,20 @@ int h3_gpus_list(h3_gpu_info *gpus, int max, char *reason, size_t reason_size) {
     }
     dlclose(lib);
     return n;
+}
+
+int h3_gpus_nvml_index(int device) {
+    const char *visible = g_getenv("CUDA_VISIBLE_DEVICES");
+    if (device < 0) return -1;
+    if (!visible) return device;
+    char **items = g_strsplit(visible, ",", -1);
+    int index = -1, n = (int)g_strv_length(items);
+    if (device < n) {
+        char *end = NULL;
+        const char *item = g_strstrip(items[device]);
+        long v = strtol(item, &end, 10);
+        if (*item && end && *end == '\0' && v >= 0) index = (int)v;
+    }
+    g_strfreev(items);
+    return index;
 }

@@ -59,8 +59,8 @@ static h3_status_code model_root(const char *dir, char **out, h3_status *status)
     return H3_OK;
 }
 
-/* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: the
- * CUDA ordinals then index that list, which NVML does not see. */
+/* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: CUDA
+ * sees only those. */
 static int visible_devices(void) {
     const char *v = g_getenv("CUDA_VISIBLE_DEVICES");
     if (!v) return -1;
@@ -70,6 +70,9 @@ static int visible_devices(void) {
     g_strfreev(parts);
     return n;
 }
+
+/* The compute capability h3core's CUDA kernels need (as capabilities says). */
+#define MIN_CC_MAJOR 8
 
 /* compute and devices against this build and the GPUs the driver lists:
  * what the engine would otherwise find when it creates its backends. */
@@ -107,11 +110,13 @@ static h3_status_code check_devices(const h3_engine_options *o, h3_status *statu
             return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d does not exist: %d GPU%s visible (0..%d)%s", what, d,
                            usable, usable == 1 ? " is" : "s are", usable - 1,
                            visible >= 0 ? " through CUDA_VISIBLE_DEVICES" : "");
-        /* Through CUDA_VISIBLE_DEVICES an ordinal names another NVML entry. */
-        if (visible < 0 && d < H3_MAX_DEVICES && gpus[d].cc_major < H3_GPU_MIN_CC_MAJOR)
+        /* The NVML entry of CUDA ordinal d (through CUDA_VISIBLE_DEVICES);
+         * unknown when that names GPUs by UUID. */
+        int nv = h3_gpus_nvml_index(d);
+        if (nv >= 0 && nv < n && nv < H3_MAX_DEVICES && gpus[nv].cc_major < MIN_CC_MAJOR)
             return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d (%s) has compute capability %d.%d; h3core's CUDA "
-                           "kernels need %d.0 or newer: use other devices, or compute=cpu", what, d, gpus[d].name,
-                           gpus[d].cc_major, gpus[d].cc_minor, H3_GPU_MIN_CC_MAJOR);
+                           "kernels need %d.0 or newer: use other devices, or compute=cpu", what, d, gpus[nv].name,
+                           gpus[nv].cc_major, gpus[nv].cc_minor, MIN_CC_MAJOR);
     }
     return H3_OK;
 #endif

@@ -568,10 +568,9 @@ static h3_status_code bind_gate(bind_ctx *c, const module_delta *m, h3_status *s
         m->module[consumed] != '\0' || block < 0 || block >= a->num_layers)
         return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': '%s' is not a VSA gate: .set_weight may only create "
                        "transformer_blocks.<i>.attn.to_gate_compress (i < %d)", a->path, set->name, a->num_layers);
-    char *gate = g_strdup_printf(a->layout == H3_DIT_NATIVE ? "blocks.%d.attn.to_gate_compress.weight"
-                                                            : "transformer_blocks.%d.attn.to_gate_compress.weight", block);
+    char gate[128];
+    h3_dit_gate_name(a->layout, block, gate, sizeof gate);
     int exists = h3_checkpoint_find(c->base, gate) != NULL;
-    g_free(gate);
     if (exists)
         return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': '%s' sets a parameter the base already has", a->path,
                        set->name);
@@ -710,6 +709,9 @@ h3_status_code h3_adapter_fuse(const h3_adapter *a, const h3_st_tensor *base, h3
     if (base->dtype != t->dtype || base->numel != t->rows * t->cols || base->shape[0] != t->rows)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' differs from the header the adapter was bound to",
                        base->file_path, base->name);
+    if (h3_st_is_dummy(base))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "adapter '%s': fusing into '%s' needs the base weights' values "
+                       "on the host, and a dummy checkpoint (load-format dummy) has none", a->path, base->name);
     size_t n = (size_t)base->numel;
     float *acc = malloc(n * sizeof *acc + 4);
     if (!acc) return h3_fail(status, H3_ERR_NO_MEMORY, "adapter: out of memory fusing '%s'", base->name);
@@ -731,14 +733,33 @@ h3_status_code h3_adapter_fuse(const h3_adapter *a, const h3_st_tensor *base, h3
     return H3_OK;
 }
 
-h3_status_code h3_adapter_gate(const h3_adapter *a, int block, h3_st_tensor *gate, void **data, h3_status *status) {
-    *data = NULL;
-    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
-    if (block < 0 || block >= a->num_layers) return H3_OK;
+/* The .set_weight of block's gate, or NULL. */
+static const h3_st_tensor *gate_source(const h3_adapter *a, int block) {
+    if (block < 0 || block >= a->num_layers) return NULL;
     char *module = g_strdup_printf("transformer_blocks.%d.attn.to_gate_compress", block);
     const module_delta *m = g_hash_table_lookup(a->by_module, module);
     g_free(module);
-    const h3_st_tensor *set = m ? m->t[ROLE_SET_WEIGHT] : NULL;
+    return m ? m->t[ROLE_SET_WEIGHT] : NULL;
+}
+
+h3_status_code h3_adapter_gate_header(const h3_adapter *a, int block, h3_st_tensor *gate, int *present,
+                                      h3_status *status) {
+    *present = 0;
+    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
+    const h3_st_tensor *set = gate_source(a, block);
+    if (!set) return H3_OK;
+    *gate = *set;
+    gate->dtype = a->gate_dtype[block];
+    gate->nbytes = (size_t)set->numel * h3_st_dtype_size(gate->dtype);
+    gate->data = NULL;
+    *present = 1;
+    return H3_OK;
+}
+
+h3_status_code h3_adapter_gate(const h3_adapter *a, int block, h3_st_tensor *gate, void **data, h3_status *status) {
+    *data = NULL;
+    if (!a->bound) return h3_fail(status, H3_ERR_INTERNAL, "adapter '%s': gate before bind", a->path);
+    const h3_st_tensor *set = gate_source(a, block);
     if (!set) return H3_OK;
     float *acc = to_f32(set, status); /* strength 1: s·set is set itself */
     if (!acc) return status ? status->code : H3_ERR_NO_MEMORY;

@@ -102,6 +102,11 @@ h3_status_code h3_adapter_fuse(const h3_adapter *a, const h3_st_tensor *base, h3
  * hidden], in the dtype of that block's attention weights in the base), or
  * *data NULL when the adapter has none. Same ownership as h3_adapter_fuse. */
 h3_status_code h3_adapter_gate(const h3_adapter *a, int block, h3_st_tensor *gate, void **data, h3_status *status);
+/* The same tensor's description alone (data NULL), reading no bytes: for a
+ * measuring backend (h3_backend_holds_data). *present: whether the adapter
+ * has that gate. */
+h3_status_code h3_adapter_gate_header(const h3_adapter *a, int block, h3_st_tensor *gate, int *present,
+                                      h3_status *status);
 
 #ifdef __cplusplus
 }

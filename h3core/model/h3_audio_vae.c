@@ -414,6 +414,61 @@ h3_status_code h3_audio_vae_decoder_tensors(const h3_audio_vae_config *cfg, h3_a
     return walk_decoder(&w, status);
 }
 
+/* ---- dummy checkpoints (load-format dummy) ------------------------------------------ */
+
+/* BigVGAN's anti-aliasing low-pass, kaiser_sinc_filter1d(0.25, 0.3, 12): the
+ * buffer of every ×2 resampler, a constant, not a weight. */
+static const float kaiser_filter[FILTER_TAPS] = {0.0020289647f, 0.0093894657f, -0.0255434588f, -0.0576573834f,
+                                                 0.1285725832f, 0.4432097971f, 0.4432097971f,  0.1285725832f,
+                                                 -0.0576573834f, -0.0255434588f, 0.0093894657f, 0.0020289647f};
+
+/* h3-bench's random decoder (tools/bench/vae.c), which keeps the release's
+ * decoder finite: weight_g sets each conv's output scale (w = g·v/‖v‖), 1
+ * but sqrt(rate/2) for an upsampler and less where a residual branch ends
+ * and for conv_post; SnakeBeta's log-scale alpha and beta near 0. */
+static h3_status_code dummy_tensor(void *opaque, const h3_audio_vae_tensor *t, h3_status *status) {
+    int64_t fan_in = 1;
+    for (int i = 1; i < t->ndim; i++) fan_in *= t->shape[i];
+    float a = sqrtf(3.0f / (float)fan_in), g = 1.0f;
+    if (t->module == H3_AUDIO_VAE_UPSAMPLE) g = sqrtf((float)t->stride / 2.0f);
+    else if (t->module == H3_AUDIO_VAE_AMP_CONV2) g = 0.3f;
+    else if (t->module == H3_AUDIO_VAE_CONV_POST) g = 0.2f;
+    switch (t->role) {
+    case H3_AUDIO_VAE_CONV_WEIGHT: return h3_checkpoint_dummy_add(opaque, t->name, t->dtype, t->ndim, t->shape, -a, a, status);
+    case H3_AUDIO_VAE_WN_V: return h3_checkpoint_dummy_add(opaque, t->name, t->dtype, t->ndim, t->shape, -1, 1, status);
+    case H3_AUDIO_VAE_WN_G:
+        return h3_checkpoint_dummy_add(opaque, t->name, t->dtype, t->ndim, t->shape, 0.9f * g, 1.1f * g, status);
+    case H3_AUDIO_VAE_BIAS:
+        return h3_checkpoint_dummy_add(opaque, t->name, t->dtype, t->ndim, t->shape, -0.02f, 0.02f, status);
+    case H3_AUDIO_VAE_SNAKE_ALPHA:
+    case H3_AUDIO_VAE_SNAKE_BETA:
+        return h3_checkpoint_dummy_add(opaque, t->name, t->dtype, t->ndim, t->shape, -0.3f, 0.3f, status);
+    case H3_AUDIO_VAE_FILTER_UP:
+    case H3_AUDIO_VAE_FILTER_DOWN: break;
+    }
+    if (t->dtype != H3_ST_F32 || t->shape[2] != FILTER_TAPS)
+        return h3_fail(status, H3_ERR_INTERNAL, "audio VAE: filter '%s' is not %d float32 taps", t->name, FILTER_TAPS);
+    return h3_checkpoint_dummy_add_data(opaque, t->name, t->dtype, t->ndim, t->shape, kaiser_filter, status);
+}
+
+h3_status_code h3_audio_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_checkpoint **out, h3_status *status) {
+    *out = NULL;
+    h3_audio_vae_config cfg;
+    h3_status_code rc = h3_audio_vae_config_load(dir, &cfg, status);
+    if (rc != H3_OK) return rc;
+    char *label = g_strdup_printf("%s (load-format dummy)", dir);
+    h3_checkpoint *ck = NULL;
+    rc = h3_checkpoint_dummy_new(label, seed, &ck, status);
+    g_free(label);
+    if (rc == H3_OK) rc = h3_audio_vae_decoder_tensors(&cfg, dummy_tensor, ck, status);
+    if (rc != H3_OK) {
+        h3_checkpoint_close(ck);
+        return rc;
+    }
+    *out = ck;
+    return H3_OK;
+}
+
 /* ---- weights ---------------------------------------------------------------------- */
 
 /* w = g · v / ‖v‖ per slice of dim 0: the norm in double, then g/‖v‖ and the
@@ -421,6 +476,25 @@ h3_status_code h3_audio_vae_decoder_tensors(const h3_audio_vae_config *cfg, h3_a
 static h3_status_code fold_weight_norm(h3_backend *b, const h3_st_tensor *v, const h3_st_tensor *g, h3_tensor *out,
                                        h3_status *status) {
     const int64_t *shape = v->shape;
+    if (!h3_backend_holds_data(b)) /* a measuring backend: the folded weight's place alone */
+        return h3_weight_from_f32(b, NULL, H3_F32, 3, shape, out, status);
+    if (h3_st_is_dummy(v) || h3_st_is_dummy(g)) {
+        /* load-format dummy: w = g·v/‖v‖ has no host values to fold, but its
+         * law is known: v uniform in [lo, hi) over a slice of n has ‖v‖ ≈
+         * sqrt(n·E[v²]), so w is v's generator scaled by g/‖v‖, g taken at
+         * the middle of its range. */
+        if (!h3_st_is_dummy(v) || !h3_st_is_dummy(g))
+            return h3_fail(status, H3_ERR_INTERNAL, "%s: '%s' and '%s' are not both dummy tensors", v->file_path,
+                           v->name, g->name);
+        double lo = v->random.lo, hi = v->random.hi, slice = (double)v->numel / (double)shape[0];
+        double rms = sqrt((lo * lo + lo * hi + hi * hi) / 3.0), gain = 0.5 * ((double)g->random.lo + g->random.hi);
+        h3_st_tensor w = *v;
+        w.dtype = H3_ST_F32;
+        w.nbytes = (size_t)w.numel * sizeof(float);
+        w.random.lo = rms > 0 ? (float)(lo * gain / (rms * sqrt(slice))) : 0.0f;
+        w.random.hi = rms > 0 ? (float)(hi * gain / (rms * sqrt(slice))) : 0.0f;
+        return h3_weight_load(b, &w, H3_WEIGHT_F32, out, status);
+    }
     size_t n = (size_t)v->numel, slice = n / (size_t)shape[0];
     float *w = malloc(n * sizeof(float) + 4), *gv = malloc((size_t)shape[0] * sizeof(float) + 4);
     h3_status_code rc;
@@ -479,6 +553,11 @@ static h3_status_code load_weights(h3_audio_vae *vae, const h3_checkpoint *ck, h
 }
 
 h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **out, h3_status *status) {
+    return h3_audio_vae_load_from(b, dir, NULL, out, status);
+}
+
+h3_status_code h3_audio_vae_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights,
+                                      h3_audio_vae **out, h3_status *status) {
     *out = NULL;
     if (!b) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "audio VAE: no backend");
     h3_audio_vae *vae = calloc(1, sizeof *vae);
@@ -490,8 +569,8 @@ h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **
         vae->blocks = calloc((size_t)(vae->cfg.n_stages * vae->cfg.n_kernels), sizeof *vae->blocks);
         if (!vae->blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "audio VAE: out of memory");
     }
-    if (rc == H3_OK) rc = h3_checkpoint_open(dir, &ck, status);
-    if (rc == H3_OK) rc = load_weights(vae, ck, status);
+    if (rc == H3_OK && !weights) rc = h3_checkpoint_open(dir, &ck, status);
+    if (rc == H3_OK) rc = load_weights(vae, weights ? weights : ck, status);
     h3_checkpoint_close(ck);
     if (rc != H3_OK) {
         h3_audio_vae_free(vae);

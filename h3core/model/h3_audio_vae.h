@@ -95,6 +95,16 @@ typedef struct h3_audio_vae h3_audio_vae;
 /* dir is the audio_vae/ directory (config + safetensors). Only the decoder
  * side (dec_in_proj, decoder.*) is loaded. */
 h3_status_code h3_audio_vae_load(h3_backend *b, const char *dir, h3_audio_vae **out, h3_status *status);
+/* The same, with the weights from `weights` (NULL: dir's files; else e.g. a
+ * dummy checkpoint, which the caller keeps and frees). */
+h3_status_code h3_audio_vae_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights,
+                                      h3_audio_vae **out, h3_status *status);
+/* load-format dummy: a checkpoint of the decoder tensors of dir's config
+ * (h3_audio_vae_decoder_tensors), float32 as the release stores them, with
+ * no bytes: values drawn on the backend, keyed by (seed, name), at h3-bench's
+ * ranges (weight norm folds to a known range); the resampling filters, fixed
+ * buffers, hold their real taps. The caller closes it. */
+h3_status_code h3_audio_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_checkpoint **out, h3_status *status);
 void h3_audio_vae_free(h3_audio_vae *vae);
 const h3_audio_vae_config *h3_audio_vae_get_config(const h3_audio_vae *vae);
 int h3_audio_vae_sample_rate(const h3_audio_vae *vae); /* 32000 for the release */

@@ -35,6 +35,7 @@ extern "C" {
 #endif
 
 typedef struct h3_dit h3_dit;
+typedef struct h3_adapter h3_adapter; /* FastH3 (h3_adapter.h) */
 
 /* dir: a diffusers `transformer/` or a native `FL2VA/transformer/` folder. */
 h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_status *status);
@@ -45,6 +46,21 @@ h3_status_code h3_dit_load(h3_backend *b, const char *dir, h3_dit **out, h3_stat
  * is an H3_ERR_INVALID_ARGUMENT. */
 h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status);
 void h3_dit_free(h3_dit *dit);
+/* The general load: dir's config.json, the weights from `weights` (NULL:
+ * dir's safetensors files; else e.g. a dummy checkpoint, which the caller
+ * keeps and frees), one rank of tp (NULL: one rank), adapter fused in (NULL:
+ * none; see h3_dit_load_with_adapter below). VSA gates the checkpoint holds
+ * itself (h3_dit_gate_name) are loaded as an adapter's would be. */
+h3_status_code h3_dit_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
+                                h3_adapter *adapter, h3_dit **out, h3_status *status);
+/* load-format dummy: a checkpoint of every tensor the loader reads for
+ * dir/config.json, in its naming's layout (h3_dit_config_layout), with no
+ * bytes: BF16 (F32 for the fp32 islands, as the release stores them),
+ * values drawn on the backend at h3_dit_create_random's ranges, keyed by
+ * (seed, name). vsa_gates: also every main block's to_gate_compress, as a
+ * FastH3 VSA adapter would create it. The caller closes it. */
+h3_status_code h3_dit_dummy_checkpoint(const char *dir, uint64_t seed, int vsa_gates, h3_checkpoint **out,
+                                       h3_status *status);
 
 /* For benchmarks and tests: a model of cfg's shapes with `num_blocks` main
  * blocks (1..cfg->num_layers) and random weights, no checkpoint needed (the
@@ -72,7 +88,6 @@ h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status 
  * to_gate_compress weights are loaded into the main blocks (split by heads
  * under tensor parallelism). tp NULL = one rank; adapter NULL = the base.
  * The adapter may be freed once this returns. */
-typedef struct h3_adapter h3_adapter;
 h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
                                         h3_dit **out, h3_status *status);
 /* Attention of the main blocks from the next h3_dit_begin on: NULL = dense

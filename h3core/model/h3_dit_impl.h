@@ -15,7 +15,8 @@ struct h3_dit {
     int heads;           /* attention heads of this rank */
     int64_t ffn;         /* FFN width of this rank */
     h3_dit_checkpoint_layout ckpt_layout;
-    h3_checkpoint *ckpt; /* only while loading */
+    const h3_checkpoint *ckpt; /* only while loading: the file's (own_ckpt) or the caller's */
+    h3_checkpoint *own_ckpt;
 
     /* FastH3 (h3_adapter.h, h3_vsa.h) */
     h3_adapter *adapter;  /* only while loading */

@@ -32,6 +32,16 @@ static h3_status_code load_rearranged(h3_dit *dit, const h3_dit_request *r, cons
             return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' is %s but '%s' is %s", src[i]->file_path,
                            src[i]->name, h3_st_dtype_name(src[i]->dtype), src[0]->name,
                            h3_st_dtype_name(src[0]->dtype));
+    if (h3_st_is_dummy(src[0])) {
+        /* Random rows have no order to restore: the packed tensor is one
+         * dummy tensor of the packed shape, drawn from its first source's
+         * generator, and sharded like the packed file tensor. */
+        h3_st_tensor packed = *src[0];
+        packed.shape[0] = rows;
+        packed.numel = rows * cols;
+        packed.nbytes = (size_t)rows * row_bytes;
+        return h3_tp_weight_load(dit->b, &dit->tp, &packed, r->role, r->type, r->dst, status);
+    }
     char *buf = malloc((size_t)rows * row_bytes + 1);
     if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: tensor '%s': out of host memory", src[0]->file_path, src[0]->name);
     int64_t inner = (int64_t)c->num_heads * c->head_dim, dh = c->head_dim, F = c->ffn_dim;
@@ -48,7 +58,8 @@ static h3_status_code load_rearranged(h3_dit *dit, const h3_dit_request *r, cons
         } else if (r->kind == H3_DIT_SOURCE_FC1) {
             src_row = row < F ? F + row : row - F; /* [gate; value] -> [value; gate] */
         }
-        memcpy(buf + (size_t)row * row_bytes, (const char *)from->data + (size_t)src_row * row_bytes, row_bytes);
+        if (h3_backend_holds_data(dit->b)) /* a measuring backend takes the shape alone */
+            memcpy(buf + (size_t)row * row_bytes, (const char *)from->data + (size_t)src_row * row_bytes, row_bytes);
     }
     h3_st_tensor fused = *src[0];
     fused.shape[0] = rows;
@@ -68,7 +79,9 @@ static h3_status_code load_request(const h3_dit_request *r, void *user, h3_statu
     h3_status_code rc = H3_OK;
     for (int i = 0; i < r->n_names && rc == H3_OK; i++) {
         rc = h3_checkpoint_get(dit->ckpt, r->names[i], r->ndim, r->shape, &src[i], status);
-        if (rc == H3_OK && dit->adapter) rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
+        /* (fusing keeps shape and dtype: a measuring backend needs no fused copy) */
+        if (rc == H3_OK && dit->adapter && h3_backend_holds_data(dit->b))
+            rc = h3_adapter_fuse(dit->adapter, src[i], &fused[i], &fused_data[i], status);
         if (fused_data[i]) src[i] = &fused[i];
     }
     if (rc == H3_OK)
@@ -90,7 +103,7 @@ void h3_dit_free(h3_dit *dit) {
     h3_dit_end(dit);
     if (dit->w.refiner && dit->w.blocks)
         h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, free_request, dit, NULL);
-    h3_checkpoint_close(dit->ckpt);
+    h3_checkpoint_close(dit->own_ckpt);
     for (int i = 0; dit->w.blocks && i < dit->cfg.num_layers; i++)
         h3_weight_free(dit->b, &dit->w.blocks[i].gate); /* FastH3 */
     free(dit->w.refiner);
@@ -121,6 +134,7 @@ static h3_status_code split_for_tp(h3_dit *dit, const char *dir, h3_status *stat
 
 /* "Skip the branch only when the weights are exactly zero": ±0 bit patterns. */
 static int all_zero(const h3_st_tensor *t) {
+    if (h3_st_is_dummy(t)) return t->random.lo == 0 && t->random.hi == 0;
     size_t es = h3_st_dtype_size(t->dtype);
     const unsigned char *p = t->data;
     for (int64_t i = 0; i < t->numel; i++, p += es)
@@ -129,14 +143,19 @@ static int all_zero(const h3_st_tensor *t) {
     return 1;
 }
 
-/* A VSA adapter's to_gate_compress weights, split by heads like q. */
+/* A VSA adapter's to_gate_compress weights, split by heads like q. A
+ * measuring backend reads no gate bytes and counts every gate active (the
+ * trained gates are not zero). */
 static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
     for (int i = 0; i < dit->cfg.num_layers; i++) {
         h3_st_tensor gate;
         void *data = NULL;
-        h3_status_code rc = h3_adapter_gate(dit->adapter, i, &gate, &data, status);
-        if (rc == H3_OK && data) {
-            dit->w.blocks[i].gate_active = !all_zero(&gate);
+        int present = 0;
+        h3_status_code rc = h3_backend_holds_data(dit->b)
+                                ? h3_adapter_gate(dit->adapter, i, &gate, &data, status)
+                                : h3_adapter_gate_header(dit->adapter, i, &gate, &present, status);
+        if (rc == H3_OK && (data || present)) {
+            dit->w.blocks[i].gate_active = data ? !all_zero(&gate) : 1;
             rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
                                    status);
         }
@@ -146,10 +165,31 @@ static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
     return H3_OK;
 }
 
+/* to_gate_compress weights the checkpoint holds itself (a dummy VSA
+ * model's: the release's base has none), loaded as an adapter's are. */
+static h3_status_code load_checkpoint_gates(h3_dit *dit, h3_status *status) {
+    int64_t inner = (int64_t)dit->cfg.num_heads * dit->cfg.head_dim;
+    for (int i = 0; i < dit->cfg.num_layers; i++) {
+        char name[128];
+        h3_dit_gate_name(dit->ckpt_layout, i, name, sizeof name);
+        if (!h3_checkpoint_find(dit->ckpt, name)) continue;
+        const h3_st_tensor *gate;
+        h3_status_code rc = h3_checkpoint_get(dit->ckpt, name, 2, (int64_t[]){inner, dit->cfg.hidden_size}, &gate,
+                                              status);
+        if (rc == H3_OK)
+            rc = h3_tp_weight_load(dit->b, &dit->tp, gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+                                   status);
+        if (rc != H3_OK) return rc;
+        dit->w.blocks[i].gate_active = !all_zero(gate);
+    }
+    return H3_OK;
+}
+
 /* The adapter (NULL: none) is bound to the checkpoint's header before any
- * weight is read; load_request fuses as the tensors stream in. */
-static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter, h3_dit **out,
-                               h3_status *status) {
+ * weight is read; load_request fuses as the tensors stream in. weights:
+ * the checkpoint to read (NULL: dir's files). */
+static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
+                               h3_adapter *adapter, h3_dit **out, h3_status *status) {
     *out = NULL;
     h3_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
@@ -158,7 +198,8 @@ static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, 
     dit->tp = *tp;
     h3_status_code rc = h3_dit_config_load(dir, &dit->cfg, status);
     if (rc == H3_OK) rc = split_for_tp(dit, dir, status);
-    if (rc == H3_OK) rc = h3_checkpoint_open(dir, &dit->ckpt, status);
+    if (rc == H3_OK && !weights) rc = h3_checkpoint_open(dir, &dit->own_ckpt, status);
+    dit->ckpt = weights ? weights : dit->own_ckpt;
     if (rc == H3_OK) rc = h3_dit_detect_layout(dit->ckpt, &dit->ckpt_layout, status);
     if (rc == H3_OK && adapter) rc = h3_adapter_bind(adapter, dit->ckpt, dit->ckpt_layout, &dit->cfg, status);
     if (rc == H3_OK) {
@@ -167,10 +208,11 @@ static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, 
         if (!dit->w.refiner || !dit->w.blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
     }
     if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, load_request, dit, status);
-    if (rc == H3_OK && adapter) rc = load_gates(dit, status);
+    if (rc == H3_OK) rc = adapter ? load_gates(dit, status) : load_checkpoint_gates(dit, status);
     dit->adapter = NULL;
     /* The weights are on the backend now; the mapping is not needed. */
-    h3_checkpoint_close(dit->ckpt);
+    h3_checkpoint_close(dit->own_ckpt);
+    dit->own_ckpt = NULL;
     dit->ckpt = NULL;
     if (rc != H3_OK) {
         h3_dit_free(dit);
@@ -181,13 +223,19 @@ static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_tp *tp, 
 }
 
 h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status) {
-    return load_dit(b, dir, tp, NULL, out, status);
+    return load_dit(b, dir, NULL, tp, NULL, out, status);
 }
 
 h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
                                         h3_dit **out, h3_status *status) {
     h3_tp single = H3_TP_SINGLE;
-    return load_dit(b, dir, tp ? tp : &single, adapter, out, status);
+    return load_dit(b, dir, NULL, tp ? tp : &single, adapter, out, status);
+}
+
+h3_status_code h3_dit_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
+                                h3_adapter *adapter, h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return load_dit(b, dir, weights, tp ? tp : &single, adapter, out, status);
 }
 
 /* ---- random weights (benchmarks) -------------------------------------------------- */
@@ -208,10 +256,24 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* Uniform values for one plan entry: matrices [N, K] in ±sqrt(3/K) (unit
- * variance out for unit variance in), norm weights in [0.8, 1.2], biases in
- * ±0.05. BF16 unless the plan keeps the weight in F32, so the backend gets
- * what a checkpoint would give it, sharded the same way. */
+/* The range of one plan entry's random values: matrices [N, K] in
+ * ±sqrt(3/K) (unit variance out for unit variance in), norm weights in
+ * [0.8, 1.2], biases in ±0.05. Random models and dummy checkpoints share it;
+ * it keeps activations finite through the release's 50 blocks. */
+static void random_range(const h3_dit_request *r, float *lo, float *hi) {
+    if (r->ndim == 2) {
+        *hi = sqrtf(3.0f / (float)r->shape[1]);
+        *lo = -*hi;
+    } else if (g_str_has_suffix(r->names[0], ".bias")) {
+        *lo = -0.05f, *hi = 0.05f;
+    } else {
+        *lo = 0.8f, *hi = 1.2f;
+    }
+}
+
+/* Uniform values for one plan entry (random_range), BF16 unless the plan
+ * keeps the weight in F32, so the backend gets what a checkpoint would give
+ * it, sharded the same way. */
 static h3_status_code random_request(const h3_dit_request *r, void *user, h3_status *status) {
     random_ctx *ctx = user;
     h3_dit *dit = ctx->dit;
@@ -227,14 +289,7 @@ static h3_status_code random_request(const h3_dit_request *r, void *user, h3_sta
         if (!ctx->buf) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: no host memory for %zu bytes", bytes);
     }
     float lo, hi;
-    if (r->ndim == 2) {
-        hi = sqrtf(3.0f / (float)cols);
-        lo = -hi;
-    } else if (g_str_has_suffix(r->names[0], ".bias")) {
-        lo = -0.05f, hi = 0.05f;
-    } else {
-        lo = 0.8f, hi = 1.2f;
-    }
+    random_range(r, &lo, &hi);
     /* 16 random bits per value through a table of 65536 levels: cheap
      * enough for the 645 M values of a block. */
     uint16_t *levels16 = ctx->levels16;
@@ -317,11 +372,54 @@ h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status 
         h3_dit_request r = {.kind = H3_DIT_SOURCE_PLAIN, .n_names = 1, .ndim = 2,
                             .shape = {inner, dit->cfg.hidden_size},
                             .type = H3_WEIGHT_DEFAULT, .role = H3_TP_HEADS, .dst = &dit->w.blocks[i].gate};
-        snprintf(r.names[0], sizeof r.names[0], "transformer_blocks.%d.attn.to_gate_compress.weight", i);
+        h3_dit_gate_name(H3_DIT_DIFFUSERS, i, r.names[0], sizeof r.names[0]);
         h3_weight_free(dit->b, &dit->w.blocks[i].gate);
         rc = random_request(&r, &ctx, status);
         dit->w.blocks[i].gate_active = rc == H3_OK;
     }
     random_end(&ctx);
     return rc;
+}
+
+/* ---- dummy checkpoints (load-format dummy) ------------------------------------------ */
+
+static h3_status_code dummy_request(const h3_dit_request *r, void *user, h3_status *status) {
+    float lo, hi;
+    random_range(r, &lo, &hi);
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < r->n_names && rc == H3_OK; i++)
+        rc = h3_checkpoint_dummy_add(user, r->names[i], r->type == H3_WEIGHT_F32 ? H3_ST_F32 : H3_ST_BF16, r->ndim,
+                                     r->shape, lo, hi, status);
+    return rc;
+}
+
+h3_status_code h3_dit_dummy_checkpoint(const char *dir, uint64_t seed, int vsa_gates, h3_checkpoint **out,
+                                       h3_status *status) {
+    *out = NULL;
+    h3_dit_config cfg;
+    h3_dit_checkpoint_layout layout;
+    h3_status_code rc = h3_dit_config_load(dir, &cfg, status);
+    if (rc == H3_OK) rc = h3_dit_config_layout(dir, &layout, status);
+    if (rc != H3_OK) return rc;
+    char *label = g_strdup_printf("%s (load-format dummy)", dir);
+    h3_checkpoint *ck;
+    rc = h3_checkpoint_dummy_new(label, seed, &ck, status);
+    g_free(label);
+    if (rc != H3_OK) return rc;
+    rc = h3_dit_weights_walk(&cfg, layout, NULL, dummy_request, ck, status);
+    /* what a VSA adapter's .set_weight creates: [heads·head_dim, hidden], in
+     * the dtype of the attention weights */
+    int64_t gate_shape[2] = {(int64_t)cfg.num_heads * cfg.head_dim, cfg.hidden_size};
+    float bound = sqrtf(3.0f / (float)cfg.hidden_size);
+    for (int i = 0; vsa_gates && rc == H3_OK && i < cfg.num_layers; i++) {
+        char name[128];
+        h3_dit_gate_name(layout, i, name, sizeof name);
+        rc = h3_checkpoint_dummy_add(ck, name, H3_ST_BF16, 2, gate_shape, -bound, bound, status);
+    }
+    if (rc != H3_OK) {
+        h3_checkpoint_close(ck);
+        return rc;
+    }
+    *out = ck;
+    return H3_OK;
 }

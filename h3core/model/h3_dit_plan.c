@@ -93,8 +93,13 @@ static h3_status_code check_native_widths(h3_config *c, const char *path, const 
     return H3_OK;
 }
 
+/* The native config names its keys differently (config_key.native). */
+static int native_naming(const h3_config *c) {
+    return h3_config_has(c, "token_refiner_num_layers") || h3_config_has(c, "latents_dim");
+}
+
 static h3_status_code read_config(h3_config *c, const char *path, h3_dit_config *cfg, h3_status *status) {
-    int native = h3_config_has(c, "token_refiner_num_layers") || h3_config_has(c, "latents_dim");
+    int native = native_naming(c);
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
         int64_t v;
@@ -125,6 +130,21 @@ static h3_status_code read_config(h3_config *c, const char *path, h3_dit_config 
         if (rc != H3_OK) return rc;
     }
     return h3_dit_config_check(path, cfg, status);
+}
+
+h3_status_code h3_dit_config_layout(const char *dir, h3_dit_checkpoint_layout *layout, h3_status *status) {
+    char *path = g_build_filename(dir, "config.json", NULL);
+    h3_config *c = NULL;
+    h3_status_code rc = h3_config_load(path, &c, status);
+    if (rc == H3_OK) *layout = native_naming(c) ? H3_DIT_NATIVE : H3_DIT_DIFFUSERS;
+    h3_config_free(c);
+    g_free(path);
+    return rc;
+}
+
+void h3_dit_gate_name(h3_dit_checkpoint_layout layout, int block, char *name, size_t size) {
+    snprintf(name, size, layout == H3_DIT_NATIVE ? "blocks.%d.attn.to_gate_compress.weight"
+                                                 : "transformer_blocks.%d.attn.to_gate_compress.weight", block);
 }
 
 h3_status_code h3_dit_config_load(const char *dir, h3_dit_config *cfg, h3_status *status) {

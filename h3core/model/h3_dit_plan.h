@@ -8,6 +8,7 @@
 #ifndef H3_DIT_PLAN_H
 #define H3_DIT_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/h3_safetensors.h"
@@ -48,6 +49,14 @@ h3_status_code h3_dit_config_load(const char *dir, h3_dit_config *cfg, h3_status
 /* The checks h3_dit_config_load applies, for a configuration built in code
  * (random models); `what` names it in the message. */
 h3_status_code h3_dit_config_check(const char *what, const h3_dit_config *cfg, h3_status *status);
+
+/* The layout whose naming dir/config.json uses (diffusers or native keys):
+ * the tensor names of a checkpoint made from the config alone (a dummy one). */
+h3_status_code h3_dit_config_layout(const char *dir, h3_dit_checkpoint_layout *layout, h3_status *status);
+
+/* The name of main block `block`'s VSA gate (to_gate_compress, what a FastH3
+ * VSA adapter's .set_weight creates) in a checkpoint of this layout. */
+void h3_dit_gate_name(h3_dit_checkpoint_layout layout, int block, char *name, size_t size);
 
 /* Which layout a checkpoint holds, by its tensor names
  * (docs/spec/h3-transformer.md §2.4). Neither or

@@ -275,10 +275,21 @@ static h3_status_code load_gate_up(h3_backend *b, const h3_tp *tp, const h3_st_t
     if (gate->dtype != up->dtype)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s' is %s but '%s' is %s; they must match", up->file_path,
                        up->name, h3_st_dtype_name(up->dtype), gate->name, h3_st_dtype_name(gate->dtype));
+    if (h3_st_is_dummy(gate)) {
+        /* load-format dummy: one dummy tensor of the stacked shape, drawn
+         * from gate's generator, sharded like the stacked file tensors */
+        h3_st_tensor stacked = *gate;
+        stacked.shape[0] = gate->shape[0] + up->shape[0];
+        stacked.numel = gate->numel + up->numel;
+        stacked.nbytes = gate->nbytes + up->nbytes;
+        return h3_tp_weight_load(b, tp, &stacked, H3_TP_FFN_IN, H3_WEIGHT_DEFAULT, out, status);
+    }
     void *buf = malloc(gate->nbytes + up->nbytes);
     if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: tensor '%s': out of host memory", gate->file_path, gate->name);
-    memcpy(buf, gate->data, gate->nbytes);
-    memcpy((char *)buf + gate->nbytes, up->data, up->nbytes);
+    if (h3_backend_holds_data(b)) { /* a measuring backend takes the shape alone */
+        memcpy(buf, gate->data, gate->nbytes);
+        memcpy((char *)buf + gate->nbytes, up->data, up->nbytes);
+    }
     h3_st_tensor fused = *gate;
     fused.shape[0] = gate->shape[0] + up->shape[0];
     fused.numel = gate->numel + up->numel;
@@ -346,13 +357,16 @@ void h3_text_encoder_free(h3_text_encoder *te) {
     free(te);
 }
 
-static h3_status_code load_weights(h3_text_encoder *te, const char *dir, h3_status *status) {
+/* weights: the checkpoint to read, NULL: dir's files. */
+static h3_status_code load_weights(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights,
+                                   h3_status *status) {
     h3_text_encoder_tensor_info *info = NULL;
     int n = 0;
     h3_status_code rc = h3_text_encoder_tensor_list(&te->cfg, te->tap_layer, &info, &n, status);
     if (rc != H3_OK) return rc;
-    h3_checkpoint *ck = NULL;
-    rc = h3_checkpoint_open(dir, &ck, status);
+    h3_checkpoint *own = NULL;
+    if (!weights) rc = h3_checkpoint_open(dir, &own, status);
+    const h3_checkpoint *ck = weights ? weights : own;
     if (rc == H3_OK) {
         const h3_st_tensor *t;
         rc = h3_checkpoint_get(ck, info[0].name, info[0].ndim, info[0].shape, &t, status);
@@ -360,9 +374,39 @@ static h3_status_code load_weights(h3_text_encoder *te, const char *dir, h3_stat
     }
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++)
         rc = load_layer(te, ck, &info[1 + l * W_PER_LAYER], &te->layers[l], status);
-    h3_checkpoint_close(ck);
+    h3_checkpoint_close(own);
     free(info);
     return rc;
+}
+
+h3_status_code h3_text_encoder_dummy_checkpoint(const char *dir, int tap_layer, uint64_t seed, h3_checkpoint **out,
+                                                h3_status *status) {
+    *out = NULL;
+    h3_text_encoder_config cfg;
+    h3_text_encoder_tensor_info *info = NULL;
+    int n = 0;
+    h3_status_code rc = h3_text_encoder_config_load(dir, &cfg, status);
+    if (rc == H3_OK) rc = h3_text_encoder_tensor_list(&cfg, tap_layer, &info, &n, status);
+    if (rc != H3_OK) return rc;
+    char *label = g_strdup_printf("%s (load-format dummy)", dir);
+    h3_checkpoint *ck = NULL;
+    rc = h3_checkpoint_dummy_new(label, seed, &ck, status);
+    g_free(label);
+    /* The embedding in ±1; a matrix [N, K] in ±sqrt(3/K), unit variance out
+     * for unit variance in (the DiT's rule); RMSNorm weights in [0.8, 1.2]. */
+    for (int i = 0; i < n && rc == H3_OK; i++) {
+        float lo = 0.8f, hi = 1.2f;
+        if (i == 0) lo = -1.0f, hi = 1.0f;
+        else if (info[i].ndim == 2) hi = sqrtf(3.0f / (float)info[i].shape[1]), lo = -hi;
+        rc = h3_checkpoint_dummy_add(ck, info[i].name, H3_ST_BF16, info[i].ndim, info[i].shape, lo, hi, status);
+    }
+    free(info);
+    if (rc != H3_OK) {
+        h3_checkpoint_close(ck);
+        return rc;
+    }
+    *out = ck;
+    return H3_OK;
 }
 
 /* The rank's share of the heads and of the FFN; all must split evenly. */
@@ -388,7 +432,14 @@ h3_status_code h3_text_encoder_load(h3_backend *b, const char *dir, int tap_laye
 
 h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_layer, const h3_tp *tp,
                                        h3_text_encoder **out, h3_status *status) {
+    return h3_text_encoder_load_from(b, dir, NULL, tap_layer, tp, out, status);
+}
+
+h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                         const h3_tp *tp, h3_text_encoder **out, h3_status *status) {
     *out = NULL;
+    h3_tp single = H3_TP_SINGLE;
+    if (!tp) tp = &single;
     h3_text_encoder *te = calloc(1, sizeof *te);
     if (!te) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
     te->b = b;
@@ -408,7 +459,7 @@ h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_l
     if (rc == H3_OK) {
         for (int j = 0; j < te->cfg.head_dim / 2; j++)
             te->inv_freq[j] = inv_freq_at(te->cfg.rope_theta, j, (int)te->cfg.head_dim);
-        rc = load_weights(te, dir, status);
+        rc = load_weights(te, dir, weights, status);
     }
     if (rc != H3_OK) {
         h3_text_encoder_free(te);

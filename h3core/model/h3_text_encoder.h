@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backend/h3_backend.h"
+#include "base/h3_safetensors.h"
 #include "base/h3_status.h"
 #include "parallel/h3_tp.h"
 
@@ -58,6 +59,18 @@ h3_status_code h3_text_encoder_load(h3_backend *b, const char *dir, int tap_laye
  * every rank returns the whole output. All ranks call forward together. */
 h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_layer, const h3_tp *tp,
                                        h3_text_encoder **out, h3_status *status);
+/* The general load: dir's config.json, the weights from `weights` (NULL:
+ * dir's safetensors; else e.g. a dummy checkpoint, which the caller keeps
+ * and frees), one rank of tp (NULL: one rank). */
+h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                         const h3_tp *tp, h3_text_encoder **out, h3_status *status);
+/* load-format dummy: a checkpoint of the tensors a load at tap_layer reads
+ * (h3_text_encoder_tensor_list), BF16 as the release stores them, with no
+ * bytes: the values are drawn on the backend, keyed by (seed, name), at
+ * ranges that keep the residual stream finite through the tapped layers.
+ * The caller closes it. */
+h3_status_code h3_text_encoder_dummy_checkpoint(const char *dir, int tap_layer, uint64_t seed, h3_checkpoint **out,
+                                                h3_status *status);
 void h3_text_encoder_free(h3_text_encoder *te);
 int h3_text_encoder_hidden_size(const h3_text_encoder *te);
 int h3_text_encoder_tap_layer(const h3_text_encoder *te);

@@ -31,6 +31,15 @@ typedef struct h3_video_vae h3_video_vae;
  * a native `video_vae/` directory (config.json naming source/ and its
  * config.json + model.safetensors). */
 h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **out, h3_status *status);
+/* The same, with the weights from `weights` (NULL: dir's files; else e.g. a
+ * dummy checkpoint, which the caller keeps and frees). */
+h3_status_code h3_video_vae_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights,
+                                      h3_video_vae **out, h3_status *status);
+/* load-format dummy: a checkpoint of the decoder tensors of dir's config
+ * (h3_video_vae_decoder_tensors), float32 as the release stores them, with
+ * no bytes: values drawn on the backend, keyed by (seed, name), at h3-bench's
+ * ranges, which keep the release's decoder finite. The caller closes it. */
+h3_status_code h3_video_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_checkpoint **out, h3_status *status);
 void h3_video_vae_free(h3_video_vae *vae);
 
 /* Finished frames [first, first+count), each H*W*3 bytes of packed RGB.

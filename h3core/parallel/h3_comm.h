@@ -52,6 +52,9 @@ h3_status_code h3_comm_group_create_cpu(int size, h3_comm_group **out, h3_status
 /* devices[size]: distinct CUDA ordinals, rank r drives devices[r]. Fails with
  * H3_ERR_UNSUPPORTED when this build has no NCCL. */
 h3_status_code h3_comm_group_create_nccl(int size, const int *devices, h3_comm_group **out, h3_status *status);
+/* For measuring ranks (backend/measure/, the memory plan): the rendezvous of
+ * every collective, and no data moved. */
+h3_status_code h3_comm_group_create_measure(int size, h3_comm_group **out, h3_status *status);
 /* Whether this build has the NCCL implementation. */
 int h3_comm_have_nccl(void);
 void h3_comm_group_destroy(h3_comm_group *g);

@@ -53,9 +53,51 @@ static h3_status_code split_error(const h3_st_tensor *src, h3_tp_role role, cons
                    (long long)n, what, size);
 }
 
+/* This rank's slice of a dummy tensor (load-format dummy): the same slice
+ * as of a file's tensor, described by the offset and strides of its values
+ * (h3_st_random) instead of copied, so the rank draws exactly its share of
+ * the whole tensor's values on its device. */
+static h3_status_code dummy_slice(h3_backend *b, const h3_tp *tp, const h3_st_tensor *src, h3_tp_role role,
+                                  h3_weight_type type, h3_tensor *out, h3_status *status) {
+    int size = tp->size, rank = tp->rank, parts = row_parts(role);
+    h3_st_tensor view = *src;
+    if (parts == 0) {
+        if (src->ndim != 2) return split_error(src, role, "dims (want a matrix)", src->ndim, size, status);
+        int64_t C = src->shape[1], Cl = C / size;
+        if (C % size) return split_error(src, role, "columns", C, size, status);
+        if (src->random.part_rows)
+            return h3_fail(status, H3_ERR_INTERNAL, "tensor '%s': a column slice of stacked parts", src->name);
+        view.random.row_stride = src->random.row_stride ? src->random.row_stride : C;
+        view.random.offset += rank * Cl;
+        view.shape[1] = Cl;
+        view.numel = src->shape[0] * Cl;
+        view.nbytes = (size_t)view.numel * h3_st_dtype_size(src->dtype);
+    } else {
+        int64_t R = src->ndim ? src->shape[0] : 0;
+        if (R <= 0 || R % (parts * size))
+            return split_error(src, role, parts > 1 ? "rows per part" : "rows", R / (parts ? parts : 1), size,
+                               status);
+        int64_t part_rows = R / parts, local = part_rows / size;
+        if (src->random.part_rows)
+            return h3_fail(status, H3_ERR_INTERNAL, "tensor '%s': a row slice of stacked parts", src->name);
+        view = h3_st_rows(src, rank * local, local); /* part 0's share */
+        if (parts > 1) {
+            /* the shares of the other parts follow, part_rows rows apart */
+            int64_t row_stride = view.random.row_stride;
+            view.random.part_rows = local;
+            view.random.part_stride = part_rows * row_stride;
+            view.shape[0] = parts * local;
+            view.numel = view.shape[0] * (src->numel / R);
+            view.nbytes = (size_t)view.numel * h3_st_dtype_size(src->dtype);
+        }
+    }
+    return h3_weight_load(b, &view, type, out, status);
+}
+
 h3_status_code h3_tp_weight_load(h3_backend *b, const h3_tp *tp, const h3_st_tensor *src, h3_tp_role role,
                                  h3_weight_type type, h3_tensor *out, h3_status *status) {
     if (role == H3_TP_REPLICATED || tp->size == 1) return h3_weight_load(b, src, type, out, status);
+    if (h3_st_is_dummy(src)) return dummy_slice(b, tp, src, role, type, out, status);
     int size = tp->size, rank = tp->rank;
     size_t es = h3_st_dtype_size(src->dtype);
     h3_st_tensor view = *src;
@@ -68,7 +110,7 @@ h3_status_code h3_tp_weight_load(h3_backend *b, const h3_tp *tp, const h3_st_ten
         if (C % size) return split_error(src, role, "columns", C, size, status);
         buf = malloc((size_t)(R * Cl) * es + 1);
         if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "tensor '%s': out of host memory", src->name);
-        for (int64_t r = 0; r < R; r++)
+        for (int64_t r = 0; r < R && h3_backend_holds_data(b); r++) /* a measuring backend: the shape alone */
             memcpy(buf + (size_t)(r * Cl) * es, (const char *)src->data + (size_t)(r * C + rank * Cl) * es,
                    (size_t)Cl * es);
         view.shape[1] = Cl;
@@ -86,7 +128,7 @@ h3_status_code h3_tp_weight_load(h3_backend *b, const h3_tp *tp, const h3_st_ten
         } else {
             buf = malloc((size_t)(parts * local) * row_bytes + 1);
             if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "tensor '%s': out of host memory", src->name);
-            for (int p = 0; p < parts; p++)
+            for (int p = 0; p < parts && h3_backend_holds_data(b); p++)
                 memcpy(buf + (size_t)(p * local) * row_bytes,
                        (const char *)src->data + (size_t)(p * part_rows + rank * local) * row_bytes,
                        (size_t)local * row_bytes);

@@ -26,7 +26,10 @@
  * VAE runs on rank 0.
  *
  * Each rank loads only its slice: rows are a view of the mmap'd tensor,
- * columns are copied row by row, so no rank uploads what another holds.
+ * columns are copied row by row, so no rank uploads what another holds. A
+ * dummy tensor (load-format dummy, h3_st_random) is sliced the same way by
+ * the offset and strides of its values, and each rank draws its share on
+ * its own device: the shards hold exactly the values of the whole tensor.
  *
  * Collectives used from model code (h3_tp_all_reduce, the parallel linears)
  * report failures as the backend's sticky error, like any op: the model

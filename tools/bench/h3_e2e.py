@@ -90,7 +90,8 @@ def gst_pipeline(case, args, out_path):
     if adapter and args.load_format == 'dummy':
         src.append('dummy-adapter=%s' % adapter)
     video = ['s.video', '!', 'queue', '!', 'videoconvert', '!', 'video/x-raw,format=I420', '!',
-             'x264enc', 'speed-preset=%s' % args.x264_preset, '!', 'mp4mux', 'name=m', '!',
+             'x264enc', 'speed-preset=%s' % args.x264_preset] + (['bitrate=%d' % args.x264_bitrate] if args.x264_bitrate else []) + [
+             '!', 'mp4mux', 'name=m', '!',
              'filesink', 'location=%s' % out_path]
     audio = ['s.audio', '!', 'queue', '!', 'audioconvert', '!', 'lamemp3enc', '!', 'm.']
     return ['gst-launch-1.0', '-e', '-m'] + src + video + audio
@@ -191,6 +192,7 @@ def main():
     ap.add_argument('--generate', help='h3-generate, for the memory plan of each case')
     ap.add_argument('--discoverer', default=None, help='gst-discoverer-1.0, to count the frames of each file')
     ap.add_argument('--x264-preset', default='veryfast')
+    ap.add_argument('--x264-bitrate', type=int, default=0, help='kbit/s (0: x264enc\'s default)')
     ap.add_argument('--compute', default='cuda')
     ap.add_argument('--load-format', default='dummy')
     ap.add_argument('--json')

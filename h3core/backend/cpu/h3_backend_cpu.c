@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h3_random.h"
+#define CPU_ARENA_CHUNK ((size_t)16 << 20)
+
 typedef struct cpu_impl {
     int n_threads;
     float *scratch; /* attention scores, grown on first use and kept */
@@ -323,6 +326,23 @@ static void cpu_fill(h3_backend *b, h3_tensor *dst, float value) {
     for (int64_t i = 0; i < n; i++) d[i] = value;
 }
 
+/* A dummy tensor's values (h3_st_random), rounded like the file dtype
+ * they stand for, then widened: what loading such a file would give. */
+static void cpu_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *v, h3_st_dtype round_to) {
+    if (!h3_cpu_need_f32(b, "fill_random", dst)) return;
+    int64_t n = h3_tensor_numel(dst), rows = dst->shape[0] ? dst->shape[0] : 1, cols = n / rows;
+    int64_t row_stride = v->row_stride ? v->row_stride : cols, part_rows = v->part_rows ? v->part_rows : rows;
+    float *d = dst->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t at = v->offset + (r / part_rows) * v->part_stride + (r % part_rows) * row_stride;
+        for (int64_t c = 0; c < cols; c++) {
+            float x = h3_counter_uniform(v->key, (uint64_t)(at + c), v->lo, v->hi);
+            if (round_to == H3_ST_BF16) x = h3_bf16_to_f32(h3_f32_to_bf16(x));
+            else if (round_to == H3_ST_F16) x = h3_f16_to_f32(h3_f32_to_f16(x));
+            d[r * cols + c] = x;
+        }
+    }
+}
 
 static const h3_backend_ops cpu_ops = {
     .name = "cpu",
@@ -351,6 +371,7 @@ static const h3_backend_ops cpu_ops = {
     .scatter_rows = cpu_scatter_rows,
     .copy = cpu_copy,
     .fill = cpu_fill,
+    .fill_random = cpu_fill_random,
     /* h3_cpu_video_vae.c */
     .copy_view = h3_cpu_copy_view,
     .blend_view = h3_cpu_blend_view,
@@ -377,7 +398,26 @@ h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status 
     c->n_threads = n_threads;
     if (n_threads > 0) openblas_set_num_threads(n_threads);
     h3_backend_init(b, &cpu_ops, c);
-    b->chunk_min_size = (size_t)16 << 20;
+    b->chunk_min_size = CPU_ARENA_CHUNK;
     *out = b;
     return H3_OK;
+}
+
+/* The measuring twin (backend/measure/): float32 weights, 16 MiB arena
+ * chunks, the same op table. The CPU's scratch is host working memory the
+ * tally leaves out, so the twin takes none. */
+static h3_dtype cpu_measure_weight_dtype(const h3_measure_target *t, h3_weight_type type, h3_dtype file_dtype) {
+    (void)t;
+    return cpu_weight_dtype(NULL, type, file_dtype);
+}
+
+h3_status_code h3_backend_cpu_create_measure(h3_backend **out, h3_status *status) {
+    h3_measure_target t = {
+        .name = "measure:cpu",
+        .ops = &cpu_ops,
+        .compute_dtype = H3_F32,
+        .chunk_min_size = CPU_ARENA_CHUNK,
+        .weight_dtype = cpu_measure_weight_dtype,
+    };
+    return h3_backend_measure_create(&t, out, status);
 }

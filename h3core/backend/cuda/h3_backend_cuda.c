@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORKSPACE_BYTES ((size_t)64 << 20)
 
 /* Weight uploads (tools/h3-bench-load measures the three on the H200):
  *  - pageable (the default): cudaMemcpy from the mmap'd file; the driver
@@ -111,11 +110,15 @@ static void cuda_destroy(h3_backend *b) {
     free(b);
 }
 
-static h3_dtype cuda_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) {
-    (void)file_dtype;
-    if (type == H3_WEIGHT_F32 || impl_of(b)->exact) return H3_F32;
+static h3_dtype weight_dtype_for(int exact, h3_weight_type type) {
+    if (type == H3_WEIGHT_F32 || exact) return H3_F32;
     if (type == H3_WEIGHT_F16) return H3_F16;
     return H3_BF16;
+}
+
+static h3_dtype cuda_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) {
+    (void)file_dtype;
+    return weight_dtype_for(impl_of(b)->exact, type);
 }
 
 static void *cuda_alloc(h3_backend *b, size_t bytes) {
@@ -211,8 +214,9 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     cuda_impl *c = impl_of(b);
     c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
-    size_t want = bytes + bytes / 8;
+    size_t want = H3_CUDA_SCRATCH_GROWN(bytes);
     cudaFree(c->scratch);
+    h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
     c->scratch = NULL;
     c->scratch_size = 0;
     if (cudaMalloc(&c->scratch, want) != cudaSuccess) {
@@ -222,6 +226,7 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
         return NULL;
     }
     c->scratch_size = want;
+    h3_backend_track_scratch(b, (int64_t)want);
     return c->scratch;
 }
 
@@ -333,6 +338,16 @@ int h3_cuda_gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, co
  * only as f32. */
 static int gemm_can_write(h3_dtype ab, h3_dtype out) { return out == ab || out == H3_F32; }
 
+/* The scratch of a linear: x converted to the weight's type when it differs
+ * (xbytes), and an f32 product when the GEMM cannot write y's type (obytes). */
+static void linear_scratch_parts(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, size_t *xbytes,
+                                 size_t *obytes) {
+    int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
+    h3_dtype ab = w->dtype, out = gemm_can_write(ab, y->dtype) ? y->dtype : H3_F32;
+    *xbytes = x->dtype == ab ? 0 : align_up((size_t)(M * K) * h3_dtype_size(ab));
+    *obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
+}
+
 static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
     cuda_impl *c = impl_of(b);
     int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
@@ -343,8 +358,8 @@ static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     }
     if (M == 0 || N == 0) return;
     h3_dtype out = gemm_can_write(ab, y->dtype) ? y->dtype : H3_F32;
-    size_t xbytes = x->dtype == ab ? 0 : align_up((size_t)(M * K) * h3_dtype_size(ab));
-    size_t obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
+    size_t xbytes, obytes;
+    linear_scratch_parts(y, x, w, &xbytes, &obytes);
     char *tmp = NULL;
     if (xbytes + obytes) {
         tmp = h3_cuda_scratch(b, xbytes + obytes);
@@ -456,10 +471,9 @@ static void cuda_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, f
        "qk_norm_rope");
 }
 
-static void attention_args(h3_backend *b, h3k_attention_args *a, h3_tensor *o, const h3_tensor *q,
-                           const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
-                           int causal, float scale) {
-    cuda_impl *c = impl_of(b);
+static void attention_args_at(int sm, int path, h3k_attention_args *a, const h3_tensor *o, const h3_tensor *q,
+                              const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                              int causal, float scale) {
     memset(a, 0, sizeof *a);
     a->o = o->data;
     a->q = q->data;
@@ -473,14 +487,28 @@ static void attention_args(h3_backend *b, h3k_attention_args *a, h3_tensor *o, c
     a->head_dim = head_dim;
     a->causal = causal;
     a->scale = scale;
-    a->path = (int)c->attention;
-    a->sm = c->sm;
+    a->path = path;
+    a->sm = sm;
+}
+
+static void attention_args(h3_backend *b, h3k_attention_args *a, h3_tensor *o, const h3_tensor *q,
+                           const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                           int causal, float scale) {
+    cuda_impl *c = impl_of(b);
+    attention_args_at(c->sm, (int)c->attention, a, o, q, k, v, n_heads, n_kv_heads, head_dim, causal, scale);
+}
+
+/* cuda_attention's checks, then the scratch its kernel takes. */
+static int attention_runs(const h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                          int head_dim) {
+    return q->dtype == k->dtype && q->dtype == v->dtype && q->dtype == o->dtype && q->dtype != H3_I32 &&
+           head_dim <= 256;
 }
 
 static void cuda_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                            int n_heads, int n_kv_heads, int head_dim, int causal, float scale) {
     cuda_impl *c = impl_of(b);
-    if (q->dtype != k->dtype || q->dtype != v->dtype || q->dtype != o->dtype || q->dtype == H3_I32) {
+    if (!attention_runs(o, q, k, v, 0)) {
         h3_backend_fail(b, H3_ERR_UNSUPPORTED, "cuda attention: q/k/v/o are %s/%s/%s/%s, want one float dtype",
                         h3_dtype_name(q->dtype), h3_dtype_name(k->dtype), h3_dtype_name(v->dtype),
                         h3_dtype_name(o->dtype));
@@ -532,6 +560,15 @@ static void cuda_fill(h3_backend *b, h3_tensor *dst, float value) {
     ok(b, h3k_fill(dst->data, dst->dtype, h3_tensor_numel(dst), value, impl_of(b)->stream), "fill");
 }
 
+static void cuda_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *v, h3_st_dtype round_to) {
+    int64_t n = h3_tensor_numel(dst), rows = dst->shape[0] ? dst->shape[0] : 1, cols = n / rows;
+    h3k_random_fill f = {.key = v->key, .lo = v->lo, .hi = v->hi, .offset = v->offset,
+                         .row_stride = v->row_stride ? v->row_stride : cols,
+                         .part_rows = v->part_rows ? v->part_rows : rows, .part_stride = v->part_stride,
+                         .round_dt = round_to == H3_ST_BF16 ? H3K_BF16 : round_to == H3_ST_F16 ? H3K_F16 : H3K_F32};
+    ok(b, h3k_fill_random(dst->data, dst->dtype, rows, cols, &f, impl_of(b)->stream), "fill_random");
+}
+
 static const h3_backend_ops cuda_ops = {
     .name = "cuda",
     .compute_dtype = H3_BF16,
@@ -559,6 +596,7 @@ static const h3_backend_ops cuda_ops = {
     .scatter_rows = cuda_scatter_rows,
     .copy = cuda_copy,
     .fill = cuda_fill,
+    .fill_random = cuda_fill_random,
     .rms_norm_modulate = cuda_rms_norm_modulate,
     .qk_norm_rope = cuda_qk_norm_rope,
     .copy_view = h3_cuda_copy_view,
@@ -621,7 +659,7 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
                                                                                                : UPLOAD_PAGEABLE;
     c->vsa_pipelined = 0; /* the simple consumer; the others: h3_backend_cuda_set_vsa_pipelined */
     h3_backend_init(b, &cuda_ops, c);
-    b->chunk_min_size = (size_t)256 << 20;
+    b->chunk_min_size = CUDA_ARENA_CHUNK;
     const char *what = "stream";
     e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) {
@@ -633,6 +671,7 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
         e = cudaMalloc((void **)&c->flag, sizeof(int));
     }
     if (e == cudaSuccess) e = cudaMemset(c->flag, 0, sizeof(int));
+    if (e == cudaSuccess) h3_backend_track_scratch(b, (int64_t)H3_CUDA_FIXED_BYTES);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (e == cudaSuccess) st = cublasLtCreate(&c->lt);
     if (e != cudaSuccess || st != CUBLAS_STATUS_SUCCESS) {
@@ -694,3 +733,71 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
     return h3k_attention_path_name(h3k_attention_path(&a));
 }
 
+
+/* ---- the measuring twin (backend/measure/) ------------------------------------------ */
+
+/* The rules the twin follows are the ones the ops above apply: the same
+ * helpers size the linear's conversions, the attention kernels' scratch
+ * (h3k_attention_scratch for the kernel this device would pick), VSA's
+ * tables and images, the conv1d GEMM's im2col and the in-place SnakeBeta. */
+static h3_dtype measure_weight_dtype(const h3_measure_target *t, h3_weight_type type, h3_dtype file_dtype) {
+    (void)file_dtype;
+    return weight_dtype_for(t->exact, type);
+}
+
+static size_t measure_grown(size_t need) { return H3_CUDA_SCRATCH_GROWN(need); }
+
+static size_t measure_linear(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x, const h3_tensor *w) {
+    (void)t;
+    if (w->dtype == H3_I32 || h3_tensor_rows(x) == 0 || w->shape[0] == 0) return 0;
+    size_t xbytes, obytes;
+    linear_scratch_parts(y, x, w, &xbytes, &obytes);
+    return xbytes + obytes;
+}
+
+static size_t measure_attention(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q,
+                                const h3_tensor *k, const h3_tensor *v, int n_heads, int n_kv_heads, int head_dim,
+                                int causal) {
+    if (!attention_runs(o, q, k, v, head_dim)) return 0;
+    h3k_attention_args a;
+    attention_args_at(t->sm, (int)H3_CUDA_VARIANT_AUTO, &a, o, q, k, v, n_heads, n_kv_heads, head_dim, causal, 1.0f);
+    return h3k_attention_scratch(&a);
+}
+
+static size_t measure_vsa(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                          const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *tiles, int n_heads,
+                          int head_dim) {
+    if (head_dim > 256) return 0;
+    return h3_cuda_vsa_scratch_at(t->sm, (int)H3_CUDA_VARIANT_AUTO, o, q, k, v, gate, tiles, n_heads, head_dim);
+}
+
+static size_t measure_conv1d(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                             const h3_tensor *bias, int groups) {
+    (void)t;
+    return h3_cuda_conv1d_scratch(y, x, w, bias, groups);
+}
+
+static size_t measure_snake(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x) {
+    (void)t;
+    return h3_cuda_snake_scratch(y, x);
+}
+
+h3_status_code h3_backend_cuda_create_measure(int sm, int exact, h3_backend **out, h3_status *status) {
+    h3_measure_target t = {
+        .name = "measure:cuda",
+        .ops = &cuda_ops,
+        .compute_dtype = exact ? H3_F32 : H3_BF16,
+        .chunk_min_size = CUDA_ARENA_CHUNK,
+        .fixed_scratch = H3_CUDA_FIXED_BYTES,
+        .sm = sm,
+        .exact = exact,
+        .weight_dtype = measure_weight_dtype,
+        .scratch_grown = measure_grown,
+        .linear_scratch = measure_linear,
+        .attention_scratch = measure_attention,
+        .vsa_scratch = measure_vsa,
+        .conv1d_scratch = measure_conv1d,
+        .snake_scratch = measure_snake,
+    };
+    return h3_backend_measure_create(&t, out, status);
+}

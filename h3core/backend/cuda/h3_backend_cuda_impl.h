@@ -24,6 +24,14 @@
 #include "backend/h3_backend_impl.h"
 
 #define PLAN_CACHE 64
+#define CUDA_ARENA_CHUNK ((size_t)256 << 20) /* the smallest activation arena chunk */
+#define WORKSPACE_BYTES ((size_t)64 << 20) /* cuBLASLt's, allocated at creation */
+/* What the backend allocates for itself at creation: the cuBLASLt workspace
+ * and the kernels' error word (the memory tally counts both). */
+#define H3_CUDA_FIXED_BYTES (WORKSPACE_BYTES + sizeof(int))
+/* The size the scratch grows to when a call needs `bytes` more than it
+ * holds: an eighth more, so that slowly growing calls do not reallocate. */
+#define H3_CUDA_SCRATCH_GROWN(bytes) ((bytes) + (bytes) / 8)
 #define STAGE_SLOTS 4 /* pinned upload buffers (h3_backend_cuda.c) */
 
 /* One cuBLASLt configuration, kept for reuse: the heuristic query costs
@@ -86,6 +94,16 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes);
  * caller adds it). */
 int h3_cuda_gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
                  int64_t M, int64_t N, int64_t K, const void *bias);
+
+/* The scratch of a call, for the measuring twin (h3_backend_cuda_create_measure):
+ * VSA's on a device of compute capability sm with attention path `path`;
+ * the conv1d GEMM's im2col; an in-place SnakeBeta's copy. */
+size_t h3_cuda_vsa_scratch_at(int sm, int path, const h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                              const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads,
+                              int head_dim);
+size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                              int groups);
+size_t h3_cuda_snake_scratch(const h3_tensor *y, const h3_tensor *x);
 
 /* h3_cuda_vsa.c */
 void h3_cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,

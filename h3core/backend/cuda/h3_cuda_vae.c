@@ -60,15 +60,23 @@ void h3_cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *sr
 /* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch
  * item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ, then the bias per
  * channel. Returns 0 when the conv does not fit (16-bit, grouped, or too small to pay), for the direct kernel. */
+size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                              int groups) {
+    int64_t Cin = x->shape[1], Cout = y->shape[1], Lout = y->shape[2], K = w->shape[2];
+    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
+        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
+        return 0; /* the direct kernel: no scratch */
+    return (size_t)(Lout * Cin * K) * sizeof(float);
+}
+
 static int conv1d_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                        int stride, int padding, int dilation, int groups) {
     cuda_impl *c = impl_of(b);
     int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2], Cout = y->shape[1], Lout = y->shape[2];
     int K = (int)w->shape[2];
-    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
-        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
-        return 0;
-    float *col = h3_cuda_scratch(b, (size_t)(Lout * Cin * K) * sizeof(float));
+    size_t need = h3_cuda_conv1d_scratch(y, x, w, bias, groups);
+    if (need == 0) return 0;
+    float *col = h3_cuda_scratch(b, need);
     if (!col) return 1; /* the failure is recorded */
     for (int64_t i = 0; i < B && !h3_backend_failed(b); i++) {
         const float *xb = (const float *)x->data + i * Cin * Lin;
@@ -122,13 +130,17 @@ void h3_cuda_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
 
 /* y may alias x: the fused kernel reads neighbours of each output, so an
  * in-place call goes through scratch. */
+size_t h3_cuda_snake_scratch(const h3_tensor *y, const h3_tensor *x) {
+    return y->data == x->data ? h3_tensor_nbytes(y) : 0;
+}
+
 void h3_cuda_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                                         const h3_tensor *beta, const h3_tensor *up_filter,
                                         const h3_tensor *down_filter, int ratio) {
     cuda_impl *c = impl_of(b);
     void *out = y->data;
     size_t bytes = h3_tensor_nbytes(y);
-    if (y->data == x->data && !(out = h3_cuda_scratch(b, bytes))) return;
+    if (h3_cuda_snake_scratch(y, x) && !(out = h3_cuda_scratch(b, bytes))) return;
     if (!ok(b, h3k_snake_beta_antialiased(out, y->dtype, x->data, x->dtype, alpha->data, alpha->dtype, beta->data,
                                           beta->dtype, up_filter->data, up_filter->dtype,
                                           (int)h3_tensor_numel(up_filter), down_filter->data, down_filter->dtype,

@@ -12,9 +12,9 @@
 #include <cuda_runtime_api.h>
 #include <string.h>
 
-static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
-                     const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim) {
-    cuda_impl *c = impl_of(b);
+static void vsa_args_at(int sm, int path, h3k_vsa_args *a, const h3_tensor *o, const h3_tensor *q,
+                        const h3_tensor *k, const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t,
+                        int n_heads, int head_dim) {
     memset(a, 0, sizeof *a);
     a->o = o ? o->data : NULL;
     a->q = q ? q->data : NULL;
@@ -31,10 +31,24 @@ static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tens
     a->tile_elems = t->tile_elems;
     a->tile_sizes = t->tile_sizes.data;
     a->untile_index = t->untile_index.data;
-    a->path = (int)c->attention;
+    a->path = path;
+    a->sm = sm;
+}
+
+static void vsa_args(h3_backend *b, h3k_vsa_args *a, h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                     const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim) {
+    cuda_impl *c = impl_of(b);
+    vsa_args_at(c->sm, (int)c->attention, a, o, q, k, v, gate, t, n_heads, head_dim);
     a->pipelined = c->vsa_pipelined;
-    a->sm = c->sm;
     a->err = c->flag;
+}
+
+size_t h3_cuda_vsa_scratch_at(int sm, int path, const h3_tensor *o, const h3_tensor *q, const h3_tensor *k,
+                              const h3_tensor *v, const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads,
+                              int head_dim) {
+    h3k_vsa_args a;
+    vsa_args_at(sm, path, &a, o, q, k, v, gate, t, n_heads, head_dim);
+    return h3k_vsa_scratch(&a);
 }
 
 static const char *vsa_kernel_name(const h3k_vsa_args *a) {

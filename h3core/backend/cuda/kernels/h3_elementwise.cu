@@ -153,6 +153,19 @@ __global__ void k_fill_uniform(void *p, int dt, int64_t n, uint64_t seed, float 
     }
 }
 
+/* h3k_fill_random: the hash of k_fill_uniform at the element's counter,
+ * and lo + (hi - lo)·u unfused, as h3_counter_uniform computes it. */
+__global__ void k_fill_random(void *p, int dt, int64_t rows, int64_t cols, h3k_random_fill f) {
+    GRID_STRIDE(i, rows * cols) {
+        int64_t r = i / cols, c = i - r * cols;
+        int64_t index = f.offset + (r / f.part_rows) * f.part_stride + (r % f.part_rows) * f.row_stride + c;
+        uint64_t h = splitmix64(f.key * 0x100000001B3ull ^ splitmix64((uint64_t)index));
+        float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+        float v = __fadd_rn(f.lo, __fmul_rn(__fsub_rn(f.hi, f.lo), u));
+        st1(p, dt, i, round_to(f.round_dt, v));
+    }
+}
+
 template <bool VEC>
 __global__ void k_convert(void *dst, int ddt, const void *src, int sdt, int64_t n) {
     GRID_STRIDE(c, (n + 7) / 8) {
@@ -600,6 +613,13 @@ extern "C" int h3k_fill(void *p, int dt, int64_t n, float value, cudaStream_t st
 extern "C" int h3k_fill_uniform(void *p, int dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
     if (n <= 0) return 0;
     k_fill_uniform<<<grid_for(n), kThreads, 0, stream>>>(p, dt, n, seed, lo, hi);
+    return launched();
+}
+
+extern "C" int h3k_fill_random(void *p, int dt, int64_t rows, int64_t cols, const h3k_random_fill *f,
+                               cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    k_fill_random<<<grid_for(rows * cols), kThreads, 0, stream>>>(p, dt, rows, cols, *f);
     return launched();
 }
 

@@ -46,6 +46,18 @@ int h3k_fill(void *p, int dt, int64_t n, float value, cudaStream_t stream);
 /* Uniform [lo, hi) from a counter-based hash of (seed, index): the same
  * numbers on every device and launch shape (benchmarks, tests). */
 int h3k_fill_uniform(void *p, int dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
+/* A dummy tensor's values (h3_st_random, base/h3_safetensors.h) into p
+ * viewed as [rows, cols]: element (r, c) is the uniform value at counter
+ * offset + (r / part_rows)·part_stride + (r % part_rows)·row_stride + c
+ * (strides already resolved: no zeros), the same bits as
+ * h3_counter_uniform on the host, rounded to round_dt, then stored in dt. */
+typedef struct h3k_random_fill {
+    uint64_t key;
+    float lo, hi;
+    int64_t offset, row_stride, part_rows, part_stride;
+    int round_dt;
+} h3k_random_fill;
+int h3k_fill_random(void *p, int dt, int64_t rows, int64_t cols, const h3k_random_fill *f, cudaStream_t stream);
 /* dst[i] = src[i] with conversion; same dtype is a plain device copy. */
 int h3k_convert(void *dst, int ddt, const void *src, int sdt, int64_t n, cudaStream_t stream);
 

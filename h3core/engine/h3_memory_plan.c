@@ -1,0 +1,328 @@
+/* h3_memory_plan.c - what a request needs on each device, before anything
+ * loads, and the refusals that follow from it (h3.h: h3_memory_plan_make).
+ *
+ * The plan is not a formula. It opens an engine exactly as h3_engine_open
+ * would (same directory, adapter, devices, tensor-parallel split, loaders)
+ * but on measuring backends (backend/measure/), one per rank, each standing
+ * for the backend that rank would have: the CPU's float32, or CUDA's bf16
+ * with its fp32 islands and f16 video VAE, for that GPU's compute
+ * capability. The loaders read configs and checkpoint headers and skip
+ * every weight byte (h3_backend_holds_data); the request then runs whole
+ * (text encoder, every denoising forward, both decoders) with nothing
+ * computed. Every persistent allocation, arena chunk and scratch buffer is
+ * tallied as the real backend would make it (h3_backend_memory), so the
+ * numbers are the real code path's, per rank:
+ *   weights    what loading each component took (its shard on that rank)
+ *   arena      the peak of activations: arena chunks plus the persistent
+ *              allocations a request makes (text states, VSA tables)
+ *   workspace  the peak of the backend's own buffers (CUDA: the 64 MiB
+ *              cuBLASLt workspace and the op scratch, for the kernels this
+ *              GPU picks), plus on CUDA what no tally sees (below)
+ * The tally counts bytes as asked for; the driver rounds each cudaMalloc up
+ * (to 2 MiB pages for large ones), which the reserves below absorb.
+ *
+ * A CUDA engine keeps such a measuring twin (e->shadow): h3_engine_open
+ * checks the weights and workspace of each GPU against its free memory
+ * before loading anything, and h3_engine_generate runs each request on the
+ * twin first and checks its arena and scratch against what the GPU has
+ * left. Free memory comes from NVML, without a CUDA context. */
+#include "engine/h3_engine_impl.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/h3_engine.h"
+#include "engine/h3_gpus.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Device memory a CUDA rank uses that no allocation of ours shows, added to
+ * its workspace:
+ *  - the CUDA context with h3core's kernels and cuBLASLt's, loaded lazily
+ *    (CUDA 12's default): about 0.5 GiB on Hopper; 768 MiB leaves room for
+ *    the driver's rounding of our allocations;
+ *  - with tensor parallelism over GPUs, NCCL's buffers: its default 4 MiB
+ *    per channel and peer, both directions, for the ring and tree channels
+ *    of an NVLink host (NVLink SHARP off): 512 MiB per rank. */
+#define CUDA_CONTEXT_BYTES ((uint64_t)768 << 20)
+#define NCCL_BYTES ((uint64_t)512 << 20)
+/* A CUDA plan made where NVML cannot say which GPU it is for: the H200's. */
+#define DEFAULT_SM 90
+
+/* ---- what the engine would run on ------------------------------------------------- */
+
+static uint64_t fake_free; /* h3_engine_fake_gpu_free (tests): 0, or what every GPU reports free */
+
+void h3_engine_fake_gpu_free(uint64_t bytes) { fake_free = bytes; }
+
+static int nvml_gpu(int device, const h3_gpu_info *gpus, int n) {
+    int i = h3_gpus_nvml_index(device);
+    return i >= 0 && i < n ? i : -1;
+}
+
+/* NVML's list, or the test hook's: one GPU per ordinal, all with that much free. */
+static int list_gpus(h3_gpu_info *gpus, int max, char *why, size_t why_size) {
+    uint64_t fake = fake_free;
+    if (!fake) return h3_gpus_list(gpus, max, why, why_size);
+    for (int i = 0; i < max; i++) {
+        memset(&gpus[i], 0, sizeof gpus[i]);
+        snprintf(gpus[i].name, sizeof gpus[i].name, "test GPU");
+        gpus[i].total_bytes = gpus[i].free_bytes = fake;
+        gpus[i].cc_major = 9;
+    }
+    return max;
+}
+
+/* The ranks h3_engine_open would make from these options: h3_devices_parse,
+ * and for "auto" the one backend create_backend picks (compute=auto: CUDA
+ * when this build has it and NVML shows a GPU of sm_80 or newer). */
+static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *t, h3_status *status) {
+    memset(t, 0, sizeof *t);
+    h3_device_list list;
+    h3_status_code rc = h3_devices_parse(o->devices, o->compute, &list, status);
+    if (rc != H3_OK) return rc;
+    h3_gpu_info gpus[H3_MAX_DEVICES];
+    char why[256];
+    int host_only = list.cpu || (list.count == 0 && o->compute == H3_COMPUTE_CPU);
+    int n_gpus = host_only ? 0 : list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
+    t->exact = o->compute == H3_COMPUTE_CUDA_F32;
+    if (list.count == 0) {
+        int cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
+#ifdef H3_HAVE_CUDA
+        if (o->compute == H3_COMPUTE_AUTO)
+            for (int i = 0; i < n_gpus && i < H3_MAX_DEVICES; i++) cuda |= gpus[i].cc_major >= 8;
+#endif
+        t->n_ranks = 1;
+        t->device[0] = cuda ? 0 : -1;
+    } else {
+        t->n_ranks = list.count;
+        for (int r = 0; r < list.count; r++) t->device[r] = list.cpu ? -1 : list.ordinals[r];
+        if (!list.cpu && list.count > 1 && !h3_comm_have_nccl()) { /* the open would stop here: say why */
+            h3_comm_group *none = NULL;
+            return h3_comm_group_create_nccl(list.count, list.ordinals, &none, status);
+        }
+    }
+    for (int r = 0; r < t->n_ranks; r++) {
+        int g = t->device[r] >= 0 ? nvml_gpu(t->device[r], gpus, n_gpus) : -1;
+        t->sm[r] = g >= 0 && gpus[g].cc_major ? gpus[g].cc_major * 10 + gpus[g].cc_minor : DEFAULT_SM;
+    }
+    return H3_OK;
+}
+
+h3_status_code h3_memory_backend_create(const h3_engine *e, int rank, h3_backend **out, h3_status *status) {
+    if (e->measure->device[rank] < 0) return h3_backend_cpu_create_measure(out, status);
+#ifdef H3_HAVE_CUDA
+    return h3_backend_cuda_create_measure(e->measure->sm[rank], e->measure->exact, out, status);
+#else
+    *out = NULL;
+    return h3_fail(status, H3_ERR_UNSUPPORTED,
+                   "compute=cuda: this build of h3core has no CUDA backend (rebuild with -Dcuda=enabled)");
+#endif
+}
+
+/* ---- what a rank holds ---------------------------------------------------------------- */
+
+static int rank_device(const h3_engine *e, int rank) {
+    if (e->measure) return e->measure->device[rank];
+    if (e->devices[0] != -2) return e->devices[rank];
+    return strcmp(h3_backend_name(e->ranks[0].backend), "cuda") == 0 ? 0 : -1;
+}
+
+static void measured(const h3_engine *e, int rank, h3_memory_device *d) {
+    const h3_engine_rank *r = &e->ranks[rank];
+    h3_backend_memory m;
+    h3_backend_memory_get(r->backend, &m);
+    memset(d, 0, sizeof *d);
+    d->device = rank_device(e, rank);
+    d->text_encoder = r->weight_bytes[H3_PART_TEXT];
+    d->transformer = r->weight_bytes[H3_PART_TRANSFORMER];
+    d->video_vae = r->weight_bytes[H3_PART_VIDEO_VAE];
+    d->audio_vae = r->weight_bytes[H3_PART_AUDIO_VAE];
+    d->arena = e->generated ? m.peak_activations : m.arena;
+    d->workspace = e->generated ? m.peak_scratch : m.scratch;
+    d->total = d->text_encoder + d->transformer + d->video_vae + d->audio_vae + d->arena + d->workspace;
+}
+
+h3_status_code h3_engine_memory(h3_engine *e, int rank, h3_memory_device *out, h3_status *status) {
+    if (!e || rank < 0 || rank >= e->n_ranks || !e->ranks)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_engine_memory: rank %d of %d", rank, e ? e->n_ranks : 0);
+    g_mutex_lock(&e->lock);
+    measured(e, rank, out);
+    g_mutex_unlock(&e->lock);
+    return H3_OK;
+}
+
+/* What a CUDA rank uses beyond its tally. */
+static uint64_t reserve(const h3_engine *e, int device) {
+    return device < 0 ? 0 : CUDA_CONTEXT_BYTES + (e->n_ranks > 1 ? NCCL_BYTES : 0);
+}
+
+/* The plan of a measuring engine: each rank's tally, the reserves, and the
+ * free memory NVML reports now. */
+static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
+    h3_gpu_info gpus[H3_MAX_DEVICES];
+    char why[256];
+    int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
+    memset(plan, 0, sizeof *plan);
+    plan->n_devices = m->n_ranks;
+    plan->fits = 1;
+    for (int r = 0; r < m->n_ranks; r++) {
+        h3_memory_device *d = &plan->devices[r];
+        measured(m, r, d);
+        d->workspace += reserve(m, d->device);
+        d->total += reserve(m, d->device);
+        int g = d->device >= 0 ? nvml_gpu(d->device, gpus, n_gpus) : -1;
+        d->available = g >= 0 ? gpus[g].free_bytes : 0;
+        if (d->available && d->total > d->available) plan->fits = 0;
+    }
+}
+
+h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
+                                   h3_memory_plan *plan, h3_status *status) {
+    if (!plan) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_memory_plan_make: no plan to fill");
+    memset(plan, 0, sizeof *plan);
+    if (!options) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_memory_plan_make: no engine options");
+    h3_memory_target t;
+    h3_status_code rc = make_target(options, &t, status);
+    h3_engine *m = NULL;
+    if (rc == H3_OK) rc = h3_engine_open_measuring(options, &t, &m, status);
+    if (rc == H3_OK && request) rc = h3_engine_generate(m, request, NULL, status);
+    if (rc == H3_OK) fill_plan(m, plan);
+    h3_engine_close(m);
+    return rc;
+}
+
+/* ---- refusals ---------------------------------------------------------------------------- */
+
+static void where(const h3_memory_device *d, char *buf, size_t size) {
+    if (d->device < 0) snprintf(buf, size, "cpu");
+    else snprintf(buf, size, "cuda:%d", d->device);
+}
+
+/* "weights 117.90: text 50.10, transformer 66.40, video-vae 1.10, audio-vae 0.30" */
+static void weights_text(const h3_memory_device *d, char *buf, size_t size) {
+    uint64_t w = d->text_encoder + d->transformer + d->video_vae + d->audio_vae;
+    snprintf(buf, size, "weights %.2f: text %.2f, transformer %.2f, video-vae %.2f, audio-vae %.2f", (double)w / GIB,
+             (double)d->text_encoder / GIB, (double)d->transformer / GIB, (double)d->video_vae / GIB,
+             (double)d->audio_vae / GIB);
+}
+
+h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    h3_memory_target *t = &e->shadow_target;
+    h3_status_code rc = make_target(o, t, status);
+    if (rc != H3_OK) return rc;
+    int cuda = 0;
+    for (int r = 0; r < t->n_ranks; r++) cuda |= t->device[r] >= 0;
+    if (!cuda) return H3_OK; /* host memory: the plan has no free count to hold it to */
+    h3_gpu_info gpus[H3_MAX_DEVICES];
+    char why[256] = "";
+    int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
+    if (n_gpus <= 0) {
+        h3_engine_log(e, H3_LOG_INFO, "memory plan not checked: free GPU memory unknown (%s)",
+                      n_gpus < 0 ? why : "NVML lists no GPU");
+        return H3_OK;
+    }
+    rc = h3_engine_open_measuring(o, t, &e->shadow, status);
+    if (rc != H3_OK) return rc;
+    h3_memory_plan plan;
+    fill_plan(e->shadow, &plan);
+    for (int r = 0; r < plan.n_devices; r++) {
+        const h3_memory_device *d = &plan.devices[r];
+        if (!d->available || d->total <= d->available) continue;
+        char w[16], ws[160];
+        where(d, w, sizeof w);
+        weights_text(d, ws, sizeof ws);
+        return h3_fail(status, H3_ERR_NO_MEMORY,
+                       "%s needs %.2f GiB before any request (%s; arena %.2f; workspace %.2f) but %.2f GiB are free; "
+                       "spread the model over more GPUs (devices=0,1,...) or free memory on %s",
+                       w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB,
+                       (double)d->available / GIB, w);
+    }
+    return H3_OK;
+}
+
+h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_status *status) {
+    if (e->measure || !e->shadow) return H3_OK;
+    if (rank_device(e, 0) < 0) { /* compute=auto fell back to the CPU after the twin was made */
+        h3_engine_close(e->shadow);
+        e->shadow = NULL;
+        return H3_OK;
+    }
+    h3_status_code rc = h3_engine_generate(e->shadow, r, NULL, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "memory plan of the request");
+    h3_memory_plan plan;
+    fill_plan(e->shadow, &plan);
+    for (int i = 0; i < plan.n_devices; i++) {
+        const h3_memory_device *d = &plan.devices[i];
+        if (!d->available) continue;
+        /* Free to this request: what the GPU has left, what this rank holds
+         * already (it counts in the plan), and the reserves it has taken. */
+        h3_backend_memory held;
+        h3_backend_memory_get(e->ranks[i].backend, &held);
+        uint64_t have = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
+        if (d->total <= have) continue;
+        char w[16], ws[160];
+        where(d, w, sizeof w);
+        weights_text(d, ws, sizeof ws);
+        return h3_fail(status, H3_ERR_NO_MEMORY,
+                       "%s needs %.2f GiB for this request (%s; arena %.2f; workspace %.2f) but %.2f GiB are free "
+                       "to it (%.2f free on the device, %.2f held by this engine); ask for fewer frames or a "
+                       "smaller size, or spread the model over more GPUs",
+                       w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB,
+                       (double)have / GIB, (double)d->available / GIB, (double)(have - d->available) / GIB);
+    }
+    return H3_OK;
+}
+
+/* ---- the peak of a generation ------------------------------------------------------------- */
+
+void h3_memory_begin(h3_engine *e) {
+    for (int r = 0; r < e->n_ranks; r++) h3_backend_memory_mark(e->ranks[r].backend);
+}
+
+/* stats.peak_bytes: rank 0's backend tally at its highest during the
+ * generation (weights + arena + its own buffers, as asked of the
+ * allocator; the CUDA context and the driver's rounding are not in it). */
+void h3_memory_end(h3_engine *e) {
+    h3_backend_memory m;
+    h3_backend_memory_get(e->ranks[0].backend, &m);
+    g_mutex_lock(&e->lock);
+    e->generated = 1;
+    e->stats.peak_bytes = m.peak;
+    g_mutex_unlock(&e->lock);
+}
+
+/* ---- the description ------------------------------------------------------------------------ */
+
+static void line(GString *s, const char *key, uint64_t bytes) {
+    g_string_append_printf(s, "%s: %.2f GiB (%llu bytes)\n", key, (double)bytes / GIB, (unsigned long long)bytes);
+}
+
+char *h3_memory_plan_describe(const h3_memory_plan *plan) {
+    if (!plan) return NULL;
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < plan->n_devices && i < H3_MAX_DEVICES; i++) {
+        const h3_memory_device *d = &plan->devices[i];
+        char w[16];
+        where(d, w, sizeof w);
+        if (i) g_string_append_c(s, '\n');
+        if (plan->n_devices > 1) g_string_append_printf(s, "device: %s (rank %d of %d)\n", w, i, plan->n_devices);
+        else g_string_append_printf(s, "device: %s\n", w);
+        line(s, "text-encoder", d->text_encoder);
+        line(s, "transformer", d->transformer);
+        line(s, "video-vae", d->video_vae);
+        line(s, "audio-vae", d->audio_vae);
+        line(s, "arena", d->arena);
+        line(s, "workspace", d->workspace);
+        line(s, "total", d->total);
+        if (d->available) line(s, "available", d->available);
+        else g_string_append(s, "available: unknown\n");
+        g_string_append_printf(s, "fits: %s\n", !d->available ? "yes (free memory unknown)"
+                                               : d->total <= d->available ? "yes" : "no");
+    }
+    char *out = strdup(s->str);
+    g_string_free(s, TRUE);
+    return out;
+}

@@ -1,0 +1,314 @@
+/* test_memory_plan.c - the memory plan (h3_memory_plan_make) on the tiny
+ * model against what a real CPU engine holds: for two request sizes, fa and
+ * vsa (the tiny VSA adapter), one backend and cpu:2, the plan's weights per
+ * component equal what each rank's backend took at load, its arena equals
+ * the arena's measured peak after the generation (the measuring backend
+ * runs the same arena code), and stats.peak_bytes is within 10% of the
+ * plan's total (on the CPU it is the total). Then the CUDA plans, made here
+ * without a GPU (the measuring backend stands for CUDA without touching
+ * one): cuda-f32 keeps the CPU's float32 weights byte for byte, cuda keeps
+ * bf16 weights with the fp32 islands, f16 for the video VAE, and a
+ * workspace of at least the cuBLASLt workspace and the reserves. Then the
+ * refusal at open of a GPU with too little free memory (faked), before
+ * anything loads; the native layout's re-packed transformer on a measuring
+ * backend; h3_memory_plan_describe's keys; and the errors. */
+#include <glib.h>
+#include <stdint.h>
+
+#include "h3.h"
+#include "backend/h3_backend.h"
+#include "engine/h3_engine.h"
+#include "model/h3_dit.h"
+#include "h3_test.h"
+
+#define VSA_ADAPTER "adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"
+
+typedef struct size_case {
+    int width, height, frames;
+} size_case;
+
+static const size_case SIZES[] = {{64, 32, 22}, {256, 192, 39}};
+
+static h3_engine_options options_for(int vsa, const char *devices, h3_compute compute) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.compute = compute;
+    o.devices = devices;
+    o.adapter_path = vsa ? h3_test_data(VSA_ADAPTER) : NULL;
+    return o;
+}
+
+static h3_request request_for(const size_case *s, int vsa) {
+    h3_request r = h3_request_default();
+    r.prompt = "a robot dancing";
+    r.width = s->width;
+    r.height = s->height;
+    r.num_frames = s->frames;
+    r.steps = vsa ? 0 : 2; /* with the adapter: its 4 */
+    r.attention = vsa ? H3_ATTENTION_VSA : H3_ATTENTION_DENSE;
+    return r;
+}
+
+static uint64_t weights_of(const h3_memory_device *d) {
+    return d->text_encoder + d->transformer + d->video_vae + d->audio_vae;
+}
+
+static double rel(uint64_t a, uint64_t b) { return b ? fabs((double)a - (double)b) / (double)b : (a ? 1.0 : 0.0); }
+
+/* The plan of one request against a fresh engine that runs it. */
+static void check_against_engine(const size_case *s, int vsa, const char *devices) {
+    char what[128];
+    snprintf(what, sizeof what, "%dx%dx%d %s devices=%s", s->width, s->height, s->frames, vsa ? "vsa" : "fa", devices);
+    h3_engine_options o = options_for(vsa, devices, H3_COMPUTE_CPU);
+    h3_request r = request_for(s, vsa);
+    h3_memory_plan plan;
+    h3_status st = {0};
+    if (h3_memory_plan_make(&o, &r, &plan, &st) != H3_OK) {
+        CHECK(0, "%s: plan: %s", what, st.message);
+        return;
+    }
+    int ranks = strcmp(devices, "auto") ? atoi(devices + 4) : 1;
+    CHECK(plan.n_devices == ranks && plan.fits, "%s: %d devices, fits %d", what, plan.n_devices, plan.fits);
+    h3_engine *e = NULL;
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "%s: open: %s", what, st.message);
+        return;
+    }
+    for (int k = 0; k < plan.n_devices; k++) {
+        const h3_memory_device *p = &plan.devices[k];
+        h3_memory_device m;
+        CHECK(h3_engine_memory(e, k, &m, &st) == H3_OK, "%s: rank %d: %s", what, k, st.message);
+        CHECK(p->device == -1 && p->available == 0, "%s: rank %d: device %d, available %llu", what, k, p->device,
+              (unsigned long long)p->available);
+        CHECK(p->text_encoder == m.text_encoder && p->transformer == m.transformer && p->video_vae == m.video_vae &&
+                  p->audio_vae == m.audio_vae,
+              "%s: rank %d: planned weights %llu/%llu/%llu/%llu, loaded %llu/%llu/%llu/%llu", what, k,
+              (unsigned long long)p->text_encoder, (unsigned long long)p->transformer,
+              (unsigned long long)p->video_vae, (unsigned long long)p->audio_vae, (unsigned long long)m.text_encoder,
+              (unsigned long long)m.transformer, (unsigned long long)m.video_vae, (unsigned long long)m.audio_vae);
+        CHECK(p->transformer > 0 && p->video_vae > 0 && (k == 0) == (p->audio_vae > 0), "%s: rank %d: components",
+              what, k);
+    }
+    h3_callbacks cb = {0};
+    if (h3_engine_generate(e, &r, &cb, &st) != H3_OK) {
+        CHECK(0, "%s: generate: %s", what, st.message);
+        h3_engine_close(e);
+        return;
+    }
+    for (int k = 0; k < plan.n_devices; k++) {
+        const h3_memory_device *p = &plan.devices[k];
+        h3_memory_device m;
+        h3_engine_memory(e, k, &m, &st);
+        CHECK(p->arena == m.arena && p->arena > 0, "%s: rank %d: planned arena %llu, measured %llu", what, k,
+              (unsigned long long)p->arena, (unsigned long long)m.arena);
+        CHECK(p->workspace == m.workspace, "%s: rank %d: planned workspace %llu, measured %llu", what, k,
+              (unsigned long long)p->workspace, (unsigned long long)m.workspace);
+        CHECK(p->total == weights_of(p) + p->arena + p->workspace, "%s: rank %d: total is not the sum", what, k);
+    }
+    h3_stats stats;
+    h3_engine_get_stats(e, &stats);
+    double d = rel(stats.peak_bytes, plan.devices[0].total);
+    printf("%s: plan %llu bytes on rank 0 (weights %llu, arena %llu), peak %llu (%.2f%%)\n", what,
+           (unsigned long long)plan.devices[0].total, (unsigned long long)weights_of(&plan.devices[0]),
+           (unsigned long long)plan.devices[0].arena, (unsigned long long)stats.peak_bytes, 100 * d);
+    CHECK(stats.peak_bytes > 0 && d <= 0.10, "%s: peak %llu against the plan's %llu", what,
+          (unsigned long long)stats.peak_bytes, (unsigned long long)plan.devices[0].total);
+    /* A second request on the same engine: the arena keeps its chunks, and
+     * the peak is again the weights and the activations of that request. */
+    if (h3_engine_generate(e, &r, &cb, &st) == H3_OK) {
+        h3_engine_get_stats(e, &stats);
+        CHECK(stats.peak_bytes == plan.devices[0].total || rel(stats.peak_bytes, plan.devices[0].total) <= 0.10,
+              "%s: second run's peak %llu", what, (unsigned long long)stats.peak_bytes);
+    } else {
+        CHECK(0, "%s: second generate: %s", what, st.message);
+    }
+    h3_engine_close(e);
+}
+
+/* CUDA plans, made on this machine whether or not it has a GPU. */
+static void test_cuda_plans(void) {
+#ifdef H3_HAVE_CUDA
+    const size_case *s = &SIZES[1];
+    for (int vsa = 0; vsa < 2; vsa++) {
+        h3_request r = request_for(s, vsa);
+        h3_memory_plan cpu, f32, bf16;
+        h3_status st = {0};
+        h3_engine_options o = options_for(vsa, "auto", H3_COMPUTE_CPU);
+        CHECK(h3_memory_plan_make(&o, &r, &cpu, &st) == H3_OK, "cpu plan: %s", st.message);
+        o.compute = H3_COMPUTE_CUDA_F32;
+        CHECK(h3_memory_plan_make(&o, &r, &f32, &st) == H3_OK, "cuda-f32 plan: %s", st.message);
+        o.compute = H3_COMPUTE_CUDA;
+        CHECK(h3_memory_plan_make(&o, &r, &bf16, &st) == H3_OK, "cuda plan: %s", st.message);
+        const h3_memory_device *c = &cpu.devices[0], *x = &f32.devices[0], *b = &bf16.devices[0];
+        printf("%s on cpu / cuda-f32 / cuda: transformer %llu / %llu / %llu, arena %llu / %llu / %llu, workspace "
+               "%llu / %llu / %llu\n",
+               vsa ? "vsa" : "fa", (unsigned long long)c->transformer, (unsigned long long)x->transformer,
+               (unsigned long long)b->transformer, (unsigned long long)c->arena, (unsigned long long)x->arena,
+               (unsigned long long)b->arena, (unsigned long long)c->workspace, (unsigned long long)x->workspace,
+               (unsigned long long)b->workspace);
+        CHECK(x->device == 0 && b->device == 0, "cuda plans on device %d/%d", x->device, b->device);
+        CHECK(x->text_encoder == c->text_encoder && x->transformer == c->transformer && x->video_vae == c->video_vae &&
+                  x->audio_vae == c->audio_vae,
+              "%s: cuda-f32 weights differ from the cpu's", vsa ? "vsa" : "fa");
+        /* bf16 for the blocks, fp32 islands: between half and all of the f32 bytes */
+        CHECK(b->text_encoder * 2 == c->text_encoder, "%s: text encoder %llu in bf16 against %llu in f32",
+              vsa ? "vsa" : "fa", (unsigned long long)b->text_encoder, (unsigned long long)c->text_encoder);
+        CHECK(b->transformer * 2 > c->transformer && b->transformer < c->transformer, "%s: transformer %llu / %llu",
+              vsa ? "vsa" : "fa", (unsigned long long)b->transformer, (unsigned long long)c->transformer);
+        CHECK(b->video_vae < c->video_vae && b->audio_vae == c->audio_vae, "%s: VAEs %llu/%llu against %llu/%llu",
+              vsa ? "vsa" : "fa", (unsigned long long)b->video_vae, (unsigned long long)b->audio_vae,
+              (unsigned long long)c->video_vae, (unsigned long long)c->audio_vae);
+        uint64_t fixed = ((uint64_t)64 << 20) + ((uint64_t)512 << 20);
+        CHECK(b->workspace > fixed && x->workspace > fixed && c->workspace == 0, "%s: workspaces %llu/%llu/%llu",
+              vsa ? "vsa" : "fa", (unsigned long long)b->workspace, (unsigned long long)x->workspace,
+              (unsigned long long)c->workspace);
+        CHECK(b->arena >= ((uint64_t)256 << 20), "%s: a CUDA arena takes 256 MiB chunks: %llu", vsa ? "vsa" : "fa",
+              (unsigned long long)b->arena);
+        /* Tensor parallelism over two GPUs: each rank holds its shard of the
+         * transformer (more than half: the replicated tensors) and NCCL's reserve. */
+        o.devices = "0,1";
+        h3_memory_plan tp;
+        h3_status_code rc = h3_memory_plan_make(&o, &r, &tp, &st);
+        CHECK(rc == H3_OK || rc == H3_ERR_UNSUPPORTED, "tp plan: %s", st.message);
+        if (rc == H3_OK) {
+            CHECK(tp.n_devices == 2 && tp.devices[1].device == 1 && tp.devices[1].audio_vae == 0,
+                  "tp plan: %d devices", tp.n_devices);
+            for (int k = 0; k < 2; k++)
+                CHECK(tp.devices[k].transformer < b->transformer && tp.devices[k].transformer * 2 > b->transformer,
+                      "tp rank %d: transformer %llu of %llu", k, (unsigned long long)tp.devices[k].transformer,
+                      (unsigned long long)b->transformer);
+            CHECK(tp.devices[0].workspace > b->workspace, "tp: NCCL's reserve missing from %llu",
+                  (unsigned long long)tp.devices[0].workspace);
+        }
+    }
+#endif
+}
+
+/* The refusals, without a GPU: the plan sees a GPU with little free memory
+ * (h3_engine_fake_gpu_free), and h3_engine_open refuses before loading. */
+static void test_refusals(void) {
+#ifdef H3_HAVE_CUDA
+    h3_engine_fake_gpu_free((uint64_t)100 << 20);
+    h3_engine_options o = options_for(0, "auto", H3_COMPUTE_CUDA);
+    h3_request r = request_for(&SIZES[0], 0);
+    h3_memory_plan plan;
+    h3_status st = {0};
+    CHECK(h3_memory_plan_make(&o, &r, &plan, &st) == H3_OK, "plan: %s", st.message);
+    CHECK(!plan.fits && plan.devices[0].available == ((uint64_t)100 << 20), "fits %d, available %llu", plan.fits,
+          (unsigned long long)plan.devices[0].available);
+    char *text = h3_memory_plan_describe(&plan);
+    CHECK(text && strstr(text, "fits: no") && strstr(text, "available: 0.10 GiB"), "description:\n%s",
+          text ? text : "(null)");
+    free(text);
+    h3_engine *e = NULL;
+    h3_status_code rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && e == NULL, "open: %s '%s'", h3_status_code_name(rc), st.message);
+    const char *parts[] = {"cuda:0 needs ", " GiB before any request (weights ", ": text ", ", transformer ",
+                           ", video-vae ", ", audio-vae ", "; workspace 0.8", " but 0.10 GiB are free"};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
+        CHECK(strstr(st.message, parts[i]) != NULL, "'%s' not in '%s'", parts[i], st.message);
+    printf("refused: %s\n", st.message);
+    o.devices = "0,1";
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && strstr(st.message, "cuda:0 needs"), "tp open: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    h3_engine_close(e);
+    h3_engine_fake_gpu_free(0);
+#endif
+}
+
+/* The native checkpoint layout (per-head qkv and [gate; value] fc1 re-packed
+ * on the host at load): a measuring backend takes what the real one does
+ * without the re-packing, whole and as the shard of a rank of two. */
+static void test_native_layout(void) {
+    const char *dir = h3_test_data("models/tiny-h3-native/FL2VA/transformer");
+    for (int size = 1; size <= 2; size++) {
+        h3_tp tp = {size - 1, size, NULL};
+        uint64_t held[2] = {0, 0};
+        for (int measure = 0; measure < 2; measure++) {
+            h3_backend *b = NULL;
+            h3_dit *dit = NULL;
+            h3_status st = {0};
+            h3_status_code rc = measure ? h3_backend_cpu_create_measure(&b, &st) : h3_backend_cpu_create(1, &b, &st);
+            if (rc == H3_OK) rc = h3_dit_load_tp(b, dir, &tp, &dit, &st);
+            CHECK(rc == H3_OK, "native transformer on %s: %s", measure ? "a measuring backend" : "the cpu", st.message);
+            h3_backend_memory m = {0};
+            if (b) h3_backend_memory_get(b, &m);
+            held[measure] = m.weights;
+            h3_dit_free(dit);
+            h3_backend_destroy(b);
+        }
+        CHECK(held[0] > 0 && held[0] == held[1], "native transformer, rank %d of %d: %llu bytes loaded, %llu measured",
+              size - 1, size, (unsigned long long)held[0], (unsigned long long)held[1]);
+    }
+}
+
+static void test_describe(void) {
+    h3_engine_options o = options_for(0, "cpu:2", H3_COMPUTE_CPU);
+    h3_request r = request_for(&SIZES[0], 0);
+    h3_memory_plan plan;
+    h3_status st = {0};
+    if (h3_memory_plan_make(&o, &r, &plan, &st) != H3_OK) {
+        CHECK(0, "plan: %s", st.message);
+        return;
+    }
+    char *text = h3_memory_plan_describe(&plan);
+    CHECK(text != NULL, "describe returned NULL");
+    if (!text) return;
+    const char *keys[] = {"device: ", "text-encoder: ", "transformer: ", "video-vae: ", "audio-vae: ", "arena: ",
+                          "workspace: ", "total: ", "available: ", "fits: "};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+        int n = 0;
+        for (const char *p = text; (p = strstr(p, keys[i])); p++) n += p == text || p[-1] == '\n';
+        CHECK(n == 2, "key '%s' in %d blocks of the description:\n%s", keys[i], n, text);
+    }
+    CHECK(strstr(text, "device: cpu (rank 1 of 2)") && strstr(text, "GiB (") && strstr(text, "fits: yes"),
+          "description:\n%s", text);
+    char total[64];
+    snprintf(total, sizeof total, "total: %.2f GiB (%llu bytes)", (double)plan.devices[0].total / (1024.0 * 1024 * 1024),
+             (unsigned long long)plan.devices[0].total);
+    CHECK(strstr(text, total) != NULL, "'%s' not in:\n%s", total, text);
+    printf("%s", text);
+    free(text);
+    CHECK(h3_memory_plan_describe(NULL) == NULL, "describe(NULL)");
+}
+
+static void test_errors(void) {
+    h3_engine_options o = options_for(0, "auto", H3_COMPUTE_CPU);
+    o.model_dir = h3_test_data("models/no-such-model");
+    h3_request r = request_for(&SIZES[0], 0);
+    h3_memory_plan plan;
+    h3_status st = {0};
+    h3_status_code rc = h3_memory_plan_make(&o, &r, &plan, &st);
+    CHECK(rc == H3_ERR_NOT_FOUND && strstr(st.message, "no-such-model"), "missing model: %s '%s'",
+          h3_status_code_name(rc), st.message);
+    o = options_for(0, "auto", H3_COMPUTE_CPU);
+    r.width = 33;
+    rc = h3_memory_plan_make(&o, &r, &plan, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "33"), "bad width: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    r = request_for(&SIZES[0], 0);
+    o.devices = "cpu:3"; /* does not divide the tiny model's heads */
+    rc = h3_memory_plan_make(&o, &r, &plan, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT, "cpu:3: %s '%s'", h3_status_code_name(rc), st.message);
+    /* No request: the weights and what the backends hold after loading. */
+    o.devices = "auto";
+    CHECK(h3_memory_plan_make(&o, NULL, &plan, &st) == H3_OK && plan.devices[0].transformer > 0 &&
+              plan.devices[0].arena == 0,
+          "plan without a request: %s", st.message);
+    CHECK(h3_memory_plan_make(NULL, &r, &plan, &st) == H3_ERR_INVALID_ARGUMENT, "no options");
+}
+
+int main(void) {
+    for (size_t s = 0; s < G_N_ELEMENTS(SIZES); s++)
+        for (int vsa = 0; vsa < 2; vsa++) {
+            check_against_engine(&SIZES[s], vsa, "auto");
+            check_against_engine(&SIZES[s], vsa, "cpu:2");
+        }
+    test_cuda_plans();
+    test_refusals();
+    test_native_layout();
+    test_describe();
+    test_errors();
+    return h3_test_finish("test_memory_plan");
+}

@@ -12,7 +12,7 @@
 #
 # Leaks: LeakSanitizer cannot run while fuzzing, because GLib and json-glib
 # are built without frame pointers: their allocation stacks stop at
-# g_malloc, so the json-glib leak in lsan.supp cannot be told from ours
+# g_malloc, so the json-glib leak in tests/lsan.supp cannot be told from ours
 # without slow unwinding, 25x slower. The fuzzing runs with -detect_leaks=0;
 # then every input of the corpus is replayed once in one process with full
 # stacks, and LSan's report at exit fails the test (the inputs are then run
@@ -28,7 +28,7 @@ export TMPDIR="$work/tmp"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fast="detect_leaks=0:handle_abort=1"
 full="detect_leaks=1:fast_unwind_on_malloc=0:handle_abort=1"
-supp="suppressions=$here/lsan.supp:print_suppressions=0"
+supp="suppressions=$here/../lsan.supp:print_suppressions=0"
 corpus="$work/corpus/$name"
 artifacts="$work/artifacts/$name"
 

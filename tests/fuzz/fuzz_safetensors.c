@@ -19,6 +19,11 @@ static void walk_tensor(const h3_st_tensor *t) {
     volatile size_t len = strlen(t->name) + strlen(t->file_path);
     (void)len;
     if (t->ndim < 0 || t->ndim > H3_ST_MAX_DIMS) abort();
+    /* What the loaders rely on: numel is the shape's product and the byte
+     * range holds exactly numel elements. */
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+    if (numel != t->numel || (uint64_t)t->nbytes != (uint64_t)t->numel * h3_st_dtype_size(t->dtype)) abort();
     h3_fuzz_touch(t->data, t->nbytes);
     if (t->dtype == H3_ST_F32 || t->dtype == H3_ST_F16 || t->dtype == H3_ST_BF16 || t->dtype == H3_ST_F64) {
         size_t n = t->numel < 4096 ? (size_t)t->numel : 4096;

@@ -41,13 +41,13 @@ leaks() {
   done
   [ $# -gt 0 ] || return 0
   echo "leak pass: $# input(s) of $name"
-  if ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" "$exe" -runs=1 "$@" >"$work/leaks-$name.log" 2>&1; then
+  if ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" "$exe" -runs=1 -error_exitcode=1 -timeout_exitcode=1 "$@" >"$work/leaks-$name.log" 2>&1; then
     echo "leak pass: no leak"
     return 0
   fi
   grep -A40 "ERROR: LeakSanitizer" "$work/leaks-$name.log" | head -80 || tail -40 "$work/leaks-$name.log"
   for f in "$@"; do
-    if ! ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" "$exe" -runs=1 "$f" >/dev/null 2>&1; then
+    if ! ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" "$exe" -runs=1 -error_exitcode=1 "$f" >/dev/null 2>&1; then
       cp "$f" "$artifacts/leak-$(basename "$f")"
       echo "leaks: $artifacts/leak-$(basename "$f")"
     fi
@@ -69,7 +69,7 @@ replay)
     exit 77
   fi
   echo "replaying $# input(s) of $name"
-  ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" exec "$exe" -runs=1 "$@"
+  ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" exec "$exe" -runs=1 -error_exitcode=1 -timeout_exitcode=1 "$@"
   ;;
 fuzz)
   dict=$1

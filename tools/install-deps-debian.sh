@@ -13,4 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good \
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav \
   gstreamer1.0-plugins-base-apps valgrind \
-  python3 python3-gi gir1.2-gstreamer-1.0 ffmpeg >/dev/null
+  python3 python3-gi gir1.2-gstreamer-1.0 ffmpeg \
+  clang libclang-rt-dev llvm >/dev/null
+# clang + libclang-rt-dev: the fuzz build (libFuzzer, ASan, UBSan runtimes;
+# tests/fuzz, docs/RELIABILITY.md); llvm: llvm-symbolizer for sanitizer stacks.

@@ -1,0 +1,137 @@
+/* fuzz_engine_open: the model-folder resolver and every loader behind
+ * h3_engine_open, on a copy of the embedded tiny model (H3_FUZZ_MODEL, the
+ * build's tools/tiny-h3) whose small files come from the input.
+ *
+ * The folder is a tree of symbolic links to the tiny model, made once.
+ * Input: parts "relpath\ncontent"; relpath is one of the files below (any
+ * other part is dropped); each replaces that file for this run, an empty
+ * content deletes it. A pseudo-file "@devices" sets that option (e.g.
+ * "cpu:2": tensor parallelism over two CPU ranks; at most 4). An engine
+ * that opens validates a small request (tokenizes, plans) and is closed;
+ * the links are then restored. */
+#include "h3_fuzz.h"
+
+#include "h3.h"
+
+static const char *const files[] = {
+    "model_index.json", "modular_model_index.json", "golden_meta.json",
+    "scheduler/scheduler_config.json", "audio_scheduler/scheduler_config.json",
+    "transformer/config.json", "text_encoder/config.json", "vae/config.json", "vae/source/config.json",
+    "audio_vae/config.json", "audio_vae/metadata.json",
+    "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
+    "tokenizer/added_tokens.json", "tokenizer/vocab.json", "tokenizer/merges.txt",
+};
+
+static char *model_src;
+
+/* Links root/rel to the tiny model's rel (or removes it when the model has none). */
+static void link_one(const char *rel) {
+    char *src = g_build_filename(model_src, rel, NULL);
+    char *dst = h3_fuzz_path(rel);
+    char *dir = g_path_get_dirname(dst);
+    unlink(dst);
+    if (g_file_test(src, G_FILE_TEST_IS_REGULAR)) {
+        g_mkdir_with_parents(dir, 0700);
+        if (symlink(src, dst) != 0) {
+            fprintf(stderr, "fuzz_engine_open: symlink %s: %s\n", dst, strerror(errno));
+            abort();
+        }
+    }
+    g_free(dir);
+    g_free(dst);
+    g_free(src);
+}
+
+static void link_tree(const char *rel) {
+    char *src = rel ? g_build_filename(model_src, rel, NULL) : g_strdup(model_src);
+    GDir *d = g_dir_open(src, 0, NULL);
+    if (!d) {
+        fprintf(stderr, "fuzz_engine_open: no model at %s (H3_FUZZ_MODEL)\n", src);
+        abort();
+    }
+    for (const char *name; (name = g_dir_read_name(d));) {
+        char *sub = rel ? g_build_filename(rel, name, NULL) : g_strdup(name);
+        char *p = g_build_filename(model_src, sub, NULL);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR)) link_tree(sub);
+        else link_one(sub);
+        g_free(p);
+        g_free(sub);
+    }
+    g_dir_close(d);
+    g_free(src);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    h3_fuzz_init();
+    model_src = g_strdup(h3_fuzz_setting("H3_FUZZ_MODEL", H3_FUZZ_MODEL));
+    link_tree(NULL);
+    return 0;
+}
+
+static void quiet(void *opaque, h3_log_level level, const char *message) {
+    (void)opaque; (void)level;
+    volatile size_t n = strlen(message);
+    (void)n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    h3_fuzz_part parts[H3_FUZZ_MAX_PARTS];
+    size_t n = h3_fuzz_split(data, size, parts, H3_FUZZ_MAX_PARTS);
+    int changed[G_N_ELEMENTS(files)] = {0};
+    char devices[32] = "";
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *nl = memchr(parts[i].data, '\n', parts[i].size);
+        if (!nl) continue;
+        size_t len = (size_t)(nl - parts[i].data);
+        const uint8_t *body = nl + 1;
+        size_t body_size = parts[i].size - len - 1;
+        if (len == 8 && memcmp(parts[i].data, "@devices", 8) == 0) {
+            size_t m = body_size < sizeof devices - 1 ? body_size : sizeof devices - 1;
+            memcpy(devices, body, m);
+            devices[m] = 0;
+            /* a few CPU ranks at most: threads are not what is fuzzed here */
+            if (strncmp(devices, "cpu:", 4) == 0 && atoi(devices + 4) > 4) devices[0] = 0;
+            continue;
+        }
+        for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+            if (strlen(files[f]) != len || memcmp(parts[i].data, files[f], len) != 0) continue;
+            if (body_size) g_free(h3_fuzz_write(files[f], body, body_size));
+            else h3_fuzz_remove(files[f]);
+            changed[f] = 1;
+        }
+    }
+    char *root = h3_fuzz_path("");
+
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = root;
+    o.compute = H3_COMPUTE_CPU;
+    o.cpu_threads = 1;
+    o.devices = devices[0] ? devices : NULL;
+    o.log = quiet;
+    h3_engine *e = NULL;
+    h3_status st;
+    if (h3_engine_open(&o, &e, &st) == H3_OK) {
+        h3_request r = h3_request_default();
+        r.prompt = "a robot dancing";
+        r.width = 64;
+        r.height = 32;
+        r.num_frames = 22;
+        r.steps = 2;
+        h3_plan plan;
+        if (h3_engine_validate(e, &r, &plan, &st) != H3_OK) h3_fuzz_check_status(&st);
+        h3_stats stats;
+        h3_engine_get_stats(e, &stats);
+        h3_engine_close(e);
+    } else {
+        h3_fuzz_check_status(&st);
+    }
+
+    g_free(root);
+    for (size_t f = 0; f < G_N_ELEMENTS(files); f++)
+        if (changed[f]) {
+            h3_fuzz_remove(files[f]);
+            link_one(files[f]);
+        }
+    return 0;
+}

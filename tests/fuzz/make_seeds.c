@@ -1,0 +1,325 @@
+/* make_seeds: the fuzzers' seed corpora, made at build time from tests/data
+ * (and the build's embedded tiny model) so that no large seed is committed.
+ *
+ *   make_seeds OUT_DIR TESTS_DATA_DIR TINY_MODEL_DIR
+ *
+ * writes OUT_DIR/<harness>/<seed> for every harness of tests/fuzz. Weight
+ * files are shrunk to their smallest tensors (a few KiB, metadata kept):
+ * the fuzzers mutate headers, not megabytes of weights. Multi-file inputs
+ * are joined with H3_FUZZ_SEP as the harnesses split them. Built against the
+ * plain h3core (no sanitizer). */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/h3_safetensors.h"
+
+#define SEP "\n--h3-fuzz-part--\n"
+
+static const char *out_dir, *data_dir, *model_dir;
+static int n_seeds;
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "make_seeds: %s: %s\n", what, detail);
+    exit(1);
+}
+
+static GBytes *slurp(const char *path) {
+    char *text;
+    gsize len;
+    GError *err = NULL;
+    if (!g_file_get_contents(path, &text, &len, &err)) die(path, err->message);
+    return g_bytes_new_take(text, len);
+}
+
+static GBytes *data_file(const char *rel) {
+    char *p = g_build_filename(data_dir, rel, NULL);
+    GBytes *b = slurp(p);
+    g_free(p);
+    return b;
+}
+
+static GBytes *model_file(const char *rel) {
+    char *p = g_build_filename(model_dir, rel, NULL);
+    GBytes *b = slurp(p);
+    g_free(p);
+    return b;
+}
+
+static GBytes *text(const char *s) { return g_bytes_new(s, strlen(s)); }
+
+/* Writes OUT/harness/name: prefix (may be NULL), then the parts joined by SEP.
+ * Takes the parts. */
+static void seed(const char *harness, const char *name, GBytes *prefix, int n, GBytes **parts) {
+    GByteArray *a = g_byte_array_new();
+    if (prefix) {
+        g_byte_array_append(a, g_bytes_get_data(prefix, NULL), (guint)g_bytes_get_size(prefix));
+        g_bytes_unref(prefix);
+    }
+    for (int i = 0; i < n; i++) {
+        if (i) g_byte_array_append(a, (const guint8 *)SEP, (guint)strlen(SEP));
+        g_byte_array_append(a, g_bytes_get_data(parts[i], NULL), (guint)g_bytes_get_size(parts[i]));
+        g_bytes_unref(parts[i]);
+    }
+    char *dir = g_build_filename(out_dir, harness, NULL);
+    g_mkdir_with_parents(dir, 0755);
+    char *path = g_build_filename(dir, name, NULL);
+    GError *err = NULL;
+    if (!g_file_set_contents(path, (const char *)a->data, a->len, &err)) die(path, err->message);
+    g_free(path);
+    g_free(dir);
+    g_byte_array_unref(a);
+    n_seeds++;
+}
+
+#define SEED(h, name, prefix, ...)                                        \
+    do {                                                                  \
+        GBytes *p_[] = {__VA_ARGS__};                                     \
+        seed(h, name, prefix, (int)G_N_ELEMENTS(p_), p_);                \
+    } while (0)
+
+/* "name\n" + bytes: a named part (fuzz_checkpoint's shards, fuzz_engine_open's files). */
+static GBytes *named(const char *name, GBytes *body) {
+    GByteArray *a = g_byte_array_new();
+    g_byte_array_append(a, (const guint8 *)name, (guint)strlen(name));
+    g_byte_array_append(a, (const guint8 *)"\n", 1);
+    g_byte_array_append(a, g_bytes_get_data(body, NULL), (guint)g_bytes_get_size(body));
+    g_bytes_unref(body);
+    return g_byte_array_free_to_bytes(a);
+}
+
+static int by_size(const void *a, const void *b) {
+    const h3_st_tensor *x = *(const h3_st_tensor *const *)a, *y = *(const h3_st_tensor *const *)b;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes ? 1 : strcmp(x->name, y->name);
+}
+
+/* The __metadata__ of a safetensors file as a NULL-terminated key/value list. */
+static char **read_metadata(const char *path) {
+    GBytes *b = slurp(path);
+    gsize size;
+    const guint8 *p = g_bytes_get_data(b, &size);
+    guint64 n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | p[i];
+    GPtrArray *kv = g_ptr_array_new();
+    JsonParser *parser = json_parser_new();
+    if (json_parser_load_from_data(parser, (const char *)p + 8, (gssize)n, NULL)) {
+        JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+        JsonNode *m = json_object_get_member(root, "__metadata__");
+        if (m && JSON_NODE_HOLDS_OBJECT(m)) {
+            JsonObject *mo = json_node_get_object(m);
+            GList *keys = json_object_get_members(mo);
+            for (GList *l = keys; l; l = l->next) {
+                g_ptr_array_add(kv, g_strdup(l->data));
+                g_ptr_array_add(kv, g_strdup(json_object_get_string_member(mo, l->data)));
+            }
+            g_list_free(keys);
+        }
+    }
+    g_object_unref(parser);
+    g_bytes_unref(b);
+    g_ptr_array_add(kv, NULL);
+    return (char **)g_ptr_array_free(kv, FALSE);
+}
+
+/* The smallest tensors of src (at most max_count, about budget bytes of
+ * data), with src's metadata. *names (if not NULL) gets the kept names. */
+static GBytes *shrink(const char *src_rel, size_t budget, size_t max_count, GPtrArray *names) {
+    char *src = g_build_filename(data_dir, src_rel, NULL);
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(src, &f, &st) != H3_OK) die(src, st.message);
+    size_t n = h3_st_count(f), keep = 0, bytes = 0;
+    const h3_st_tensor **order = g_new(const h3_st_tensor *, n ? n : 1);
+    for (size_t i = 0; i < n; i++) order[i] = h3_st_at(f, i);
+    qsort(order, n, sizeof *order, by_size);
+    h3_st_write_tensor *w = g_new0(h3_st_write_tensor, n ? n : 1);
+    for (size_t i = 0; i < n && keep < max_count; i++) {
+        if (keep && bytes + order[i]->nbytes > budget) break;
+        const h3_st_tensor *t = order[i];
+        w[keep] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w[keep].shape, t->shape, sizeof t->shape);
+        if (names) g_ptr_array_add(names, g_strdup(t->name));
+        bytes += t->nbytes;
+        keep++;
+    }
+    char **meta = read_metadata(src);
+    char *tmp = g_build_filename(out_dir, ".shrink.safetensors", NULL);
+    if (h3_st_write(tmp, w, keep, (const char *const *)meta, &st) != H3_OK) die(tmp, st.message);
+    GBytes *b = slurp(tmp);
+    g_unlink(tmp);
+    g_free(tmp);
+    g_strfreev(meta);
+    g_free(w);
+    g_free(order);
+    h3_st_close(f);
+    g_free(src);
+    return b;
+}
+
+/* An index json mapping each name of each shard's list to that shard. */
+static GBytes *index_json(int n, const char *const *shards, GPtrArray *const *names) {
+    GString *s = g_string_new("{\n  \"metadata\": {\"total_size\": 0},\n  \"weight_map\": {");
+    int first = 1;
+    for (int i = 0; i < n; i++)
+        for (guint k = 0; k < names[i]->len; k++) {
+            g_string_append_printf(s, "%s\n    \"%s\": \"%s\"", first ? "" : ",", (const char *)names[i]->pdata[k],
+                                   shards[i]);
+            first = 0;
+        }
+    g_string_append(s, "\n  }\n}\n");
+    return g_string_free_to_bytes(s);
+}
+
+static void safetensors_seeds(void) {
+    static const char *const files[] = {
+        "models/tiny-h3/transformer/diffusion_pytorch_model.safetensors",
+        "models/tiny-h3/vae/diffusion_pytorch_model.safetensors",
+        "models/tiny-h3/audio_vae/diffusion_pytorch_model.safetensors",
+        "models/tiny-h3/text_encoder/model.safetensors",
+        "models/tiny-h3-native/FL2VA/transformer/model-00001-of-00002.safetensors",
+        "adapters/tiny-h3/dense-datafree/adapter_model.safetensors",
+        "adapters/tiny-h3/vsa-datafree/adapter_model.safetensors",
+        "goldens/common/tokenizer_ids.safetensors",
+        "goldens/common/randn.safetensors",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "shrunk-%02zu.safetensors", i);
+        SEED("safetensors", name, NULL, shrink(files[i], 4096, 12, NULL));
+    }
+}
+
+static void checkpoint_seeds(void) {
+    const char *shards[] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    GPtrArray *names[] = {g_ptr_array_new_with_free_func(g_free), g_ptr_array_new_with_free_func(g_free)};
+    GBytes *s0 = shrink("models/tiny-h3-native/FL2VA/transformer/model-00001-of-00002.safetensors", 2048, 6, names[0]);
+    GBytes *s1 = shrink("models/tiny-h3-native/FL2VA/transformer/model-00002-of-00002.safetensors", 2048, 6, names[1]);
+    SEED("checkpoint", "native-2-shards", NULL, index_json(2, shards, names), named(shards[0], s0),
+         named(shards[1], s1));
+    g_ptr_array_unref(names[0]);
+    g_ptr_array_unref(names[1]);
+
+    const char *one[] = {"diffusion_pytorch_model-00001-of-00001.safetensors"};
+    GPtrArray *n1 = g_ptr_array_new_with_free_func(g_free);
+    GBytes *d = shrink("models/tiny-h3/transformer/diffusion_pytorch_model.safetensors", 4096, 10, n1);
+    SEED("checkpoint", "diffusers-1-shard", NULL, index_json(1, one, &n1), named(one[0], d));
+    g_ptr_array_unref(n1);
+    /* The release's index alone: every shard is missing. */
+    SEED("checkpoint", "official-native-index", NULL,
+         data_file("official/FL2VA/transformer/model.safetensors.index.json"));
+}
+
+static void config_seeds(void) {
+    static const char *const files[] = {
+        "official/model_index.json", "official/FL2VA/model_index.json", "official/transformer/config.json",
+        "official/FL2VA/transformer/config.json", "official/text_encoder/config.json",
+        "official/vae/config.json", "official/FL2VA/video_vae/config.json",
+        "official/FL2VA/video_vae/source/config.json", "official/audio_vae/config.json",
+        "official/FL2VA/audio_vae/config.json", "official/FL2VA/audio_vae/metadata.json",
+        "official/scheduler/scheduler_config.json", "models/tiny-h3/golden_meta.json",
+        "adapters/tiny-h3/vsa-datafree/fastvideo_inference.json",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "config-%02zu.json", i);
+        SEED("config", name, NULL, data_file(files[i]));
+    }
+}
+
+static void model_config_seeds(void) {
+    SEED("dit_config", "tiny", NULL, data_file("models/tiny-h3/transformer/config.json"));
+    SEED("dit_config", "tiny-native", NULL, data_file("models/tiny-h3-native/FL2VA/transformer/config.json"));
+    SEED("dit_config", "release", NULL, data_file("official/transformer/config.json"));
+    SEED("dit_config", "release-native", NULL, data_file("official/FL2VA/transformer/config.json"));
+    SEED("text_encoder_config", "tiny", NULL, data_file("models/tiny-h3/text_encoder/config.json"));
+    SEED("text_encoder_config", "release", NULL, data_file("official/text_encoder/config.json"));
+    SEED("text_encoder_config", "release-native", NULL, data_file("official/FL2VA/text_encoder/config.json"));
+    SEED("audio_vae_config", "tiny", NULL, data_file("models/tiny-h3/audio_vae/config.json"));
+    SEED("audio_vae_config", "release", NULL, data_file("official/audio_vae/config.json"));
+    SEED("audio_vae_config", "release-native", NULL, data_file("official/FL2VA/audio_vae/config.json"),
+         data_file("official/FL2VA/audio_vae/metadata.json"));
+    SEED("video_vae_config", "tiny", NULL, data_file("models/tiny-h3/vae/config.json"));
+    SEED("video_vae_config", "release", NULL, data_file("official/vae/config.json"));
+    SEED("video_vae_config", "release-native", NULL, data_file("official/FL2VA/video_vae/config.json"),
+         data_file("official/FL2VA/video_vae/source/config.json"));
+}
+
+static GBytes *flag(unsigned char f) { return g_bytes_new(&f, 1); }
+
+static void tokenizer_seeds(void) {
+    /* flags 0: transformers mode, tokenizer.json (+ config); 1: tokenizers mode;
+     * 2: vocab.json + merges.txt (+ config) */
+    SEED("tokenizer_load", "json+config", flag(0), data_file("models/tiny-h3/tokenizer/tokenizer.json"),
+         data_file("models/tiny-h3/tokenizer/tokenizer_config.json"));
+    SEED("tokenizer_load", "json-tokenizers-mode", flag(1), data_file("models/tiny-h3/tokenizer/tokenizer.json"));
+    SEED("tokenizer_load", "slow+config", flag(2), data_file("models/tiny-h3/tokenizer/vocab.json"),
+         data_file("models/tiny-h3/tokenizer/merges.txt"), data_file("models/tiny-h3/tokenizer/tokenizer_config.json"));
+    SEED("tokenizer_load", "slow+release-config", flag(2), data_file("models/tiny-h3/tokenizer/vocab.json"),
+         data_file("models/tiny-h3/tokenizer/merges.txt"), data_file("official/tokenizer/tokenizer_config.json"));
+    SEED("tokenizer_load", "json+release-config", flag(0), data_file("models/tiny-h3/tokenizer/tokenizer.json"),
+         data_file("official/FL2VA/tokenizer/tokenizer_config.json"));
+
+    /* The golden strings (tokenizer_goldens.json entries[].text). */
+    JsonParser *parser = json_parser_new();
+    char *p = g_build_filename(data_dir, "goldens/common/tokenizer_goldens.json", NULL);
+    GError *err = NULL;
+    if (!json_parser_load_from_file(parser, p, &err)) die(p, err->message);
+    JsonArray *entries =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "entries");
+    for (guint i = 0; i < json_array_get_length(entries); i++) {
+        const char *t = json_object_get_string_member(json_array_get_object_element(entries, i), "text");
+        char name[32];
+        snprintf(name, sizeof name, "golden-%02u", i);
+        SEED("tokenizer_encode", name, NULL, text(t));
+    }
+    g_object_unref(parser);
+    g_free(p);
+}
+
+static void adapter_seeds(void) {
+    SEED("adapter", "dense+contract", NULL, data_file("adapters/tiny-h3/dense-datafree/adapter_model.safetensors"),
+         data_file("adapters/tiny-h3/dense-datafree/fastvideo_inference.json"));
+    SEED("adapter", "vsa+contract", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"),
+         data_file("adapters/tiny-h3/vsa-datafree/fastvideo_inference.json"));
+    SEED("adapter", "vsa", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"));
+}
+
+static void engine_seeds(void) {
+    static const char *const files[] = {
+        "golden_meta.json", "scheduler/scheduler_config.json", "audio_scheduler/scheduler_config.json",
+        "transformer/config.json", "text_encoder/config.json", "vae/config.json", "audio_vae/config.json",
+        "tokenizer/tokenizer_config.json",
+    };
+    SEED("engine_open", "as-is", NULL, text(""));
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "file-%02zu", i);
+        SEED("engine_open", name, NULL, named(files[i], model_file(files[i])));
+    }
+    SEED("engine_open", "tp2", NULL, named("@devices", text("cpu:2")));
+    SEED("engine_open", "no-model-index", NULL, named("model_index.json", text("")),
+         named("modular_model_index.json", text("")));
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: make_seeds OUT_DIR TESTS_DATA_DIR TINY_MODEL_DIR\n");
+        return 2;
+    }
+    out_dir = argv[1];
+    data_dir = argv[2];
+    model_dir = argv[3];
+    g_mkdir_with_parents(out_dir, 0755);
+    safetensors_seeds();
+    checkpoint_seeds();
+    config_seeds();
+    model_config_seeds();
+    tokenizer_seeds();
+    adapter_seeds();
+    engine_seeds();
+    printf("make_seeds: %d seeds in %s\n", n_seeds, out_dir);
+    return 0;
+}

@@ -1,0 +1,80 @@
+#!/bin/sh
+# Long fuzzing runs: each harness of tests/fuzz for hours, in parallel
+# jobs, on a corpus kept outside the repository; then the leak pass
+# (run-fuzz.sh) and a table of executions and findings per harness.
+#
+#   tests/fuzz/run-long.sh BUILD_DIR [HARNESS...]     (default: every harness)
+#
+#   H3_FUZZ_TIME    seconds per harness (default 3600)
+#   H3_FUZZ_JOBS    parallel libFuzzer jobs per harness (default: the CPU count)
+#   H3_FUZZ_CORPUS  where corpora, artifacts and logs go (default
+#                   ${XDG_CACHE_HOME:-$HOME/.cache}/gst-h3-fuzz); reuse it to
+#                   resume: each run starts from the corpus the last one grew
+#
+# BUILD_DIR is a fuzz build (docs/RELIABILITY.md):
+#   CC=clang meson setup build-fuzz -Dfuzz=enabled -Dcuda=disabled -Dgstreamer=disabled
+#   ninja -C build-fuzz
+# Each harness runs libFuzzer's -jobs=N -workers=N -max_total_time=T; a job
+# that crashes ends early, so the round is started again with the time left
+# until T is spent. Findings: CORPUS/artifacts/<harness>/{crash,leak,timeout,
+# oom}-*; replay one with BUILD_DIR/tests/fuzz/fuzz_<harness> FILE, and save it
+# under tests/fuzz/regressions/<harness>/ so that the fuzz suite replays it.
+set -eu
+[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+build=$(cd "$1" && pwd)
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+total=${H3_FUZZ_TIME:-3600}
+jobs=${H3_FUZZ_JOBS:-$(nproc)}
+root=${H3_FUZZ_CORPUS:-${XDG_CACHE_HOME:-$HOME/.cache}/gst-h3-fuzz}
+mkdir -p "$root"
+root=$(cd "$root" && pwd)
+case $root/ in "$src"/*) echo "run-long.sh: keep H3_FUZZ_CORPUS outside the repository" >&2; exit 2 ;; esac
+
+if [ $# -eq 0 ]; then
+  set --
+  for exe in "$build"/tests/fuzz/fuzz_*; do [ -x "$exe" ] && set -- "$@" "${exe##*/fuzz_}"; done
+fi
+[ $# -gt 0 ] || { echo "run-long.sh: no fuzz_* in $build/tests/fuzz (configure with -Dfuzz=enabled)" >&2; exit 2; }
+
+export OPENBLAS_NUM_THREADS=1 G_SLICE=always-malloc H3_FUZZ_DATA="$src/tests/data"
+export TMPDIR="$root/tmp"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:handle_abort=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+mkdir -p "$TMPDIR"
+report="$root/report-$(date +%Y%m%d-%H%M%S).txt"
+
+count() { find "$1" -maxdepth 1 -name "$2-*" 2>/dev/null | wc -l | tr -d ' '; }
+
+printf '%-22s %12s %8s %6s %9s %5s %8s\n' harness executions crashes leaks timeouts ooms corpus >"$report"
+for name in "$@"; do
+  exe="$build/tests/fuzz/fuzz_$name"
+  [ -x "$exe" ] || { echo "run-long.sh: no $exe" >&2; exit 2; }
+  corpus="$root/corpus/$name" artifacts="$root/artifacts/$name" logs="$root/logs/$name"
+  mkdir -p "$corpus" "$artifacts" "$logs"
+  seeds=""
+  for d in "$src/tests/fuzz/seeds/$name" "$build/tests/fuzz/seeds/$name"; do [ -d "$d" ] && seeds="$seeds $d"; done
+  start=$(date +%s) round=0
+  echo "== $name: ${total} s, $jobs job(s), corpus $corpus"
+  while :; do
+    left=$((total - ($(date +%s) - start)))
+    [ "$left" -ge 10 ] || break
+    round=$((round + 1))
+    mkdir -p "$logs/round-$round"
+    # shellcheck disable=SC2086
+    (cd "$logs/round-$round" && "$exe" -jobs="$jobs" -workers="$jobs" -max_total_time="$left" \
+      -dict="$here/json.dict" -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/" "$corpus" $seeds >driver.log 2>&1) || true
+  done
+  execs=$(cat "$logs"/round-*/fuzz-*.log 2>/dev/null | awk '/^stat::number_of_executed_units:/ { n += $2 } END { print n + 0 }')
+  "$here/run-fuzz.sh" leaks "$exe" "$name" "$root" || true
+  line=$(printf '%-22s %12s %8s %6s %9s %5s %8s' "$name" "$execs" "$(count "$artifacts" crash)" \
+    "$(count "$artifacts" leak)" "$(count "$artifacts" timeout)" "$(count "$artifacts" oom)" \
+    "$(find "$corpus" -type f | wc -l | tr -d ' ')")
+  echo "$line" >>"$report"
+  echo "$line"
+done
+echo
+cat "$report"
+echo "(report: $report; findings under $root/artifacts/)"

@@ -69,12 +69,16 @@ static h3_status_code product_of(const h3_config *c, const char *key, int *out, 
     int n = 0;
     h3_status_code rc = h3_config_int_array(c, key, f, 16, &n, status);
     if (rc != H3_OK) return rc;
+    /* Each factor and the running product stay in [1, 1024], checked before
+     * the multiplication: a factor such as 4294967296 must neither overflow
+     * nor wrap to 0 and pass the bound (a divide by zero later). */
     int64_t p = 1;
     for (int i = 0; i < n; i++) {
-        if (f[i] < 1) return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\"[%d] = %lld", h3_config_path(c), key, i, (long long)f[i]);
+        if (f[i] < 1 || f[i] > 1024 || p > 1024 / f[i])
+            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\"[%d] = %lld: the factors must multiply to 1..1024",
+                           h3_config_path(c), key, i, (long long)f[i]);
         p *= f[i];
     }
-    if (p > 1024) return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" multiplies to %lld", h3_config_path(c), key, (long long)p);
     *out = (int)p;
     return H3_OK;
 }

@@ -84,27 +84,40 @@ static h3_status_code read_shift(const char *dir, const char *sub, float *shift,
     return rc;
 }
 
-/* Finds the components of a diffusers-layout root (model_index.json +
- * transformer/, vae/, ...) or of a native FL2VA/ directory. */
-static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
+h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *status) {
+    *out = NULL;
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
         return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
     char *root = g_strdup(dir);
     if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
-        char *n = g_build_filename(root, "FL2VA", NULL);
         g_free(root);
-        root = n;
+        root = g_build_filename(dir, "FL2VA", NULL);
     }
+    if (!is_dir(root, "transformer") || (!is_dir(root, "vae") && !is_dir(root, "video_vae"))) {
+        g_free(root);
+        return h3_fail(status, H3_ERR_NOT_FOUND,
+                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
+                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
+    }
+    *out = root;
+    return H3_OK;
+}
+
+/* Finds the components of a diffusers-layout root (model_index.json +
+ * transformer/, vae/, ...) or of a native FL2VA/ directory. */
+static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
+    char *root;
+    h3_status_code rc = h3_engine_model_root(dir, &root, status);
+    if (rc != H3_OK) return rc;
     e->model_dir = root;
     e->video_shift = H3_VIDEO_SHIFT;
     e->audio_shift = H3_AUDIO_SHIFT;
-    h3_status_code rc = H3_OK;
-    if (is_dir(root, "transformer") && is_dir(root, "vae")) {
+    if (is_dir(root, "vae")) {
         e->native_layout = 0;
         e->vae_dir = g_build_filename(root, "vae", NULL);
         if (is_dir(root, "scheduler")) rc = read_shift(root, "scheduler", &e->video_shift, status);
         if (rc == H3_OK && is_dir(root, "audio_scheduler")) rc = read_shift(root, "audio_scheduler", &e->audio_shift, status);
-    } else if (is_dir(root, "transformer") && is_dir(root, "video_vae")) {
+    } else { /* video_vae/: h3_engine_model_root checked it */
         e->native_layout = 1;
         e->vae_dir = g_build_filename(root, "video_vae", NULL);
         char *mi = g_build_filename(root, "model_index.json", NULL);
@@ -118,10 +131,6 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
             h3_config_free(c);
         }
         g_free(mi);
-    } else {
-        return h3_fail(status, H3_ERR_NOT_FOUND,
-                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
-                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
     }
     if (rc != H3_OK) return rc;
     e->transformer_dir = g_build_filename(root, "transformer", NULL);

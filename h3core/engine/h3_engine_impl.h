@@ -108,6 +108,11 @@ struct h3_engine {
 /* ---- h3_engine.c ---------------------------------------------------------- */
 /* To the application's log callback, else warnings and errors to stderr. */
 void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* The model's root as the engine opens it (a diffusers root, or a native
+ * FL2VA/ folder given itself or its parent), or an error in the engine's
+ * words when dir is not a model. The one owner of the layout rule (open and
+ * preflight). Caller frees *out with g_free. */
+h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *status);
 /* Monotonic seconds, for the stats. */
 double h3_engine_now(void);
 

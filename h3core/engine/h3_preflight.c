@@ -23,42 +23,6 @@
 
 #include "engine/h3_gpus.h"
 
-static int has_dir(const char *base, const char *sub) {
-    char *p = g_build_filename(base, sub, NULL);
-    int r = g_file_test(p, G_FILE_TEST_IS_DIR);
-    g_free(p);
-    return r;
-}
-
-static int has_file(const char *base, const char *sub) {
-    char *p = g_build_filename(base, sub, NULL);
-    int r = g_file_test(p, G_FILE_TEST_IS_REGULAR);
-    g_free(p);
-    return r;
-}
-
-/* The model's root as h3_engine_open resolves it (a diffusers root, or a
- * native FL2VA/ folder, given itself or its parent), in the engine's words
- * when it is not a model. Caller frees the result with g_free. */
-static h3_status_code model_root(const char *dir, char **out, h3_status *status) {
-    *out = NULL;
-    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
-        return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
-    char *root = g_strdup(dir);
-    if (!has_file(root, "model_index.json") && !has_file(root, "modular_model_index.json") && has_dir(root, "FL2VA")) {
-        g_free(root);
-        root = g_build_filename(dir, "FL2VA", NULL);
-    }
-    if (!has_dir(root, "transformer") || (!has_dir(root, "vae") && !has_dir(root, "video_vae"))) {
-        g_free(root);
-        return h3_fail(status, H3_ERR_NOT_FOUND,
-                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
-                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
-    }
-    *out = root;
-    return H3_OK;
-}
-
 /* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: CUDA
  * sees only those. */
 static int visible_devices(void) {
@@ -159,7 +123,7 @@ h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request 
     memset(out, 0, sizeof *out);
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
     char *root = NULL;
-    h3_status_code rc = model_root(dir, &root, status);
+    h3_status_code rc = h3_engine_model_root(dir, &root, status);
     if (rc == H3_OK) {
         char *audio = g_build_filename(root, "audio_vae", NULL);
         h3_audio_vae_config cfg;

@@ -183,6 +183,9 @@ typedef struct h3_stats {
     uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
                                  its backend's allocation tally (weights, arena, its own buffers such as
                                  cuBLASLt's workspace and op scratch), not the CUDA context */
+    int text_encoder_released; /* 1: the last generation freed the text encoder after encoding (it did
+                                  not fit resident, h3_memory_plan.text_encoder_released); the next
+                                  loads it again, which its text time includes */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------
@@ -197,7 +200,8 @@ typedef struct h3_memory_device {
     uint64_t text_encoder, transformer, video_vae, audio_vae; /* weight bytes on this rank */
     uint64_t arena;              /* activation high-water for the request */
     uint64_t workspace;          /* backend scratch outside the arena */
-    uint64_t total;              /* the sum of the above */
+    uint64_t total;              /* the sum of the above; with the text encoder released (below), the
+                                    highest the weights, arena and workspace reach together */
     uint64_t available;          /* free bytes on the device when planned (0: unknown, e.g. the CPU) */
 } h3_memory_device;
 
@@ -205,6 +209,11 @@ typedef struct h3_memory_plan {
     int n_devices;
     h3_memory_device devices[H3_MAX_DEVICES];
     int fits;                    /* every device's total <= available (or available unknown) */
+    /* 1: the request does not fit with the text encoder resident through the
+     * denoising, so its weights are freed after the text stage and loaded
+     * again (from the files, or drawn again) before the next request; the
+     * engine decides this itself, per request, and logs it. */
+    int text_encoder_released;
 } h3_memory_plan;
 
 /* The plan for `request` on the engine `options` would open, reading only

@@ -145,6 +145,18 @@ void h3_arena_reset(h3_backend *b, size_t mark) {
 
 size_t h3_arena_high_water(const h3_backend *b) { return b->high_water; }
 
+void h3_backend_trim(h3_backend *b) {
+    int keep = h3_arena_mark(b) == 0 ? 0 : b->cur_chunk + 1;
+    for (int i = keep; i < b->n_chunks; i++) {
+        b->ops->free(b, b->chunks[i].data);
+        mem_add(&b->mem_arena, -(int64_t)b->chunks[i].size);
+    }
+    if (keep < b->n_chunks) b->n_chunks = keep;
+    if (keep == 0) b->cur_chunk = 0, b->cur_offset = 0;
+    mem_update(b);
+    if (b->ops->trim_scratch) b->ops->trim_scratch(b);
+}
+
 static void *arena_alloc(h3_backend *b, size_t bytes) {
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (bytes == 0) bytes = ARENA_ALIGN;

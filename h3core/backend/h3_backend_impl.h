@@ -24,6 +24,9 @@ typedef struct h3_backend_ops {
     int (*upload)(h3_backend *b, void *dst, const void *src, size_t bytes);
     int (*download)(h3_backend *b, void *dst, const void *src, size_t bytes);
     int (*synchronize)(h3_backend *b);
+    /* Frees the backend's op scratch (it grows again on the next op that
+     * needs it); NULL: the backend keeps none worth freeing. */
+    void (*trim_scratch)(h3_backend *b);
 
     void (*linear)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
     void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);

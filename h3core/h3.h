@@ -106,6 +106,13 @@ typedef struct h3_engine_options {
     h3_load_format load_format;    /* default H3_LOAD_SAFETENSORS */
     h3_dummy_adapter dummy_adapter; /* H3_LOAD_DUMMY only */
     uint64_t dummy_seed;           /* H3_LOAD_DUMMY: the weights' generator seed */
+    /* The most device memory the engine may use on each GPU, in bytes, the
+     * CUDA context included (0: what is free). The memory plan holds every
+     * request to the lesser of this and the free memory, and each GPU
+     * backend refuses an allocation past it (minus the plan's reserve for
+     * the context), so an 80, 48 or 24 GB card can be stood for on a larger
+     * one. */
+    uint64_t max_gpu_memory;
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;

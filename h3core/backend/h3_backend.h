@@ -91,6 +91,13 @@ size_t h3_arena_high_water(const h3_backend *b);
  * first use, as after creation. */
 void h3_backend_trim(h3_backend *b);
 
+/* At most `bytes` in the tally below (weights, arena and the backend's own
+ * buffers together; 0: no limit): an allocation past it fails like an
+ * out-of-memory one (the sticky H3_ERR_NO_MEMORY), naming the limit. The
+ * engine sets it from h3_engine_options.max_gpu_memory, so a smaller GPU can
+ * be stood for on a large one. */
+void h3_backend_set_memory_limit(h3_backend *b, uint64_t bytes);
+
 /* The device memory a backend holds, tallied at every allocation and free
  * (bytes as asked for, before the driver's rounding). The CPU backend counts
  * weights and arena (its scratch is small host memory outside the tally);

@@ -107,6 +107,7 @@ struct h3_backend {
     uint64_t mem_weights, mem_arena, mem_scratch;
     uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
     uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
+    uint64_t mem_limit;        /* h3_backend_set_memory_limit; 0: none */
 };
 
 /* For backends: set the sticky error if none is set yet. */
@@ -121,6 +122,10 @@ void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
 /* For backends: their own device buffers (GEMM workspace, scratch) grew
  * (delta > 0) or shrank, for h3_backend_memory. */
 void h3_backend_track_scratch(h3_backend *b, int64_t delta);
+/* For a backend's own buffers (CUDA's scratch): 1, with the sticky error
+ * set, when holding `bytes` more, after giving back `released`, would pass
+ * the memory limit (h3_backend_set_memory_limit). */
+int h3_backend_limit_refuses(h3_backend *b, size_t bytes, size_t released, const char *what);
 
 /* ---- measuring backends (backend/measure/) ---------------------------------
  * A measuring backend stands for a real one, described by its target: the

@@ -242,6 +242,7 @@ static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h
         int device = 0;
         h3_status cs = {0};
         if (create_cuda(o->compute, device, &e->backend, &cs) == H3_OK) {
+            h3_memory_limit_backend(e, e->backend, device);
             snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d%s", device,
                      o->compute == H3_COMPUTE_CUDA_F32 ? " (f32)" : "");
             return H3_OK;
@@ -411,6 +412,7 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
     } else {
 #ifdef H3_HAVE_CUDA
         rc = create_cuda(e->compute, device, &r->backend, &bs);
+        if (rc == H3_OK) h3_memory_limit_backend(e, r->backend, device);
 #else
         rc = h3_fail(&bs, H3_ERR_UNSUPPORTED, "no CUDA backend in this build");
 #endif
@@ -488,6 +490,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     e->log = measure ? discard_log : o->log; /* a measuring engine repeats what the real one says */
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
+    e->max_gpu_memory = o->max_gpu_memory;
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */

@@ -54,6 +54,9 @@ _Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one ten
  * (again: the files, or the dummy draw) when it has none; and freed. Ranks
  * outside the conditioner's group hold none and do nothing. */
 h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
+/* h3_memory_plan.c: max_gpu_memory as a limit on a GPU backend's tally (the
+ * plan's reserve for the context taken off); applied to real backends. */
+void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
 void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp);
 
 struct h3_engine {
@@ -110,6 +113,7 @@ struct h3_engine {
      * next request loads them again. text_released_last: the last request did. */
     int text_release, text_released_last;
     int text_hidden; /* the text encoder's width, known while its weights are away */
+    uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
     h3_memory_target shadow_target; /* what the shadow stands for */
     int generated;        /* a generation ran: the backends' peaks are its */
 

@@ -163,8 +163,14 @@ static uint64_t reserve(const h3_engine *e, int device) {
     return device < 0 ? 0 : CUDA_CONTEXT_BYTES + (e->n_ranks > 1 ? NCCL_BYTES : 0);
 }
 
+void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device) {
+    uint64_t r = reserve(e, device);
+    if (device < 0 || !e->max_gpu_memory || e->measure) return;
+    h3_backend_set_memory_limit(b, e->max_gpu_memory > r ? e->max_gpu_memory - r : 1);
+}
+
 /* The plan of a measuring engine: each rank's tally, the reserves, and the
- * free memory NVML reports now. */
+ * free memory NVML reports now (at most max_gpu_memory). */
 static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256];
@@ -179,6 +185,8 @@ static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
         d->total += reserve(m, d->device);
         int g = d->device >= 0 ? nvml_gpu(d->device, gpus, n_gpus) : -1;
         d->available = g >= 0 ? gpus[g].free_bytes : 0;
+        if (d->device >= 0 && m->max_gpu_memory && (!d->available || d->available > m->max_gpu_memory))
+            d->available = m->max_gpu_memory;
         if (d->available && d->total > d->available) plan->fits = 0;
     }
 }
@@ -197,7 +205,8 @@ static uint64_t room(const h3_engine *e, int i, const h3_memory_device *d) {
     if (!e) return d->available;
     h3_backend_memory held;
     h3_backend_memory_get(e->ranks[i].backend, &held);
-    return d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
+    uint64_t r = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
+    return e->max_gpu_memory && d->device >= 0 && r > e->max_gpu_memory ? e->max_gpu_memory : r;
 }
 
 static int fits_in(const h3_engine *e, const h3_memory_plan *plan) {

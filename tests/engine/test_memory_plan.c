@@ -411,7 +411,76 @@ static void test_release_plan(void) {
 #endif
 }
 
+/* max_gpu_memory: a backend refuses past its limit with a message naming
+ * it, and works again without one; the plan holds requests to it. */
+static void test_memory_limit(void) {
+    h3_backend *b = NULL;
+    h3_status st = {0};
+    if (h3_backend_cpu_create(1, &b, &st) != H3_OK) {
+        CHECK(0, "cpu backend: %s", st.message);
+        return;
+    }
+    h3_backend_set_memory_limit(b, (uint64_t)1 << 20);
+    size_t mark = h3_arena_mark(b);
+    h3_tensor big = h3_new_2d(b, H3_F32, 1024, 1024); /* 4 MiB */
+    h3_status_code rc = h3_backend_check(b, &st);
+    CHECK(big.data == NULL && rc == H3_ERR_NO_MEMORY && strstr(st.message, "max-gpu-memory") &&
+              strstr(st.message, "activations"),
+          "arena past the limit: %s '%s'", h3_status_code_name(rc), st.message);
+    h3_backend_clear_error(b);
+    float *host = calloc(1 << 19, sizeof *host);
+    int64_t shape[2] = {512, 1024};
+    h3_tensor w;
+    rc = h3_weight_from_f32(b, host, H3_F32, 2, shape, &w, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && strstr(st.message, "memory limit of 0.00 GiB") && strstr(st.message, "weights"),
+          "weights past the limit: %s '%s'", h3_status_code_name(rc), st.message);
+    h3_backend_clear_error(b);
+    h3_backend_set_memory_limit(b, 0);
+    h3_arena_reset(b, mark);
+    big = h3_new_2d(b, H3_F32, 1024, 1024);
+    CHECK(big.data != NULL && h3_backend_check(b, &st) == H3_OK, "no limit: %s", st.message);
+    rc = h3_weight_from_f32(b, host, H3_F32, 2, shape, &w, &st);
+    CHECK(rc == H3_OK, "weights without a limit: %s", st.message);
+    if (rc == H3_OK) h3_weight_free(b, &w);
+    free(host);
+    h3_backend_destroy(b);
+#ifdef H3_HAVE_CUDA
+    /* The release's 5 s VSA clip (129.0 GiB resident) on an 80 GB card and on a 130 GiB budget. */
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("official");
+    o.compute = H3_COMPUTE_CUDA;
+    o.load_format = H3_LOAD_DUMMY;
+    o.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
+    h3_request r = h3_request_default();
+    r.prompt = "a red fox in snow";
+    r.width = 1280;
+    r.height = 736;
+    r.num_frames = 124;
+    r.attention = H3_ATTENTION_VSA;
+    const struct {
+        double cap_gib;
+        int fits, released;
+    } cases[] = {{80.0, 0, 1}, {130.0, 1, 0}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        o.max_gpu_memory = (uint64_t)(cases[i].cap_gib * 1073741824.0);
+        h3_memory_plan plan;
+        if (h3_memory_plan_make(&o, &r, &plan, &st) != H3_OK) {
+            CHECK(0, "5 s vsa plan at %.0f GiB: %s", cases[i].cap_gib, st.message);
+            continue;
+        }
+        printf("5 s vsa plan with max_gpu_memory %.0f GiB: total %.2f GiB, available %.2f, fits %d, text encoder %s\n",
+               cases[i].cap_gib, plan.devices[0].total / 1073741824.0, plan.devices[0].available / 1073741824.0,
+               plan.fits, plan.text_encoder_released ? "released" : "resident");
+        CHECK(plan.devices[0].available == o.max_gpu_memory && plan.fits == cases[i].fits &&
+                  plan.text_encoder_released == cases[i].released,
+              "5 s vsa at %.0f GiB: available %llu, fits %d, released %d", cases[i].cap_gib,
+              (unsigned long long)plan.devices[0].available, plan.fits, plan.text_encoder_released);
+    }
+#endif
+}
+
 int main(void) {
+    test_memory_limit();
     check_release(H3_LOAD_SAFETENSORS, "auto");
     check_release(H3_LOAD_DUMMY, "auto");
     check_release(H3_LOAD_SAFETENSORS, "cpu:2");

@@ -227,6 +227,7 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
     size_t want = H3_CUDA_SCRATCH_GROWN(bytes);
+    if (h3_backend_limit_refuses(b, want, c->scratch_size, "op scratch")) return NULL;
     cudaFree(c->scratch);
     h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
     c->scratch = NULL;

@@ -66,6 +66,46 @@ static void test_lanczos_golden(void) {
     h3_rgb_image_clear(&got);
 }
 
+/* A sharp synthetic pattern (it rings, so clipping is exercised). */
+static void pattern(h3_rgb_image *img, int w, int h) {
+    *img = (h3_rgb_image){w, h, (size_t)w * 3, malloc((size_t)w * h * 3)};
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++)
+                img->data[((size_t)y * w + x) * 3 + c] = (uint8_t)((x * 37 + y * 91 + c * 53 + ((x * y) % 29) * 7) & 255);
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Up, down, one axis, and the follower's cover-crop, against Pillow 9.4
+ * (Image.resize(..., LANCZOS), the crop with diffusers' arithmetic): the
+ * FNV-1a 64 of its bytes. mode -1: plain resize, 1: follower fit. */
+static void test_lanczos_pillow(void) {
+    static const struct { int w, h, ow, oh, mode; uint64_t fnv; } cases[] = {
+        {40, 30, 100, 77, -1, 0xc994f029701c3995ull}, {77, 51, 200, 51, -1, 0x6c4df6ff3a8acdd2ull},
+        {300, 200, 300, 37, -1, 0xe2e795f4cebfb7cfull}, {5, 5, 64, 64, -1, 0x7dba1e671a639e23ull},
+        {96, 40, 64, 64, 1, 0x13c1cf53f20eb7acull},     {30, 50, 64, 32, 1, 0x41c90281782fa95full},
+        {200, 113, 1344, 768, 1, 0x521a9902c9744d9eull},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        h3_rgb_image in, out;
+        h3_status st = {0};
+        pattern(&in, cases[i].w, cases[i].h);
+        h3_status_code rc = cases[i].mode < 0 ? h3_image_resize_lanczos(&in, cases[i].ow, cases[i].oh, &out, &st)
+                                              : h3_image_fit_keyframe(&in, cases[i].ow, cases[i].oh, 1, &out, &st);
+        CHECK(rc == H3_OK && out.width == cases[i].ow && out.height == cases[i].oh, "case %zu: %s", i, st.message);
+        if (rc == H3_OK)
+            CHECK(fnv1a(out.data, (size_t)out.width * out.height * 3) == cases[i].fnv, "%dx%d -> %dx%d (mode %d) differs from Pillow",
+                  cases[i].w, cases[i].h, cases[i].ow, cases[i].oh, cases[i].mode);
+        h3_rgb_image_clear(&out);
+        free(in.data);
+    }
+}
+
 /* One pass only, identity, and a stride wider than the row. */
 static void test_lanczos_shapes(void) {
     h3_rgb_image in;
@@ -368,6 +408,7 @@ int main(void) {
     }
     test_lanczos_golden();
     test_lanczos_shapes();
+    test_lanczos_pillow();
     test_canvas_and_crop();
     test_smart_resize();
     test_processor_golden();

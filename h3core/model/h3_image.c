@@ -56,7 +56,7 @@ static h3_status_code image_copy(const h3_rgb_image *src, h3_rgb_image *dst, h3_
     return H3_OK;
 }
 
-/* ---- LANCZOS (Pillow's Resample.c) ------------------------------------------------ */
+/* ---- separable fixed-point resampling (Pillow's Resample.c) ----------------------- */
 
 static double sinc(double x) {
     if (x == 0.0) return 1.0;
@@ -69,10 +69,33 @@ static double lanczos(double x) {
     return 0.0;
 }
 
+/* Keys' cubic with a = -0.5 as torch's antialiased bicubic evaluates it
+ * (HelperInterpCubic::aa_filter: cubic_convolution1/2 in double). */
+static double cubic(double x) {
+    const double a = -0.5;
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0.0;
+}
+
+/* A filter and how its taps become integers: Pillow's 8-bit path uses 22
+ * fractional bits; torch's uint8 antialias kernels (UpSampleKernelAVXAntialias,
+ * from Pillow-SIMD) int16 taps with the most bits that keep the largest tap
+ * below 2^15. */
+typedef struct resample_filter {
+    double (*fn)(double);
+    double support;
+    int int16_taps;
+} resample_filter;
+
+static const resample_filter pil_lanczos = {lanczos, 3.0, 0};
+static const resample_filter torch_bicubic = {cubic, 2.0, 1};
+
 /* One axis: for each output index its first input index and tap count
- * (bounds[2i], bounds[2i+1]) and ksize fixed-point taps. */
+ * (bounds[2i], bounds[2i+1]), ksize fixed-point taps, and their precision. */
 typedef struct axis_coeffs {
-    int ksize;
+    int ksize, precision;
     int *bounds;
     int32_t *kk;
 } axis_coeffs;
@@ -82,46 +105,68 @@ static void axis_coeffs_free(axis_coeffs *a) {
     free(a->kk);
 }
 
-static int32_t to_fixed(double k) {
-    return k < 0 ? (int32_t)(-0.5 + k * (1 << PRECISION_BITS)) : (int32_t)(0.5 + k * (1 << PRECISION_BITS));
+static int32_t to_fixed(double k, int precision) {
+    double v = k * (double)(1 << precision);
+    return k < 0 ? (int32_t)(-0.5 + v) : (int32_t)(0.5 + v);
 }
 
-/* precompute_coeffs over the box [0, in_size) + normalize_coeffs_8bpc. */
-static h3_status_code axis_coeffs_make(int in_size, int out_size, axis_coeffs *a, h3_status *status) {
+/* torch: the first precision p < 22 at which round(w_max·2^(p+1)) reaches 2^15. */
+static int int16_precision(const double *k, size_t n) {
+    double w_max = 0;
+    for (size_t i = 0; i < n; i++) w_max = k[i] > w_max ? k[i] : w_max;
+    int p = 0;
+    for (; p < 22; p++)
+        if ((int)(0.5 + w_max * (double)(1 << (p + 1))) >= (1 << 15)) break;
+    return p;
+}
+
+/* precompute_coeffs over the box [0, in_size): taps in double around the
+ * centre (x + 0.5)·scale, normalised to sum 1 (k[] holds them, [out][ksize]). */
+static void precompute(const resample_filter *f, int in_size, int out_size, int ksize, int *bounds, double *k) {
     double scale = (double)in_size / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
-    double support = LANCZOS_SUPPORT * filterscale;
-    a->ksize = (int)ceil(support) * 2 + 1;
-    a->bounds = malloc((size_t)out_size * 2 * sizeof *a->bounds);
-    a->kk = calloc((size_t)out_size * (size_t)a->ksize, sizeof *a->kk);
-    double *k = malloc((size_t)a->ksize * sizeof *k);
-    if (!a->bounds || !a->kk || !k) {
-        free(k);
-        axis_coeffs_free(a);
-        return h3_fail(status, H3_ERR_NO_MEMORY, "image resize: no host memory for %d taps", a->ksize);
-    }
+    double support = f->support * filterscale;
     for (int xx = 0; xx < out_size; xx++) {
-        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale, *kx = k + (size_t)xx * ksize;
         int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
         if (xmin < 0) xmin = 0;
         if (xmax > in_size) xmax = in_size;
         xmax -= xmin;
         for (int x = 0; x < xmax; x++) {
-            k[x] = lanczos((x + xmin - center + 0.5) * ss);
-            ww += k[x];
+            kx[x] = f->fn((x + xmin - center + 0.5) * ss);
+            ww += kx[x];
         }
-        for (int x = 0; x < xmax; x++) {
-            double v = ww != 0.0 ? k[x] / ww : k[x];
-            a->kk[(size_t)xx * a->ksize + x] = to_fixed(v);
-        }
-        a->bounds[xx * 2] = xmin;
-        a->bounds[xx * 2 + 1] = xmax;
+        for (int x = 0; x < xmax; x++)
+            if (ww != 0.0) kx[x] /= ww;
+        for (int x = xmax; x < ksize; x++) kx[x] = 0.0;
+        bounds[xx * 2] = xmin;
+        bounds[xx * 2 + 1] = xmax;
     }
+}
+
+static h3_status_code axis_coeffs_make(const resample_filter *f, int in_size, int out_size, axis_coeffs *a,
+                                       h3_status *status) {
+    double scale = (double)in_size / out_size;
+    a->ksize = (int)ceil(f->support * (scale < 1.0 ? 1.0 : scale)) * 2 + 1;
+    size_t n = (size_t)out_size * (size_t)a->ksize;
+    a->bounds = malloc((size_t)out_size * 2 * sizeof *a->bounds);
+    a->kk = malloc(n * sizeof *a->kk);
+    double *k = malloc(n * sizeof *k);
+    if (!a->bounds || !a->kk || !k) {
+        free(k);
+        axis_coeffs_free(a);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "image resize: no host memory for %zu taps", n);
+    }
+    precompute(f, in_size, out_size, a->ksize, a->bounds, k);
+    a->precision = f->int16_taps ? int16_precision(k, n) : PRECISION_BITS;
+    for (size_t i = 0; i < n; i++) a->kk[i] = to_fixed(k[i], a->precision);
     free(k);
     return H3_OK;
 }
 
-static uint8_t clip8(int64_t acc) {
-    int64_t v = acc >> PRECISION_BITS; /* arithmetic shift, as Pillow's int */
+/* >> precision (arithmetic), clamped to 0..255: Pillow's clip8, torch's
+ * saturating packs. */
+static uint8_t clip8(int64_t acc, int precision) {
+    int64_t v = acc >> precision;
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
@@ -133,9 +178,9 @@ static void pass_horizontal(const h3_rgb_image *src, h3_rgb_image *dst, const ax
             int xmin = a->bounds[xx * 2], xmax = a->bounds[xx * 2 + 1];
             const int32_t *k = &a->kk[(size_t)xx * a->ksize];
             for (int c = 0; c < 3; c++) {
-                int64_t ss = 1 << (PRECISION_BITS - 1);
+                int64_t ss = (int64_t)1 << (a->precision - 1);
                 for (int x = 0; x < xmax; x++) ss += (int64_t)in[(size_t)(x + xmin) * 3 + c] * k[x];
-                out[(size_t)xx * 3 + c] = clip8(ss);
+                out[(size_t)xx * 3 + c] = clip8(ss, a->precision);
             }
         }
     }
@@ -147,19 +192,19 @@ static void pass_vertical(const h3_rgb_image *src, h3_rgb_image *dst, const axis
         const int32_t *k = &a->kk[(size_t)yy * a->ksize];
         uint8_t *out = dst->data + (size_t)yy * dst->stride;
         for (int xc = 0; xc < dst->width * 3; xc++) {
-            int64_t ss = 1 << (PRECISION_BITS - 1);
+            int64_t ss = (int64_t)1 << (a->precision - 1);
             for (int y = 0; y < ymax; y++) ss += (int64_t)src->data[(size_t)(y + ymin) * src->stride + xc] * k[y];
-            out[xc] = clip8(ss);
+            out[xc] = clip8(ss, a->precision);
         }
     }
 }
 
 /* One pass along one axis (horizontal: width changes), into a new image. */
-static h3_status_code resize_pass(const h3_rgb_image *src, int out_w, int out_h, int horizontal, h3_rgb_image *dst,
-                                  h3_status *status) {
+static h3_status_code resize_pass(const resample_filter *f, const h3_rgb_image *src, int out_w, int out_h,
+                                  int horizontal, h3_rgb_image *dst, h3_status *status) {
     axis_coeffs a = {0};
-    h3_status_code rc = horizontal ? axis_coeffs_make(src->width, out_w, &a, status)
-                                   : axis_coeffs_make(src->height, out_h, &a, status);
+    h3_status_code rc = horizontal ? axis_coeffs_make(f, src->width, out_w, &a, status)
+                                   : axis_coeffs_make(f, src->height, out_h, &a, status);
     if (rc == H3_OK) rc = image_alloc(out_w, out_h, dst, status);
     if (rc == H3_OK) {
         if (horizontal) pass_horizontal(src, dst, &a);
@@ -169,8 +214,9 @@ static h3_status_code resize_pass(const h3_rgb_image *src, int out_w, int out_h,
     return rc;
 }
 
-h3_status_code h3_image_resize_lanczos(const h3_rgb_image *src, int out_w, int out_h, h3_rgb_image *dst,
-                                       h3_status *status) {
+/* Horizontal pass then vertical, each only when that side changes. */
+static h3_status_code resample(const resample_filter *f, const h3_rgb_image *src, int out_w, int out_h,
+                               h3_rgb_image *dst, h3_status *status) {
     memset(dst, 0, sizeof *dst);
     h3_status_code rc = h3_rgb_image_check(src, "image resize source", status);
     if (rc != H3_OK) return rc;
@@ -178,13 +224,23 @@ h3_status_code h3_image_resize_lanczos(const h3_rgb_image *src, int out_w, int o
     if ((rc = h3_rgb_image_check(&probe, "image resize target", status)) != H3_OK) return rc;
     int need_h = out_w != src->width, need_v = out_h != src->height;
     if (!need_h && !need_v) return image_copy(src, dst, status);
-    if (!need_v) return resize_pass(src, out_w, out_h, 1, dst, status);
-    if (!need_h) return resize_pass(src, out_w, out_h, 0, dst, status);
+    if (!need_v) return resize_pass(f, src, out_w, out_h, 1, dst, status);
+    if (!need_h) return resize_pass(f, src, out_w, out_h, 0, dst, status);
     h3_rgb_image tmp;
-    rc = resize_pass(src, out_w, src->height, 1, &tmp, status);
-    if (rc == H3_OK) rc = resize_pass(&tmp, out_w, out_h, 0, dst, status);
+    rc = resize_pass(f, src, out_w, src->height, 1, &tmp, status);
+    if (rc == H3_OK) rc = resize_pass(f, &tmp, out_w, out_h, 0, dst, status);
     h3_rgb_image_clear(&tmp);
     return rc;
+}
+
+h3_status_code h3_image_resize_lanczos(const h3_rgb_image *src, int out_w, int out_h, h3_rgb_image *dst,
+                                       h3_status *status) {
+    return resample(&pil_lanczos, src, out_w, out_h, dst, status);
+}
+
+h3_status_code h3_image_resize_bicubic_aa(const h3_rgb_image *src, int out_w, int out_h, h3_rgb_image *dst,
+                                          h3_status *status) {
+    return resample(&torch_bicubic, src, out_w, out_h, dst, status);
 }
 
 /* ---- canvas and keyframe fit ----------------------------------------------------- */
@@ -372,16 +428,18 @@ h3_status_code h3_image_process(const h3_image_processor_config *cfg, const h3_r
     int factor = cfg->patch_size * cfg->merge_size, h = 0, w = 0;
     rc = h3_image_smart_resize(img->height, img->width, factor, cfg->min_pixels, cfg->max_pixels, &h, &w, status);
     if (rc != H3_OK) return rc;
-    if (h != img->height || w != img->width)
-        return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "keyframe %dx%d: the image processor would resample it to %dx%d (multiples of %d within "
-                       "%lld..%lld pixels); only keyframes it keeps as they are are supported",
-                       img->width, img->height, w, h, factor, (long long)cfg->min_pixels, (long long)cfg->max_pixels);
+    h3_rgb_image resized = {0};
+    const h3_rgb_image *src = img;
+    if (h != img->height || w != img->width) { /* the processor's resize: torchvision bicubic, antialiased */
+        if ((rc = h3_image_resize_bicubic_aa(img, w, h, &resized, status)) != H3_OK) return rc;
+        src = &resized;
+    }
     int gh = h / cfg->patch_size, gw = w / cfg->patch_size;
     size_t rows = (size_t)gh * gw, cols = (size_t)3 * cfg->temporal_patch_size * cfg->patch_size * cfg->patch_size;
     *out = malloc(rows * cols * sizeof **out);
+    if (*out) patchify(cfg, src, gh, gw, *out);
+    h3_rgb_image_clear(&resized);
     if (!*out) return h3_fail(status, H3_ERR_NO_MEMORY, "keyframe: no host memory for %zu pixel values", rows * cols);
-    patchify(cfg, img, gh, gw, *out);
     grid_thw[0] = 1;
     grid_thw[1] = gh;
     grid_thw[2] = gw;

@@ -40,6 +40,17 @@ void h3_rgb_image_clear(h3_rgb_image *img);
 h3_status_code h3_image_resize_lanczos(const h3_rgb_image *src, int out_w, int out_h, h3_rgb_image *dst,
                                        h3_status *status);
 
+/* The Qwen2-VL fast image processor's resize: torchvision's
+ * resize(BICUBIC, antialias=True) of a uint8 image on an AVX2 CPU, i.e.
+ * torch's uint8 antialias kernel (Pillow-SIMD's scheme): Keys' cubic
+ * a = -0.5, support 2·max(scale, 1), taps normalised and rounded to int16
+ * at the largest precision that keeps them below 2^15, horizontal pass then
+ * vertical, each saturated to 0..255. (Bit-exactness with torch is
+ * UNCONFIRMED here: no torch to compare against; H3 canvases at the
+ * release's 768 short edge never take this path.) */
+h3_status_code h3_image_resize_bicubic_aa(const h3_rgb_image *src, int out_w, int out_h, h3_rgb_image *dst,
+                                          h3_status *status);
+
 /* The MiniMax-H3 canvas for an aspect ratio (diffusers resolve_canvas_size):
  * short edge 768, area capped at 768·1344, both sides rounded half-even to
  * `multiple` (32 for the release), at least `multiple`. Aspect ratios outside
@@ -75,9 +86,10 @@ h3_status_code h3_image_smart_resize(int height, int width, int factor, int64_t 
  * 3·tp·ps·ps] float32 (*out malloc'd; rows in (t, merge-window row, window
  * column, row in window, column in window) order, columns (channel, frame,
  * y, x)), values (x − 255·mean) / (255·std) in float32, the single frame
- * repeated over the temporal patch. grid_thw = {1, H/ps, W/ps}. An image
- * smart_resize would resample is H3_ERR_UNSUPPORTED (H3 canvases are
- * multiples of 32 inside the pixel bounds, so none is). */
+ * repeated over the temporal patch. grid_thw = {1, H'/ps, W'/ps} where
+ * H'xW' is smart_resize's size; an image of another size is first resized
+ * to it with h3_image_resize_bicubic_aa (a canvas under min_pixels, e.g.
+ * 128x128 -> 256x256 with the release's processor). */
 h3_status_code h3_image_process(const h3_image_processor_config *cfg, const h3_rgb_image *img, float **out,
                                 int64_t grid_thw[3], h3_status *status);
 

@@ -463,6 +463,9 @@ static h3_status_code check_forward(const h3_vision *v, const int64_t (*grid)[3]
     seg[0] = 0;
     for (int i = 0; i < n_images; i++) {
         int64_t t = h3_vision_tokens(v, grid[i]);
+        if (grid[i][0] != 1) /* attention would run per frame: a video, which H3's FL2VA never sends */
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "vision tower: image %d has %lld temporal patches; only still "
+                           "images (grid t = 1) are supported", i, (long long)grid[i][0]);
         if (t < 0)
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                            "vision tower: image %d has grid [%lld, %lld, %lld]; sides must be positive multiples of %lld",

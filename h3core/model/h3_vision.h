@@ -72,7 +72,8 @@ int64_t h3_vision_tokens(const h3_vision *v, const int64_t grid_thw[3]);
 /* n_images images, whose pixel_values rows are stacked in order
  * (h3_image_process's layout, rows = Σ t·h·w, cols = in_channels·tp·ps²).
  * embeds [Σ tokens, out_hidden_size] and deepstack[k] (n_deepstack of them,
- * same shape) are caller-allocated in the compute dtype. */
+ * same shape) are caller-allocated in the compute dtype. Still images only
+ * (grid t = 1; videos attend per frame and are not supported). */
 h3_status_code h3_vision_forward(h3_vision *v, const float *pixel_values, const int64_t (*grid_thw)[3], int n_images,
                                  h3_tensor *embeds, h3_tensor *deepstack, h3_status *status);
 

@@ -354,6 +354,10 @@ static void test_forward_independence(void) {
     CHECK(h3_vision_forward(v, pv, (const int64_t(*)[3])odd, 1, &e1, d1, &st) == H3_ERR_INVALID_ARGUMENT &&
               strstr(st.message, "multiples"),
           "odd grid: %s", st.message);
+    int64_t video[1][3] = {{2, 2, 4}};
+    CHECK(h3_vision_forward(v, pv, (const int64_t(*)[3])video, 1, &e1, d1, &st) == H3_ERR_UNSUPPORTED &&
+              strstr(st.message, "still"),
+          "video grid: %s", st.message);
     h3_arena_reset(be, mark);
     free(two);
     free(pv);

@@ -2,8 +2,9 @@
  * goldens on the CPU backend: one frame (vae_encode_image: posterior mean,
  * logvar, the keyframe condition), 22 frames over two clips
  * (vae_encode_video), the FL2VA keyframe of the end-to-end golden and the
- * order of its condition noise; the encoder's tensor list against the
- * release's index; the measuring backend at the release's size; and the
+ * order of its condition noise; spatial tiling against the tiles stitched
+ * on the host; the encoder's tensor list against the release's index, in
+ * both layouts; the measuring backend at the release's size; and the
  * error paths (no encoder, bad sizes, a missing encoder tensor). */
 #include <glib.h>
 #include <stdint.h>
@@ -157,6 +158,119 @@ out:
     h3_st_close(f);
 }
 
+/* ---- spatial tiling ------------------------------------------------------------------
+ * A tiled encode is diffusers' _stitch_tiles over the tiles encoded alone:
+ * each tile is the encode of its crop, and the host stitches those with
+ * the reference's blend order (vertical blend with the raw tile above, then
+ * horizontal with the raw tile to the left, then the crop). 96x128 pixels
+ * in 64-px tiles with 16-px minimum overlaps: rows at 0/32 (overlap 32),
+ * columns at 0/32/64 (overlaps 32, 32): latent overlaps of 2. */
+typedef struct lat_tile {
+    float *m; /* [C2, h, w] mean then logvar */
+} lat_tile;
+
+/* D _blend(a, b, e, dim) into b (planar [C2, h, w], dim 1 rows, 2 columns). */
+static void host_blend(const float *a, float *b, int C2, int h, int w, int e, int dim) {
+    for (int c = 0; c < C2; c++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                int k = dim == 1 ? y : x;
+                if (k >= e) continue;
+                float wx = (float)k / (float)e, wa = 1.0f - wx;
+                int ay = dim == 1 ? h - e + y : y, ax = dim == 2 ? w - e + x : x;
+                float *pb = &b[((size_t)c * h + y) * w + x];
+                *pb = a[((size_t)c * h + ay) * w + ax] * wa + *pb * wx;
+            }
+}
+
+static void test_tiled(h3_video_vae *vae) {
+    enum { H = 96, W = 128, TILE = 64, OV = 16, C2 = 48, R = 16 };
+    uint8_t *rgb = malloc((size_t)H * W * 3);
+    uint32_t s = 12345;
+    for (size_t i = 0; i < (size_t)H * W * 3; i++) s = s * 1664525u + 1013904223u, rgb[i] = (uint8_t)(s >> 24);
+    h3_status st;
+    int ys[8], yo[8], xs[8], xo[8], th = 0, tw = 0;
+    int ny = h3_video_vae_split_tiles(H, TILE, OV, R, ys, yo, 8, &th), nx = h3_video_vae_split_tiles(W, TILE, OV, R, xs, xo, 8, &tw);
+    CHECK(ny == 2 && nx == 3 && yo[0] == 32 && xo[0] == 32 && xo[1] == 32, "tile layout %d x %d", ny, nx);
+    int lh = th / R, lw = tw / R, Hl = H / R, Wl = W / R;
+    lat_tile t[2][3];
+    for (int i = 0; i < ny; i++)
+        for (int j = 0; j < nx; j++) { /* each tile alone: its crop, which fits one tile */
+            t[i][j].m = calloc((size_t)C2 * lh * lw, sizeof(float));
+            h3_video_vae_frames crop = {.rgb = rgb + ((size_t)ys[i] * W + xs[j]) * 3, .frames = 1, .width = tw,
+                                        .height = th, .stride = (size_t)W * 3};
+            CHECK(h3_video_vae_encode(vae, &crop, t[i][j].m, t[i][j].m + (size_t)24 * lh * lw, &st) == H3_OK,
+                  "tile %d,%d: %s", i, j, st.message);
+        }
+    float *want = calloc((size_t)C2 * Hl * Wl, sizeof(float)), *tmp = malloc((size_t)C2 * lh * lw * sizeof(float));
+    for (int i = 0; i < ny; i++)
+        for (int j = 0; j < nx; j++) {
+            memcpy(tmp, t[i][j].m, (size_t)C2 * lh * lw * sizeof(float));
+            if (i > 0) host_blend(t[i - 1][j].m, tmp, C2, lh, lw, yo[i - 1] / R, 1);
+            if (j > 0) host_blend(t[i][j - 1].m, tmp, C2, lh, lw, xo[j - 1] / R, 2);
+            int oh = i < ny - 1 ? lh - yo[i] / R : lh, ow = j < nx - 1 ? lw - xo[j] / R : lw;
+            for (int c = 0; c < C2; c++)
+                for (int y = 0; y < oh; y++)
+                    memcpy(want + ((size_t)c * Hl + ys[i] / R + y) * Wl + xs[j] / R, tmp + ((size_t)c * lh + y) * lw,
+                           (size_t)ow * sizeof(float));
+        }
+    for (size_t i = (size_t)24 * Hl * Wl; i < (size_t)C2 * Hl * Wl; i++) /* the encode clamps the logvar */
+        want[i] = want[i] < -30 ? -30 : want[i] > 20 ? 20 : want[i];
+    float *got = calloc((size_t)C2 * Hl * Wl, sizeof(float));
+    CHECK(h3_video_vae_set_tiling(vae, TILE, OV, &st) == H3_OK, "tiling: %s", st.message);
+    h3_video_vae_frames in = {.rgb = rgb, .frames = 1, .width = W, .height = H};
+    CHECK(h3_video_vae_encode(vae, &in, got, got + (size_t)24 * Hl * Wl, &st) == H3_OK, "tiled: %s", st.message);
+    check_close("tiled 96x128 vs tiles stitched", got, want, (size_t)C2 * Hl * Wl, 1e-6);
+    CHECK(h3_video_vae_set_tiling(vae, 256, 64, &st) == H3_OK, "reset tiling");
+    for (int i = 0; i < ny; i++)
+        for (int j = 0; j < nx; j++) free(t[i][j].m);
+    free(rgb), free(want), free(tmp), free(got);
+}
+
+/* The native FL2VA layout names the same encoder (original names:
+ * down.{l}.block.{j}, nin_shortcut, down.{l}.downsample.conv). */
+typedef struct walk_names {
+    GPtrArray *names;
+} walk_names;
+
+static h3_status_code collect(void *opaque, const h3_video_vae_tensor *t, h3_status *status) {
+    (void)status;
+    walk_names *w = opaque;
+    g_ptr_array_add(w->names, g_strdup(t->name));
+    return H3_OK;
+}
+
+static char *to_diffusers(const char *native) {
+    int l, j, n = 0;
+    char rest[128];
+    if (sscanf(native, "encoder.down.%d.block.%d.%127s%n", &l, &j, rest, &n) == 3) {
+        if (g_str_has_prefix(rest, "nin_shortcut.")) return g_strdup_printf("encoder.down_blocks.%d.resnets.%d.conv_shortcut.%s", l, j, rest + 13);
+        return g_strdup_printf("encoder.down_blocks.%d.resnets.%d.%s", l, j, rest);
+    }
+    if (sscanf(native, "encoder.down.%d.downsample.conv.%127s", &l, rest) == 2)
+        return g_strdup_printf("encoder.down_blocks.%d.downsamplers.0.conv.%s", l, rest);
+    return g_strdup(native);
+}
+
+static void test_native_names(void) {
+    walk_names a = {g_ptr_array_new_with_free_func(g_free)}, b = {g_ptr_array_new_with_free_func(g_free)};
+    h3_status st;
+    CHECK(h3_video_vae_encoder_tensors(h3_test_data("official/vae"), collect, &a, &st) == H3_OK, "%s", st.message);
+    CHECK(h3_video_vae_encoder_tensors(h3_test_data("official/FL2VA/video_vae"), collect, &b, &st) == H3_OK,
+          "native walk: %s", st.message);
+    int same = a.names->len == b.names->len && a.names->len > 0;
+    for (guint i = 0; same && i < a.names->len; i++) {
+        char *d = to_diffusers(g_ptr_array_index(b.names, i));
+        same = strcmp(d, g_ptr_array_index(a.names, i)) == 0;
+        if (!same) fprintf(stderr, "native %s -> %s, diffusers %s\n", (char *)g_ptr_array_index(b.names, i), d,
+                           (char *)g_ptr_array_index(a.names, i));
+        g_free(d);
+    }
+    CHECK(same, "native and diffusers encoder walks agree (%u / %u tensors)", a.names->len, b.names->len);
+    g_ptr_array_free(a.names, TRUE);
+    g_ptr_array_free(b.names, TRUE);
+}
+
 /* ---- the tensor list, dummy checkpoints, measuring ------------------------------------ */
 
 typedef struct name_check {
@@ -300,9 +414,11 @@ int main(void) {
         test_encode_image(vae);
         test_encode_video(vae);
         test_e2e_keyframe(vae);
+        test_tiled(vae);
         test_errors(b, vae);
     }
     test_release_names();
+    test_native_names();
     test_release_measure();
     h3_video_vae_free(vae);
     h3_backend_destroy(b);

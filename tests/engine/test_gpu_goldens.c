@@ -274,6 +274,36 @@ static void encoder_golden(h3_video_vae *vae, const char *golden, const char *fr
     h3_st_close(f);
 }
 
+/* 96x128 pixels in 64-px tiles (overlaps 32, latent 2): the GPU's tiled
+ * encode against the CPU backend's (test_video_vae_encoder checks the CPU's
+ * stitching against the reference's order). */
+static void encoder_tiled_vs_cpu(h3_video_vae *vae) {
+    enum { H = 96, W = 128 };
+    h3_backend *cpu = NULL;
+    h3_video_vae *ref = NULL;
+    h3_status st = {0};
+    h3_video_vae_options opts = {.encoder = 1};
+    CHECK(h3_backend_cpu_create(1, &cpu, &st) == H3_OK, "cpu backend: %s", st.message);
+    if (cpu && h3_video_vae_load_with(cpu, h3_test_data("models/tiny-h3/vae"), NULL, &opts, &ref, &st) != H3_OK)
+        CHECK(0, "cpu encoder load: %s", st.message);
+    uint8_t *rgb = malloc((size_t)H * W * 3);
+    uint32_t s = 777;
+    for (size_t i = 0; i < (size_t)H * W * 3; i++) s = s * 1664525u + 1013904223u, rgb[i] = (uint8_t)(s >> 24);
+    size_t n = (size_t)24 * (H / 16) * (W / 16);
+    float *got = calloc(2 * n, sizeof(float)), *want = calloc(2 * n, sizeof(float));
+    h3_video_vae_frames in = {.rgb = rgb, .frames = 1, .width = W, .height = H};
+    if (ref && h3_video_vae_set_tiling(vae, 64, 16, &st) == H3_OK && h3_video_vae_set_tiling(ref, 64, 16, &st) == H3_OK) {
+        h3_status_code rc = h3_video_vae_encode(vae, &in, got, got + n, &st);
+        CHECK(rc == H3_OK, "tiled gpu encode: %s", st.message);
+        CHECK(h3_video_vae_encode(ref, &in, want, want + n, &st) == H3_OK, "tiled cpu encode: %s", st.message);
+        if (rc == H3_OK) encoder_check("tiled 96x128 vs cpu", got, want, 2 * n);
+        h3_video_vae_set_tiling(vae, 256, 64, &st);
+    }
+    free(rgb), free(got), free(want);
+    h3_video_vae_free(ref);
+    h3_backend_destroy(cpu);
+}
+
 static void test_video_vae_encoder(void) {
     h3_video_vae *vae = NULL;
     h3_status st = {0};
@@ -284,6 +314,7 @@ static void test_video_vae_encoder(void) {
     }
     encoder_golden(vae, "vae_encode_image", "image_uint8", 1);
     encoder_golden(vae, "vae_encode_video", "video_uint8", 0);
+    encoder_tiled_vs_cpu(vae);
     h3_video_vae_free(vae);
 }
 

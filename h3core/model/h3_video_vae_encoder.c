@@ -91,12 +91,47 @@ static int64_t max_activation(const h3_vae_encoder *e, int64_t T, int64_t H, int
 
 /* ---- the tile's forward ---------------------------------------------------------------- */
 
-/* y (in buf[out]) = conv(x): im2col of COL_BUDGET-sized row blocks, each a GEMM. */
+/* w[:, :, kt−1] of a conv weight [Cout, Cin·kt·kh·kw], gathered on the
+ * backend into [Cout, Cin·kh·kw] (arena). */
+static h3_tensor last_tap(enc_state *s, const h3_tensor *w, const h3_conv3d_geom *g) {
+    int64_t Cout = w->shape[0], hw = (int64_t)g->kh * g->kw, Cin = w->shape[1] / (g->kt * hw);
+    h3_tensor t = h3_new_2d(s->b, w->dtype, Cout, Cin * hw);
+    h3_view sv, dv;
+    memset(&sv, 0, sizeof sv), memset(&dv, 0, sizeof dv);
+    sv.ndim = dv.ndim = 3;
+    sv.shape[0] = dv.shape[0] = Cout, sv.shape[1] = dv.shape[1] = Cin, sv.shape[2] = dv.shape[2] = hw;
+    sv.offset = (g->kt - 1) * hw;
+    sv.stride[0] = w->shape[1], sv.stride[1] = g->kt * hw, sv.stride[2] = 1;
+    dv.stride[0] = Cin * hw, dv.stride[1] = hw, dv.stride[2] = 1;
+    h3_op_copy_view(s->b, &t, &dv, w, &sv);
+    return t;
+}
+
+static h3_tensor conv3d_taps(enc_state *s, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                             const h3_conv3d_geom *g, int out);
+
+/* y (in buf[out]) = conv(x). One frame (a keyframe) meets only the last
+ * temporal tap, the others see the causal zero frames: that tap alone is
+ * the same convolution at a third of the work (what ComfyUI does). */
 static h3_tensor conv3d(enc_state *s, const h3_tensor *x, const h3_vae_conv *cv, const h3_conv3d_geom *g, int out) {
+    if (x->shape[0] != 1 || g->kt == 1 || g->pad_t != g->kt - 1) return conv3d_taps(s, x, &cv->w, &cv->b, g, out);
+    size_t mark = h3_arena_mark(s->b);
+    h3_tensor w = last_tap(s, &cv->w, g);
+    h3_conv3d_geom g1 = *g;
+    g1.kt = 1, g1.pad_t = 0;
+    h3_tensor y = conv3d_taps(s, x, &w, &cv->b, &g1, out);
+    h3_arena_reset(s->b, mark);
+    return y;
+}
+
+/* conv(x) with weight w [Cout, Cin·kt·kh·kw]: im2col of row blocks that fit
+ * the column buffer, each a GEMM. */
+static h3_tensor conv3d_taps(enc_state *s, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                             const h3_conv3d_geom *g, int out) {
     int64_t To = out_len(x->shape[0], g->pad_t, g->kt, g->st);
     int64_t Ho = out_len(x->shape[1], g->pad_top + g->pad_bottom, g->kh, g->sh);
     int64_t Wo = out_len(x->shape[2], g->pad_left + g->pad_right, g->kw, g->sw);
-    int64_t Cout = cv->w.shape[0], K = cv->w.shape[1], N = To * Ho * Wo;
+    int64_t Cout = w->shape[0], K = w->shape[1], N = To * Ho * Wo;
     h3_tensor y = shaped(&s->buf[out], To, Ho, Wo, Cout), y2 = h3_tensor_2d(&y, N, Cout);
     int64_t rows = h3_tensor_numel(&s->col) / K;
     h3_tensor cols = s->col; /* [rows, K] over the column buffer */
@@ -106,7 +141,7 @@ static h3_tensor conv3d(enc_state *s, const h3_tensor *x, const h3_vae_conv *cv,
         int64_t nr = N - n0 < rows ? N - n0 : rows;
         h3_tensor col = h3_tensor_rows_view(&cols, 0, nr), yr = h3_tensor_rows_view(&y2, n0, nr);
         h3_op_im2col3d(s->b, &col, x, g, n0);
-        h3_op_linear(s->b, &yr, &col, &cv->w, &cv->b);
+        h3_op_linear(s->b, &yr, &col, w, bias);
     }
     return y;
 }

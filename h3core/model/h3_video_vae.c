@@ -775,6 +775,7 @@ void h3_video_vae_get_info(const h3_video_vae *v, h3_video_vae_info *out) {
     out->clip_length = v->clip_length, out->token_drop = v->token_drop;
     out->tile = v->tile, out->min_overlap = v->min_overlap;
     out->latents_mean = v->latents_mean, out->latents_std = v->latents_std;
+    out->tp = v->tp;
 }
 
 /* load-format dummy: h3-bench's random VAE (tools/bench/vae.c), which runs

@@ -87,7 +87,8 @@ h3_status_code h3_video_vae_decode_f32(h3_video_vae *vae, const float *latents, 
  * round-robin by the ranks of tp and gathered; rank 0 stitches them and is
  * the only rank that emits frames, writes `out` or reports progress. All
  * ranks call decode together with the same latents. Weights are whole on
- * every rank. Default: one rank. */
+ * every rank. Default: one rank. The encoder (h3_video_vae_encoder.h) splits
+ * its tiles the same way; there every rank receives the whole result. */
 void h3_video_vae_set_tp(h3_video_vae *vae, const h3_tp *tp);
 /* Optional per-window progress callback (NULL to remove). */
 void h3_video_vae_set_progress(h3_video_vae *vae, h3_video_progress_fn fn, void *opaque);

@@ -10,7 +10,9 @@
  * dtype: bf16 on CUDA) into a bounded column buffer and a GEMM
  * (h3_op_linear, float32 out, bias fused). Everything between the clip's
  * upload and the stitched moments runs on the backend; three ping-pong
- * activation buffers and the column buffer come from the arena once per clip. */
+ * activation buffers and the column buffer come from the arena once per clip.
+ * Under tensor parallelism the tiles go round-robin over the ranks and are
+ * all-gathered, so every rank ends with the whole result. */
 #include "model/h3_video_vae_encoder.h"
 
 #include <math.h>
@@ -37,7 +39,8 @@ typedef struct enc_state {
     int ys[MAX_TILES], yo[MAX_TILES], xs[MAX_TILES], xo[MAX_TILES];
     h3_tensor clip;          /* [T, H, W, 3] float32 */
     h3_tensor canvas;        /* [Tl, Hl, Wl, 2C] stitched moments */
-    h3_tensor *raw;          /* ny·nx tiles [Tl, th/r, tw/r, 2C] */
+    h3_tensor *raw;          /* ny·nx tiles [Tl, th/r, tw/r, 2C]: rows of `gathered` */
+    h3_tensor gathered;      /* [rounds·ranks, tile moments]: round k holds tiles k·ranks .. k·ranks + ranks − 1 */
     h3_tensor tile;          /* [T, th, tw, 3] */
     h3_tensor buf[3], col;   /* activations (float32, max numel) and im2col */
 } enc_state;
@@ -267,7 +270,13 @@ static h3_status_code clip_setup(enc_state *s, h3_status *status) {
     h3_backend *b = s->b;
     s->clip = h3_new(b, H3_F32, 4, (int64_t[]){s->T, s->H, s->W, 3});
     s->canvas = h3_new(b, H3_F32, 4, (int64_t[]){s->Tl, s->Hl, s->Wl, M});
-    for (int t = 0; t < s->ny * s->nx; t++) s->raw[t] = h3_new(b, H3_F32, 4, (int64_t[]){s->Tl, s->th / r, s->tw / r, M});
+    int N = s->vi.tp.size, n_tiles = s->ny * s->nx, rounds = (n_tiles + N - 1) / N;
+    int64_t rshape[4] = {s->Tl, s->th / r, s->tw / r, M};
+    s->gathered = h3_new_2d(b, H3_F32, (int64_t)rounds * N, rshape[0] * rshape[1] * rshape[2] * M);
+    for (int t = 0; t < n_tiles && s->gathered.data; t++) {
+        h3_tensor row = h3_tensor_rows_view(&s->gathered, t, 1);
+        s->raw[t] = h3_tensor_reshape(&row, 4, rshape);
+    }
     s->tile = h3_new(b, H3_F32, 4, (int64_t[]){s->T, s->th, s->tw, 3});
     int64_t n = max_activation(s->e, s->T, s->th, s->tw, M), kmax = 0;
     for (int i = 0; i < 3; i++) s->buf[i] = h3_new_1d(b, H3_F32, n);
@@ -291,6 +300,29 @@ static void normalize_clip(const h3_video_vae_frames *in, int f0, int T, float *
     }
 }
 
+/* Every tile through the encoder: rank r of the tensor-parallel group
+ * encodes tiles r, r + N, ... (row-major), and an all-gather after each
+ * round of N gives every rank all of them (the same code on the same
+ * weights: the one-rank result). */
+static h3_status_code encode_tiles(enc_state *s, h3_status *status) {
+    const h3_tp *tp = &s->vi.tp;
+    int n_tiles = s->ny * s->nx;
+    for (int first = 0; first < n_tiles; first += tp->size) {
+        int t = first + tp->rank;
+        if (t < n_tiles) {
+            size_t m = h3_arena_mark(s->b);
+            gather_tile(s, s->ys[t / s->nx], s->xs[t % s->nx]);
+            tile_forward(s, &s->raw[t]);
+            h3_arena_reset(s->b, m);
+        }
+        h3_tensor round = h3_tensor_rows_view(&s->gathered, first, tp->size);
+        h3_tp_all_gather(tp, s->b, &round);
+        h3_status_code rc = h3_backend_check(s->b, status);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
 /* Encodes frames [f0, f0+T) and writes latents [0, keep) of the clip to
  * frames [t0, t0+keep) of mean/logvar ([C, Ttot, Hl, Wl]). */
 static h3_status_code encode_clip(enc_state *s, const h3_video_vae_frames *in, int f0, int t0, int keep, int Ttot,
@@ -306,15 +338,7 @@ static h3_status_code encode_clip(enc_state *s, const h3_video_vae_frames *in, i
         normalize_clip(in, f0, s->T, host);
         rc = h3_tensor_upload_f32(b, &s->clip, host, status);
     }
-    for (int i = 0; rc == H3_OK && i < s->ny; i++) {
-        for (int j = 0; j < s->nx && rc == H3_OK; j++) {
-            size_t m = h3_arena_mark(b);
-            gather_tile(s, s->ys[i], s->xs[j]);
-            tile_forward(s, &s->raw[i * s->nx + j]);
-            h3_arena_reset(b, m);
-            rc = h3_backend_check(b, status);
-        }
-    }
+    if (rc == H3_OK) rc = encode_tiles(s, status);
     for (int i = 0; rc == H3_OK && i < s->ny; i++)
         for (int j = 0; j < s->nx; j++) stitch_tile(s, i, j);
     if (rc == H3_OK) { /* channels last -> planar [2C, Tl, Hl, Wl] on the device, then down */

@@ -52,6 +52,7 @@ typedef struct h3_video_vae_info {
     int clip_length, token_drop;
     int tile, min_overlap; /* pixels */
     const float *latents_mean, *latents_std;
+    h3_tp tp; /* h3_video_vae_set_tp's: tiles round-robin over the ranks */
 } h3_video_vae_info;
 
 void h3_video_vae_get_info(const h3_video_vae *vae, h3_video_vae_info *out);

@@ -3,7 +3,7 @@
  * logvar, the keyframe condition), 22 frames over two clips
  * (vae_encode_video), the FL2VA keyframe of the end-to-end golden and the
  * order of its condition noise; spatial tiling against the tiles stitched
- * on the host; the encoder's tensor list against the release's index, in
+ * on the host; the tiles over 2-4 tensor-parallel CPU ranks; the encoder's tensor list against the release's index, in
  * both layouts; the measuring backend at the release's size; and the
  * error paths (no encoder, bad sizes, a missing encoder tensor). */
 #include <glib.h>
@@ -18,6 +18,8 @@
 #include "h3_test.h"
 #include "model/h3_video_vae.h"
 #include "model/h3_video_vae_encoder.h"
+#include "parallel/h3_comm.h"
+#include "parallel/h3_tp.h"
 
 #define TINY_VAE "models/tiny-h3/vae"
 #define GOLDEN "goldens/tiny-h3/"
@@ -271,6 +273,66 @@ static void test_native_names(void) {
     g_ptr_array_free(b.names, TRUE);
 }
 
+/* ---- tensor parallelism: the tiles over CPU ranks, every rank with the whole result ---- */
+
+typedef struct tp_job {
+    h3_backend *b[4];
+    h3_video_vae *vae[4];
+    const uint8_t *rgb;
+    float *out[4];
+} tp_job;
+
+static h3_status_code tp_rank(const h3_tp *tp, void *user, h3_status *status) {
+    tp_job *j = user;
+    return h3_video_vae_encode_keyframe(j->vae[tp->rank], j->rgb, 128, 96, 0, NULL, j->out[tp->rank], status);
+}
+
+static void test_tp(h3_video_vae *vae) {
+    enum { H = 96, W = 128 };
+    size_t n = (size_t)24 * (H / 16) * (W / 16);
+    uint8_t *rgb = malloc((size_t)H * W * 3);
+    uint32_t s = 99;
+    for (size_t i = 0; i < (size_t)H * W * 3; i++) s = s * 1664525u + 1013904223u, rgb[i] = (uint8_t)(s >> 24);
+    float *ref = calloc(n, sizeof(float));
+    h3_status st;
+    CHECK(h3_video_vae_set_tiling(vae, 64, 16, &st) == H3_OK && /* 6 tiles */
+              h3_video_vae_encode_keyframe(vae, rgb, W, H, 0, NULL, ref, &st) == H3_OK,
+          "tp1 encode: %s", st.message);
+    h3_video_vae_set_tiling(vae, 256, 64, &st);
+    for (int N = 2; N <= 4; N++) {
+        h3_comm_group *g = NULL;
+        h3_tp_team *t = NULL;
+        CHECK(h3_comm_group_create_cpu(N, &g, &st) == H3_OK && h3_tp_team_create(g, &t, &st) == H3_OK, "team %d: %s",
+              N, st.message);
+        if (!t) continue;
+        tp_job j;
+        memset(&j, 0, sizeof j);
+        j.rgb = rgb;
+        int ok = 1;
+        for (int r = 0; r < N && ok; r++) {
+            h3_tp tp = {r, N, h3_comm_group_rank(h3_tp_team_group(t), r)};
+            ok = h3_backend_cpu_create(1, &j.b[r], &st) == H3_OK &&
+                 h3_video_vae_load_with(j.b[r], h3_test_data(TINY_VAE), NULL, &with_encoder, &j.vae[r], &st) == H3_OK &&
+                 h3_video_vae_set_tiling(j.vae[r], 64, 16, &st) == H3_OK;
+            if (ok) h3_video_vae_set_tp(j.vae[r], &tp);
+            j.out[r] = calloc(n, sizeof(float));
+        }
+        CHECK(ok, "tp%d setup: %s", N, st.message);
+        if (ok) CHECK(h3_tp_team_run(t, tp_rank, &j, &st) == H3_OK, "tp%d encode: %s", N, st.message);
+        int same = ok;
+        for (int r = 0; r < N && same; r++) same = memcmp(j.out[r], ref, n * sizeof(float)) == 0;
+        CHECK(same, "tp%d: every rank's keyframe bit-identical to one rank's", N);
+        printf("  tp%d keyframe (6 tiles): %s\n", N, same ? "bit-identical on every rank" : "DIFFERENT");
+        for (int r = 0; r < N; r++) {
+            free(j.out[r]);
+            h3_video_vae_free(j.vae[r]);
+            if (j.b[r]) h3_backend_destroy(j.b[r]);
+        }
+        h3_tp_team_destroy(t);
+    }
+    free(rgb), free(ref);
+}
+
 /* ---- the tensor list, dummy checkpoints, measuring ------------------------------------ */
 
 typedef struct name_check {
@@ -415,6 +477,7 @@ int main(void) {
         test_encode_video(vae);
         test_e2e_keyframe(vae);
         test_tiled(vae);
+        test_tp(vae);
         test_errors(b, vae);
     }
     test_release_names();

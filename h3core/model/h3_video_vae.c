@@ -1,4 +1,6 @@
-/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (docs/spec/h3-vaes.md §3).
+/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (docs/spec/h3-vaes.md §3),
+ * and the loading of the encoder's weights when asked (its forward:
+ * h3_video_vae_encoder.c).
  *
  * Decode = for each temporal window of 7 latents (stepping by 5), for each
  * spatial tile: post_quant_conv -> proj_in -> 36 ViT blocks over all tokens

@@ -9,7 +9,9 @@
  * latents concatenated and the last 3 (token_drop) dropped (§3.3); each clip
  * is encoded in 256-px spatial tiles whose moments are blended in latent
  * space (§3.4, §3.7). The VAE must have been loaded with the encoder
- * (h3_video_vae_load_with, options.encoder = 1).
+ * (h3_video_vae_load_with, options.encoder = 1). Under tensor parallelism
+ * (h3_video_vae_set_tp) all ranks call together; the tiles are shared out
+ * and every rank returns the whole result.
  *
  * Keyframe condition (§3.10, diffusers encode_vae_condition): the posterior
  * is sampled, z = mean + exp(0.5·logvar)·ε with ε = torch.randn of the
@@ -45,7 +47,8 @@ typedef struct h3_video_vae_frames {
 } h3_video_vae_frames;
 
 /* Latent frames an encode of `frames` frames gives: 1 for one frame, else
- * ceil(frames/17)·5 − 3 (22 -> 7, 124 -> 37); -1 if frames < 1. */
+ * ceil(frames/17)·5 − 3 (22 -> 7, 124 -> 37); -1 if frames < 1, or for
+ * more than one frame when the VAE was loaded without its encoder. */
 int h3_video_vae_encoded_frames(const h3_video_vae *vae, int frames);
 
 /* The posterior: mean and logvar (clamped to [-30, 20]), each

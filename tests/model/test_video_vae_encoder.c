@@ -16,6 +16,7 @@
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "model/h3_dit_layout.h"
 #include "model/h3_video_vae.h"
 #include "model/h3_video_vae_encoder.h"
 #include "parallel/h3_comm.h"
@@ -128,7 +129,8 @@ static void test_encode_video(h3_video_vae *vae) {
 
 /* e2e_fl2va_3steps: the keyframe (already resized to the canvas) gives the
  * golden's condition_latents; the pipeline's generator (the request's seed)
- * draws the condition noise first, then the video noise, then the audio. */
+ * draws the condition noise first, then the video noise, then the audio;
+ * the condition rows mix the condition with its noise at t = 0.999. */
 static void test_e2e_keyframe(h3_video_vae *vae) {
     h3_st_file *f = open_golden("e2e_fl2va_3steps");
     if (!f) { CHECK(0, "e2e_fl2va_3steps golden"); return; }
@@ -154,6 +156,14 @@ static void test_e2e_keyframe(h3_video_vae *vae) {
     CHECK(memcmp(c, noise_c, (size_t)n * 4) == 0, "noise.condition = the first draw of the seed-42 generator");
     CHECK(memcmp(v, noise_v, (size_t)nv * 4) == 0, "noise.video = the second draw of the same generator");
     CHECK(memcmp(a, noise_a, (size_t)na * 4) == 0, "noise.audio_rows = the third draw of the same generator");
+    /* the condition rows: 0.999·z + (1 − 0.999)·ε in float32 (scale_noise to t = 0.999), patchified 2x2 */
+    float *rows = golden_f32(f, "condition_rows", NULL), *mix = malloc((size_t)n * sizeof(float));
+    float *prow = malloc((size_t)n * sizeof(float));
+    for (int64_t k = 0; k < n; k++) mix[k] = 0.999f * cond[k] + (1.0f - 0.999f) * noise_c[k];
+    CHECK(rows && h3_dit_patchify_video(mix, 24, 1, H / 16, W / 16, 2, 2, prow, &st) == H3_OK &&
+              memcmp(prow, rows, (size_t)n * sizeof(float)) == 0,
+          "condition_rows = patchify(0.999 z + (1 - 0.999) eps), bit for bit");
+    free(rows), free(mix), free(prow);
     free(c), free(v), free(a), free(cond);
 out:
     free(want), free(noise_c), free(noise_v), free(noise_a);

@@ -323,32 +323,36 @@ static h3_status_code encode_tiles(enc_state *s, h3_status *status) {
     return H3_OK;
 }
 
+/* The stitched moments, channels last, to planar [2C, Tl, Hl, Wl] on the
+ * backend, then into host (2C·Tl·Hl·Wl floats). */
+static h3_status_code download_moments(enc_state *s, float *host, h3_status *status) {
+    int64_t M = 2 * (int64_t)s->vi.z_channels, N = (int64_t)s->Tl * s->Hl * s->Wl;
+    int64_t shape[2] = {N, M}, ps[2] = {1, N}, cs[2] = {M, 1};
+    h3_tensor planar = h3_new_1d(s->b, H3_F32, M * N);
+    h3_view pv = make_view(2, shape, 0, ps), cv = make_view(2, shape, 0, cs);
+    h3_op_copy_view(s->b, &planar, &pv, &s->canvas, &cv);
+    h3_status_code rc = h3_backend_check(s->b, status);
+    return rc == H3_OK ? h3_tensor_download_f32(s->b, &planar, host, status) : rc;
+}
+
 /* Encodes frames [f0, f0+T) and writes latents [0, keep) of the clip to
  * frames [t0, t0+keep) of mean/logvar ([C, Ttot, Hl, Wl]). */
 static h3_status_code encode_clip(enc_state *s, const h3_video_vae_frames *in, int f0, int t0, int keep, int Ttot,
                                   float *mean, float *logvar, h3_status *status) {
-    h3_backend *b = s->b;
-    size_t mark = h3_arena_mark(b);
+    size_t mark = h3_arena_mark(s->b);
     h3_status_code rc = clip_setup(s, status);
-    size_t npix = (size_t)s->T * s->H * s->W * 3;
     int64_t C = s->vi.z_channels, HW = (int64_t)s->Hl * s->Wl, plane = (int64_t)s->Tl * HW;
-    float *host = rc == H3_OK ? malloc((npix > (size_t)(2 * C * plane) ? npix : (size_t)(2 * C * plane)) * sizeof(float)) : NULL;
+    size_t npix = (size_t)s->T * s->H * s->W * 3, nmom = (size_t)(2 * C * plane);
+    float *host = rc == H3_OK ? malloc((npix > nmom ? npix : nmom) * sizeof(float)) : NULL;
     if (rc == H3_OK && !host) rc = h3_fail(status, H3_ERR_NO_MEMORY, "video VAE encode: no memory for the pixels");
     if (rc == H3_OK) {
         normalize_clip(in, f0, s->T, host);
-        rc = h3_tensor_upload_f32(b, &s->clip, host, status);
+        rc = h3_tensor_upload_f32(s->b, &s->clip, host, status);
     }
     if (rc == H3_OK) rc = encode_tiles(s, status);
     for (int i = 0; rc == H3_OK && i < s->ny; i++)
         for (int j = 0; j < s->nx; j++) stitch_tile(s, i, j);
-    if (rc == H3_OK) { /* channels last -> planar [2C, Tl, Hl, Wl] on the device, then down */
-        int64_t M = 2 * C, shape[2] = {(int64_t)s->Tl * HW, M}, ps[2] = {1, plane}, cs[2] = {M, 1};
-        h3_tensor planar = h3_new_1d(b, H3_F32, M * plane);
-        h3_view pv = make_view(2, shape, 0, ps), cv = make_view(2, shape, 0, cs);
-        h3_op_copy_view(b, &planar, &pv, &s->canvas, &cv);
-        rc = h3_backend_check(b, status);
-        if (rc == H3_OK) rc = h3_tensor_download_f32(b, &planar, host, status);
-    }
+    if (rc == H3_OK) rc = download_moments(s, host, status);
     for (int64_t c = 0; rc == H3_OK && c < C; c++) {
         size_t n = (size_t)(keep * HW) * sizeof(float);
         if (mean) memcpy(mean + (c * Ttot + t0) * HW, host + c * plane, n);
@@ -357,7 +361,7 @@ static h3_status_code encode_clip(enc_state *s, const h3_video_vae_frames *in, i
     free(host);
     free(s->raw);
     s->raw = NULL;
-    h3_arena_reset(b, mark);
+    h3_arena_reset(s->b, mark);
     return rc;
 }
 

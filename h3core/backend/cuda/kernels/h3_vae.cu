@@ -218,20 +218,25 @@ __device__ __forceinline__ int64_t reflect1(int64_t i, int64_t len) {
     return i < 0 ? -i : i >= len ? 2 * (len - 1) - i : i;
 }
 
-/* col[r, ((c·kt + a)·kh + i)·kw + j] = xp[t·st + a, y·sh + i, x·sw + j, c], n = n0 + r. */
+/* col[r, ((c·kt + a)·kh + i)·kw + j] = xp[t·st + a, y·sh + i, x·sw + j, c], n = n0 + r.
+ * One thread per (r, c) writes that channel's kt·kh·kw taps: neighbouring
+ * threads read neighbouring channels of one pixel (coalesced), and a row's
+ * strided writes meet in L2 before they reach memory. */
 __global__ void k_im2col3d(void *col, int cdt, const void *x, int xdt, h3k_conv3d g, int64_t n0, int64_t rows) {
-    int64_t taps = (int64_t)g.kt * g.kh * g.kw, K = g.C * taps, n = rows * K;
+    int64_t taps = (int64_t)g.kt * g.kh * g.kw, K = g.C * taps, n = rows * g.C;
     GRID_STRIDE(idx, n) {
-        int64_t r = idx / K, k = idx % K, c = k / taps, tap = k % taps;
-        int a = (int)(tap / (g.kh * g.kw)), i = (int)(tap / g.kw % g.kh), j = (int)(tap % g.kw);
-        int64_t o = n0 + r, ox = o % g.Wo, oy = o / g.Wo % g.Ho, ot = o / (g.Wo * g.Ho);
-        int64_t ti = ot * g.st + a - g.pad_t;
-        float v = 0.0f;
-        if (ti >= 0) {
-            int64_t yi = reflect1(oy * g.sh + i - g.pad_top, g.H), xi = reflect1(ox * g.sw + j - g.pad_left, g.W);
-            v = ld1(x, xdt, ((ti * g.H + yi) * g.W + xi) * g.C + c);
+        int64_t r = idx / g.C, c = idx % g.C, o = n0 + r;
+        int64_t ox = o % g.Wo, oy = o / g.Wo % g.Ho, ot = o / (g.Wo * g.Ho), at = r * K + c * taps;
+        for (int a = 0; a < g.kt; a++) {
+            int64_t ti = ot * g.st + a - g.pad_t; /* < 0: a causal zero frame */
+            for (int i = 0; i < g.kh; i++) {
+                int64_t yi = reflect1(oy * g.sh + i - g.pad_top, g.H);
+                for (int j = 0; j < g.kw; j++, at++) {
+                    int64_t xi = reflect1(ox * g.sw + j - g.pad_left, g.W);
+                    st1(col, cdt, at, ti < 0 ? 0.0f : ld1(x, xdt, ((ti * g.H + yi) * g.W + xi) * g.C + c));
+                }
+            }
         }
-        st1(col, cdt, idx, v);
     }
 }
 
@@ -406,8 +411,8 @@ extern "C" int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int x
 
 extern "C" int h3k_im2col3d(void *col, int cdt, const void *x, int xdt, const h3k_conv3d *g, int64_t n0, int64_t rows,
                             cudaStream_t stream) {
-    int64_t n = rows * g->C * g->kt * g->kh * g->kw;
-    if (n <= 0) return 0;
+    int64_t n = rows * g->C;
+    if (n <= 0 || g->kt * g->kh * g->kw <= 0) return 0;
     k_im2col3d<<<grid_for(n), kThreads, 0, stream>>>(col, cdt, x, xdt, *g, n0, rows);
     return launched();
 }

@@ -150,8 +150,9 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
         h3_config *c;
         rc = h3_config_load(meta, &c, status);
         if (rc == H3_OK) {
+            /* Ranged before the narrowing: 4294967297 used to become layer 1. */
             int64_t layer = e->text_layer;
-            rc = h3_config_int_or(c, "text_encoder_layer", &layer, status);
+            rc = h3_config_int_range_or(c, "text_encoder_layer", 0, H3_TEXT_ENCODER_MAX_LAYERS, &layer, status);
             e->text_layer = (int)layer;
             h3_config_free(c);
         }

@@ -221,8 +221,9 @@ h3_status_code h3_config_int_array_range(const h3_config *c, const char *key, in
 
 h3_status_code h3_config_double_range_or(const h3_config *c, const char *key, double min, double max, double *out,
                                          h3_status *status) {
-    double v = *out;
-    h3_status_code rc = h3_config_double_or(c, key, &v, status);
+    if (!h3_config_has(c, key)) return H3_OK; /* the caller's default, not checked here */
+    double v;
+    h3_status_code rc = h3_config_double(c, key, &v, status);
     if (rc != H3_OK) return rc;
     if (!(v >= min && v <= max))
         return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %g, outside [%g, %g]", c->path, key, v, min, max);

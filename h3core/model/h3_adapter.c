@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/h3_config.h"
+#include "model/h3_scheduler.h"
 
 typedef enum key_role { ROLE_LORA_A = 0, ROLE_LORA_B, ROLE_DIFF, ROLE_DIFF_B, ROLE_SET_WEIGHT, ROLE_COUNT } key_role;
 
@@ -376,9 +377,13 @@ static h3_status_code read_contract(h3_adapter *a, h3_status *status) {
             goto done;
         }
     }
-    if ((rc = h3_config_double_or(j, "flow_shift", &c->video_shift, status)) != H3_OK) goto done;
-    if ((rc = h3_config_double_or(j, "audio_flow_shift", &c->audio_shift, status)) != H3_OK) goto done;
-    if ((rc = h3_config_double_or(j, "vsa_sparsity", &c->vsa_sparsity, status)) != H3_OK) goto done;
+    if ((rc = h3_config_double_range_or(j, "flow_shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &c->video_shift, status)) !=
+        H3_OK)
+        goto done;
+    if ((rc = h3_config_double_range_or(j, "audio_flow_shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &c->audio_shift,
+                                        status)) != H3_OK)
+        goto done;
+    if ((rc = h3_config_double_range_or(j, "vsa_sparsity", 0, 1, &c->vsa_sparsity, status)) != H3_OK) goto done;
     int64_t tile = 0;
     if ((rc = h3_config_int_or(j, "vsa_tile_size", &tile, status)) != H3_OK) goto done;
     c->vsa_tile_size = (int)tile;

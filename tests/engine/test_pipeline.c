@@ -270,15 +270,18 @@ static void link_all(const char *from, const char *to, const char *except) {
 
 /* A copy of the tiny model in a temp folder, every entry a symlink to the
  * original except `file` (a JSON file, relative to the model folder), which
- * is written with `key` set to `value`. Returns the folder (g_free). */
-static char *model_variant(const char *tmp, const char *file, const char *key, gint64 value) {
+ * is written with `key` set to `value` (JSON text). Returns the folder (g_free). */
+static char *model_variant(const char *tmp, const char *file, const char *key, const char *value) {
     const char *orig = h3_test_data("models/tiny-h3");
     char *dir = g_build_filename(tmp, key, NULL);
     link_all(orig, dir, file);
     char *src = g_build_filename(orig, file, NULL), *dst = g_build_filename(dir, file, NULL);
     JsonParser *p = json_parser_new();
     CHECK(json_parser_load_from_file(p, src, NULL), "parse %s", src);
-    json_object_set_int_member(json_node_get_object(json_parser_get_root(p)), key, value);
+    JsonParser *vp = json_parser_new();
+    CHECK(json_parser_load_from_data(vp, value, -1, NULL), "value %s", value);
+    json_object_set_member(json_node_get_object(json_parser_get_root(p)), key, json_node_copy(json_parser_get_root(vp)));
+    g_object_unref(vp);
     JsonGenerator *g = json_generator_new();
     json_generator_set_root(g, json_parser_get_root(p));
     CHECK(json_generator_to_file(g, dst, NULL), "write %s", dst);
@@ -312,7 +315,7 @@ static void test_open_ranges(void) {
     h3_engine *e = NULL;
     h3_status st = {0};
     /* 4294967297 narrowed to int silently became layer 1. */
-    char *dir = model_variant(tmp, "golden_meta.json", "text_encoder_layer", 4294967297LL);
+    char *dir = model_variant(tmp, "golden_meta.json", "text_encoder_layer", "4294967297");
     o.model_dir = dir;
     h3_status_code rc = h3_engine_open(&o, &e, &st);
     CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "golden_meta.json") &&
@@ -320,12 +323,20 @@ static void test_open_ranges(void) {
           "text_encoder_layer 4294967297: %s %s", h3_status_code_name(rc), st.message);
     g_free(dir);
     /* Passed the int32 check and failed as "out of memory" at the block array. */
-    dir = model_variant(tmp, "transformer/config.json", "num_layers", 2147483647LL);
+    dir = model_variant(tmp, "transformer/config.json", "num_layers", "2147483647");
     o.model_dir = dir;
     rc = h3_engine_open(&o, &e, &st);
     CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "num_layers") && strstr(st.message, "2147483647") &&
               !strstr(st.message, "out of memory"),
           "num_layers 2147483647: %s %s", h3_status_code_name(rc), st.message);
+    g_free(dir);
+    /* A shift past float's range became inf and failed only at generation, naming no file. */
+    dir = model_variant(tmp, "scheduler/scheduler_config.json", "shift", "1e300");
+    o.model_dir = dir;
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "scheduler_config.json") &&
+              strstr(st.message, "\"shift\"") && strstr(st.message, "1e+300"),
+          "shift 1e300: %s %s", h3_status_code_name(rc), st.message);
     g_free(dir);
     remove_tree(tmp);
     g_free(tmp);

@@ -541,6 +541,8 @@ static void test_errors(void) {
         {"gate of block +1", V, .rename_from = "transformer_blocks.1.attn.to_gate",
          .rename_to = "transformer_blocks.+1.attn.to_gate", .stage = 1, .code = H3_ERR_FORMAT,
          .text = {"transformer_blocks.+1.attn.to_gate_compress.set_weight", "not a VSA gate"}},
+        {"flow_shift 1e300", D, .json = "{\"flow_shift\": 1e300}", .code = H3_ERR_FORMAT,
+         .text = {"\"flow_shift\"", "1e+300"}},
         {"block 00 (native)", D, .rename_from = "transformer_blocks.1.", .rename_to = "transformer_blocks.001.",
          .code = H3_ERR_FORMAT, .text = {"'001'", "not canonical"}},
     };

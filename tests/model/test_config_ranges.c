@@ -205,9 +205,16 @@ static void test_video_vae(void) {
     rc = native_video_with("source_safetensors_path", "\"../../../etc/passwd\"", &st);
     CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "source_safetensors_path"), "source_safetensors_path ..: %d %s",
           rc, st.message);
+    /* A decoder config outside the VAE folder, which the old loader read. */
+    char *outside = g_build_filename(tmpdir, "outside", NULL);
+    write_edited(h3_test_data("official/FL2VA/video_vae/source/config.json"), outside, NULL, NULL);
+    rc = native_video_with("source_path", "\"../outside\"", &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "source_path") && strstr(st.message, "outside the model folder"),
+          "source_path ../outside: %d %s", rc, st.message);
     /* A symlink inside the folder that leads out of it. */
     char *link = g_build_filename(tmpdir, "native_video", "out", NULL);
-    CHECK(symlink(tmpdir, link) == 0, "symlink %s", link);
+    CHECK(symlink(outside, link) == 0, "symlink %s", link);
+    g_free(outside);
     rc = native_video_with("source_path", "\"out\"", &st);
     CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "outside"), "source_path through a symlink: %d %s", rc,
           st.message);

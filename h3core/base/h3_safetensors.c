@@ -680,16 +680,25 @@ static h3_status_code dummy_tensor(h3_checkpoint *c, const char *name, h3_st_dty
     t->name = g_strdup(name);
     t->dtype = dtype;
     t->ndim = ndim;
-    t->numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || (shape[i] && t->numel > INT64_MAX / shape[i])) {
-            free_owned(t);
-            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': bad shape", c->path, name);
-        }
+    uint64_t numel = 1, bytes = 0;
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < ndim && rc == H3_OK; i++) {
+        if (shape[i] < 0) rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': shape[%d] is %lld", c->path,
+                                       name, i, (long long)shape[i]);
+        else rc = h3_size_mul_max(numel, (uint64_t)shape[i], INT64_MAX, &numel, status, "%s: tensor '%s': shape",
+                                  c->path, name);
         t->shape[i] = shape[i];
-        t->numel *= shape[i];
     }
-    t->nbytes = (size_t)t->numel * h3_st_dtype_size(dtype);
+    /* A dummy tensor's bytes are sized like a file's: they must fit size_t. */
+    if (rc == H3_OK)
+        rc = h3_size_mul_max(numel, h3_st_dtype_size(dtype), SIZE_MAX, &bytes, status, "%s: tensor '%s': bytes",
+                             c->path, name);
+    if (rc != H3_OK) { /* the shapes come from a config: an overflow there is the config's (FORMAT) */
+        free_owned(t);
+        return rc;
+    }
+    t->numel = (int64_t)numel;
+    t->nbytes = (size_t)bytes;
     t->file_path = c->path;
     g_ptr_array_add(c->owned, t);
     g_hash_table_insert(c->lookup, (gpointer)t->name, t);

@@ -131,6 +131,24 @@ static void test_header_hardening(void) {
     g_free(p);
 }
 
+/* A dummy tensor's bytes wrapped size_t (2^62 F32 elements: 0 bytes). */
+static void test_dummy_sizes(void) {
+    h3_checkpoint *c = NULL;
+    h3_status st = {0};
+    CHECK(h3_checkpoint_dummy_new("dummy", 1, &c, &st) == H3_OK, "dummy: %s", st.message);
+    if (!c) return;
+    int64_t huge[2] = {(int64_t)1 << 62, 1};
+    CHECK(h3_checkpoint_dummy_add(c, "w", H3_ST_F32, 2, huge, 0, 1, &st) != H3_OK && strstr(st.message, "'w'") &&
+              strstr(st.message, "bytes"),
+          "2^62 F32 elements: %s", st.message);
+    CHECK(h3_checkpoint_find(c, "w") == NULL, "refused tensor listed");
+    int64_t ok[2] = {3, 4};
+    CHECK(h3_checkpoint_dummy_add(c, "w", H3_ST_BF16, 2, ok, 0, 1, &st) == H3_OK &&
+              h3_checkpoint_find(c, "w")->nbytes == 24,
+          "3x4 BF16: %s", st.message);
+    h3_checkpoint_close(c);
+}
+
 /* A FIFO in place of a weights or config file: open() without O_NONBLOCK
  * blocked forever (no writer). Now it is refused at once; the alarm turns a
  * regression into a failure instead of a test that hangs until its timeout. */
@@ -307,6 +325,7 @@ int main(void) {
     test_bad_index();
     test_header_hardening();
     test_not_regular();
+    test_dummy_sizes();
     test_config_duplicates();
     test_size_helpers();
     test_path_inside();

@@ -15,6 +15,14 @@ static h3_status_code open_error(const char *path, int err, h3_status *status) {
     return h3_fail(status, H3_ERR_IO, "%s: %s", path, strerror(err));
 }
 
+static const char *kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "directory";
+    if (S_ISFIFO(mode)) return "FIFO";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "device";
+    if (S_ISSOCK(mode)) return "socket";
+    return "special file";
+}
+
 h3_status_code h3_file_open(const char *path, int *fd, uint64_t *size, h3_status *status) {
     *fd = -1;
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -27,10 +35,7 @@ h3_status_code h3_file_open(const char *path, int *fd, uint64_t *size, h3_status
     }
     if (!S_ISREG(st.st_mode)) {
         close(f);
-        return h3_fail(status, H3_ERR_IO, "%s: not a regular file (a %s)", path,
-                       S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
-                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : S_ISSOCK(st.st_mode) ? "socket"
-                                                                                           : "special file");
+        return h3_fail(status, H3_ERR_IO, "%s: not a regular file (a %s)", path, kind_of(st.st_mode));
     }
     int flags = fcntl(f, F_GETFL);
     if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {

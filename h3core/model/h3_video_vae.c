@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/h3_config.h"
+#include "base/h3_file.h"
 #include "base/h3_safetensors.h"
 
 #define MAX_LATENT_CHANNELS 64
@@ -87,15 +88,24 @@ static h3_status_code product_of(const h3_config *c, const char *key, int *out, 
     return H3_OK;
 }
 
+/* Every integer of the config has its range here (docs/RELIABILITY.md,
+ * "Ranges and files"); they keep dim = heads·head_dim and the FFN width
+ * inside int32. */
 static h3_status_code get_int(const h3_config *c, const char *key, int lo, int hi, int *out, h3_status *status) {
-    int64_t v;
-    h3_status_code rc = h3_config_int(c, key, &v, status);
-    if (rc != H3_OK) return rc;
-    if (v < lo || v > hi)
-        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld, expected %d..%d", h3_config_path(c), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return H3_OK;
+    int64_t v = 0;
+    h3_status_code rc = h3_config_int_range(c, key, lo, hi, &v, status);
+    if (rc == H3_OK) *out = (int)v;
+    return rc;
+}
+
+/* The float keys: rope theta, the rotary share of a head (floor(head_dim x
+ * ratio) becomes an int, so a ratio past 1 is no share) and the norm eps. */
+static h3_status_code get_floats(const h3_config *c, const char *theta_key, const char *ratio_key,
+                                 const char *eps_key, double *theta, double *ratio, double *eps, h3_status *status) {
+    h3_status_code rc = h3_config_double_range_or(c, theta_key, 1e-3, 1e12, theta, status);
+    if (rc == H3_OK) rc = h3_config_double_range_or(c, ratio_key, 0, 1, ratio, status);
+    if (rc == H3_OK && eps_key) rc = h3_config_double_range_or(c, eps_key, 1e-30, 1, eps, status);
+    return rc;
 }
 
 /* Like get_int, but keeps *out when the key is absent. */
@@ -115,7 +125,7 @@ static h3_status_code read_latent_stats(h3_video_vae *v, const h3_config *c, h3_
             return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" has %d entries, the latent has %d channels",
                            h3_config_path(c), keys[k], n, v->z_channels);
         for (int i = 0; i < n; i++) {
-            if (k == 1 && !(vals[i] > 0))
+            if (k == 1 && !(vals[i] > 0 && vals[i] <= 1e30))
                 return h3_fail(status, H3_ERR_FORMAT, "%s: latents_std[%d] = %g", h3_config_path(c), i, vals[i]);
             (k ? v->latents_std : v->latents_mean)[i] = (float)vals[i];
         }
@@ -147,9 +157,9 @@ static h3_status_code read_diffusers_config(h3_video_vae *v, const h3_config *c,
     if ((rc = get_int_or(c, "decoder_ffn_mult", 1, 64, &ffn_mult, status)) != H3_OK) return rc;
     double ratio = 0.75, eps = 1e-5;
     v->rope_theta = 100.0;
-    if ((rc = h3_config_double_or(c, "decoder_rope_theta", &v->rope_theta, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(c, "decoder_rope_dim_ratio", &ratio, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(c, "decoder_norm_eps", &eps, status)) != H3_OK) return rc;
+    if ((rc = get_floats(c, "decoder_rope_theta", "decoder_rope_dim_ratio", "decoder_norm_eps", &v->rope_theta, &ratio,
+                         &eps, status)) != H3_OK)
+        return rc;
     v->clip_length = 17;
     v->token_drop = 3;
     if ((rc = get_int_or(c, "clip_length", 1, 1000, &v->clip_length, status)) != H3_OK) return rc;
@@ -200,8 +210,9 @@ static h3_status_code read_native_config(h3_video_vae *v, const h3_config *wrap,
     if ((rc = get_int(src, "vit_decoder_kwargs.dim_head", 2, 1024, &v->head_dim, status)) != H3_OK) return rc;
     double ratio = 0.75;
     v->rope_theta = 100.0;
-    if ((rc = h3_config_double_or(src, "vit_decoder_kwargs.rope_theta", &v->rope_theta, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(src, "vit_decoder_kwargs.rope_dim_ratio", &ratio, status)) != H3_OK) return rc;
+    if ((rc = get_floats(src, "vit_decoder_kwargs.rope_theta", "vit_decoder_kwargs.rope_dim_ratio", NULL,
+                         &v->rope_theta, &ratio, NULL, status)) != H3_OK)
+        return rc;
     v->clip_length = 17;
     v->token_drop = 3;
     if ((rc = get_int_or(wrap, "vae_clip_length", 1, 1000, &v->clip_length, status)) != H3_OK) return rc;
@@ -643,6 +654,28 @@ void h3_video_vae_free(h3_video_vae *v) {
     free(v);
 }
 
+/* The native config names a folder (source_path) and a file in it
+ * (source_safetensors_path): both stay inside the VAE's own folder, the
+ * folder with every symlink resolved (a "../../elsewhere" or a link out is
+ * refused), the file's last part allowed to be a link as every file of a
+ * Hugging Face cache snapshot is (base/h3_file.h). */
+static h3_status_code check_source_paths(const h3_config *wrap, const char *dir, const char *sub, const char *file,
+                                         h3_status *status) {
+    char what[1200];
+    snprintf(what, sizeof what, "%s: \"source_path\"", h3_config_path(wrap));
+    char *folder = g_build_filename(dir, sub, NULL);
+    h3_status_code rc = g_path_is_absolute(sub)
+                            ? h3_fail(status, H3_ERR_FORMAT, "%s is '%s': a folder inside '%s' is needed", what, sub,
+                                      dir)
+                            : h3_path_check_inside(dir, folder, what, status);
+    if (rc == H3_OK) {
+        snprintf(what, sizeof what, "%s: \"source_safetensors_path\"", h3_config_path(wrap));
+        rc = h3_path_check_file_name(folder, file, what, status);
+    }
+    g_free(folder);
+    return rc;
+}
+
 /* Reads the config(s) of either layout and names the weights file. */
 static h3_status_code read_config(h3_video_vae *v, const char *dir, char **weights, h3_status *status) {
     char *path = g_build_filename(dir, "config.json", NULL);
@@ -660,6 +693,7 @@ static h3_status_code read_config(h3_video_vae *v, const char *dir, char **weigh
     rc = h3_config_string(wrap, "source_path", &sub, status);
     if (rc == H3_OK && h3_config_has(wrap, "source_safetensors_path"))
         rc = h3_config_string(wrap, "source_safetensors_path", &file, status);
+    if (rc == H3_OK) rc = check_source_paths(wrap, dir, sub, file, status);
     if (rc == H3_OK) {
         char *src_path = g_build_filename(dir, sub, "config.json", NULL);
         rc = h3_config_load(src_path, &src, status);

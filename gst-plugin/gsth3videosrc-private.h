@@ -175,7 +175,7 @@ struct _GstH3VideoSrc
 
   /* Progress bookkeeping: each START gets exactly one terminal message. */
   GRecMutex progress_lock;
-  gboolean load_open, generate_open;
+  gboolean load_open, generate_open, wait_open;
 
   /* Identity of the run's streams; written at start, then read-only. */
   guint group_id;
@@ -235,12 +235,16 @@ GstH3Engine *gst_h3_engine_lookup (const gchar * key, gboolean shared,
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
     h3_engine_options * opt, h3_status * st);
+/* Called once when a wait begins, with the name of the element it waits
+ * for (the loader, or the one generating); no lock held. */
+typedef void (*GstH3WaitFunc) (gpointer data, const gchar * holder);
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_wait_loaded (GstH3Engine * e,
-    const volatile gint * cancel, h3_status * st);
+    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data,
+    h3_status * st);
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_begin (GstH3Engine * e, GstObject * owner,
-    const volatile gint * cancel);
+    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data);
 G_GNUC_INTERNAL
 void gst_h3_engine_end (GstH3Engine * e, GstObject * owner);
 G_GNUC_INTERNAL

@@ -112,6 +112,41 @@ worker_stop_streaming (GstH3VideoSrc * self, gboolean error_posted)
   g_mutex_unlock (&self->lock);
 }
 
+/* The waits for a shared engine say whom they wait for: a `wait` progress
+ * operation (gst-launch-1.0 prints it; nothing can preroll before the
+ * engine is ours anyway) and an h3videosrc/waiting element message. */
+static void
+post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
+{
+  gboolean load = g_strcmp0 (reason, "load") == 0;
+
+  GST_INFO_OBJECT (self, "waiting for %s (%s)", holder, reason);
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self),
+          gst_structure_new ("h3videosrc/waiting", "reason", G_TYPE_STRING,
+              reason, "holder", G_TYPE_STRING, holder, NULL)));
+  if (load)
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_START, "wait", 0, "Waiting for the model, which "
+        "%s is loading", holder);
+  else
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_START, "wait", 0, "Waiting for %s to finish its "
+        "generation on the shared model", holder);
+}
+
+static void
+on_wait_load (gpointer data, const gchar * holder)
+{
+  post_waiting (data, "load", holder);
+}
+
+static void
+on_wait_turn (gpointer data, const gchar * holder)
+{
+  post_waiting (data, "turn", holder);
+}
+
 /* Takes the process's engine for the run's model settings: the one this
  * element already holds when they did not change, else the shared one
  * (engine-cache), loading it when nobody has, or waiting for the element
@@ -159,18 +194,28 @@ worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
     ok = gst_h3_engine_load (e, GST_OBJECT (self), &opt, &st);
   } else {
     GST_INFO_OBJECT (self, "sharing the engine of another element");
-    ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, &st);
+    ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, on_wait_load,
+        self, &st);
     if (!ok && st.code == H3_ERR_CANCELLED) {
+      gst_h3_video_src_post_progress (self, &self->wait_open,
+          GST_PROGRESS_TYPE_CANCELED, "wait", 0,
+          "Stopped while waiting for the model");
       gst_h3_engine_unref (e);
       *stopped = TRUE;
       return FALSE;
     }
+    if (ok)
+      gst_h3_video_src_post_progress (self, &self->wait_open,
+          GST_PROGRESS_TYPE_COMPLETE, "wait", 100, "The model is loaded");
   }
   if (!ok) {
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_LOAD, &st);
     gst_h3_video_src_post_progress (self, &self->load_open,
         GST_PROGRESS_TYPE_ERROR, "load", 0, "Could not load the model: %s",
         st.message);
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_ERROR, "wait", 0, "The model could not be loaded: "
+        "%s", st.message);
     gst_h3_engine_unref (e);
     return FALSE;
   }
@@ -304,6 +349,17 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
   size = (gsize) self->plan.width * self->plan.height * 3;
   g_mutex_unlock (&self->lock);
 
+  /* The first frames are about to flow, so the sinks will preroll: the
+   * `generate` operation ends here, before they can (gst-launch-1.0 holds
+   * a prerolled pipeline in PAUSED while a progress operation is open, and
+   * the encoders would wait for the rest of the decode). The decode goes
+   * on as h3videosrc/step messages, to 100 %, then h3videosrc/done. */
+  if (first == 0 && count > 0)
+    gst_h3_video_src_post_progress (self, &self->generate_open,
+        GST_PROGRESS_TYPE_COMPLETE, "generate",
+        gst_h3_phase_percent (H3_PHASE_DECODE_VIDEO, 0, 1),
+        "First frames decoded: streaming while the video decodes");
+
   /* Copy outside the lock: the pad tasks keep pushing meanwhile. */
   bufs = g_new (GstBuffer *, MAX (count, 1));
   for (gint i = 0; i < count; i++) {
@@ -435,8 +491,14 @@ gst_h3_video_src_worker (gpointer data)
   /* One generation at a time per engine: wait for the other elements
    * sharing it (cancellable). */
   if (!gst_h3_engine_begin (self->engine, GST_OBJECT (self),
-          &self->cancel_flag))
+          &self->cancel_flag, on_wait_turn, self)) {
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_CANCELED, "wait", 0,
+        "Stopped while waiting for the shared model");
     goto done;
+  }
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_COMPLETE, "wait", 100, "The shared model is free");
   engine = gst_h3_engine_get (self->engine);
 
   memset (&st, 0, sizeof st);

@@ -45,12 +45,16 @@
  *
  * ## Messages
  *
- * * `GST_MESSAGE_PROGRESS` with code `load` (engine opened) and `generate`
- *   (START, CONTINUE with a `percent` field for the prompt, every denoising
- *   step and every decode window, COMPLETE once the last frame is decoded,
- *   before EOS, CANCELED when stopped, ERROR after an error message).
+ * * `GST_MESSAGE_PROGRESS` with code `load` (engine opened), `wait`
+ *   (waiting for a shared engine another element loads or generates on)
+ *   and `generate` (START, CONTINUE with a `percent` field for the prompt,
+ *   every denoising step and the audio decode, COMPLETE when the first
+ *   frames are decoded, so that gst-launch-1.0 plays once the sinks
+ *   preroll, CANCELED when stopped, ERROR after an error message).
  * * Element message `h3videosrc/step` for every denoising step and decode
- *   window: `phase`, `step`, `total`, `percent`, `elapsed`, `eta`.
+ *   window (`percent` reaches 100 with the last frame): `phase`, `step`,
+ *   `total`, `percent`, `elapsed`, `eta`; `h3videosrc/waiting` (`reason`,
+ *   `holder`) when waiting for a shared engine.
  * * Element message `h3videosrc/done` at the end of each generation with
  *   the `result` and the stage timings, before EOS (and `stats` is set).
  * * A `GstStreamCollection` with the two streams and their caps, before any
@@ -772,6 +776,8 @@ handle_eos (GstH3VideoSrc * self, GstEvent * event)
     return FALSE;
   }
   GST_INFO_OBJECT (self, "end of stream requested");
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped by end-of-stream");
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_CANCELED, "generate", 0,
       "Generation stopped by end-of-stream");
@@ -1072,6 +1078,8 @@ run_stop (GstH3VideoSrc * self)
   gst_h3_video_src_cancel (self);
   gst_h3_video_src_post_progress (self, &self->load_open,
       GST_PROGRESS_TYPE_CANCELED, "load", 0, "Stopped while loading the model");
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped while waiting");
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
 }

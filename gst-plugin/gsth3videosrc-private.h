@@ -21,7 +21,10 @@
  *                  stream-start, caps, segment, collection, tags at once,
  *                  then one buffer per video frame (audio sliced per video
  *                  frame), then EOS. One blocked branch never stalls the
- *                  other.
+ *                  other. Each plays self->segment: a seek in a kept clip
+ *                  (keep-clip) sets a new one and the tasks start over
+ *                  from its position (SEGMENT_DONE instead of EOS for a
+ *                  segment seek).
  *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
  *                  stop the tasks, and wait a bounded time for the worker
  *                  (GST_H3_STOP_WAIT); one still in a step or a model load is
@@ -78,6 +81,10 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
 #define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
 #define DEFAULT_ENGINE_CACHE TRUE
+#define DEFAULT_KEEP_CLIP TRUE
+/* 2 GiB: a 15 s clip at 1280x736 (362 frames of 2.8 MB, with its audio)
+ * is about 1 GiB. */
+#define DEFAULT_KEEP_CLIP_MAX_BYTES (G_GUINT64_CONSTANT (2) << 30)
 
 /* How long PAUSED->READY (and READY->NULL) wait for a cancelled generation
  * to return: it stops at the next denoising step or decode window, which is
@@ -102,6 +109,8 @@ typedef struct
   GstH3LoadFormat load_format;
   GstH3DummyAdapter dummy_adapter;
   gboolean engine_cache;
+  gboolean keep_clip;
+  guint64 keep_clip_max_bytes;
 } GstH3Settings;
 
 /* An engine shared by the elements of the process (gsth3videosrc-engine.c). */
@@ -115,9 +124,13 @@ typedef struct
   GstPad *pad;
   gboolean is_video;
   gint next;                    /* next video frame, or audio slice (one per frame) */
+  gint end;                     /* video: the segment's end frame (exclusive) */
+  gint64 sample, sample_end;    /* audio: next sample, the segment's end */
+  guint segment_gen;            /* the segment (self->segment_gen) pushed */
   gboolean started;             /* sticky events pushed */
   gboolean discont;
   gboolean eos;
+  gboolean segment_done;        /* SEGMENT_DONE pushed for segment_gen */
   GstFlowReturn last_flow;      /* of the last push */
 } GstH3Output;
 
@@ -138,6 +151,8 @@ struct _GstH3VideoSrc
   GstH3Settings run;            /* read-only while the worker runs */
   gint run_frames;              /* aligned frame count of the run */
   gint run_rate;                /* audio rate of the run (the preflight's) */
+  gint64 run_audio_len;         /* stereo samples of the run: the video's length */
+  gboolean run_keep;            /* the run keeps its clip: seekable */
 
   /* The run's stop flag: the engine polls it (h3_callbacks.cancel_flag), so
    * does every wait for an engine. Atomic; raised with `cancel`. */
@@ -159,7 +174,7 @@ struct _GstH3VideoSrc
   gboolean worker_exiting;
   gboolean have_plan;
   h3_plan plan;
-  GstBuffer **frames;           /* plan.num_frames; NULL once pushed */
+  GstBuffer **frames;           /* plan.num_frames; NULL once pushed, unless run_keep */
   gint frames_ready;
   gfloat *samples;              /* audio_len stereo frames, zero padded */
   gint64 audio_len, audio_ready, audio_delivered;
@@ -184,8 +199,19 @@ struct _GstH3VideoSrc
   GstStream *video_stream, *audio_stream;
   GstStreamCollection *collection;
 
+  /* The segment the pad tasks play, under `lock`: set at READY->PAUSED
+   * ([0, duration]) and by each accepted seek, which bumps segment_gen;
+   * each task pushes it when its own segment_gen is behind. position: the
+   * end of the last buffer pushed (the base of a non-flushing seek). */
+  GstSegment segment;
+  guint segment_gen;
+  gint seeking;                 /* a flushing seek stops the tasks */
+  gint segment_done_pads;       /* pads that pushed SEGMENT_DONE for segment_gen */
+
   GstFlowCombiner *combiner;    /* object lock */
-  guint32 last_seek_seqnum;
+  GMutex seek_lock;             /* one seek at a time, against run_stop */
+  guint32 last_seek_seqnum;     /* object lock */
+  gboolean last_seek_result;
 };
 
 /* What the worker was doing when the engine failed (for the message). */
@@ -278,6 +304,8 @@ void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
 G_GNUC_INTERNAL
 GstClockTime gst_h3_frame_time (gint64 n);
 G_GNUC_INTERNAL
+gint64 gst_h3_frame_at (GstClockTime t);
+G_GNUC_INTERNAL
 GstCaps *gst_h3_video_caps_new (gint width, gint height);
 G_GNUC_INTERNAL
 GstCaps *gst_h3_audio_caps_new (gint rate);
@@ -290,6 +318,11 @@ gboolean gst_h3_video_src_accept_caps (GstH3VideoSrc * self,
     GstH3Output * out);
 G_GNUC_INTERNAL
 void gst_h3_output_reset (GstH3Output * out);
+G_GNUC_INTERNAL
+guint64 gst_h3_clip_bytes (gint frames, gint width, gint height, gint rate);
+G_GNUC_INTERNAL
+void gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
+    const GstSegment * segment);
 G_GNUC_INTERNAL
 void gst_h3_video_src_loop (gpointer user_data);
 

@@ -31,6 +31,8 @@ gst_h3_settings_init (GstH3Settings * s)
   s->load_format = DEFAULT_LOAD_FORMAT;
   s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
   s->engine_cache = DEFAULT_ENGINE_CACHE;
+  s->keep_clip = DEFAULT_KEEP_CLIP;
+  s->keep_clip_max_bytes = DEFAULT_KEEP_CLIP_MAX_BYTES;
 }
 
 void

@@ -63,7 +63,10 @@
  * Settings that cannot work (backend against the adapter, devices against
  * the machine, caps refused downstream, no linked pad) fail the change to
  * PAUSED before the model loads. Elements of a process with the same model
- * settings share one loaded model (#GstH3VideoSrc:engine-cache). Stopping
+ * settings share one loaded model (#GstH3VideoSrc:engine-cache). The clip
+ * is kept after it is generated (#GstH3VideoSrc:keep-clip): the element is
+ * then seekable in TIME, with flushing, non-flushing and segment seeks
+ * (loop playback), without running the model again. Stopping
  * waits for the generation to return (bounded at READY/NULL; always when
  * the element is freed). The `h3:` URIs are handled by h3src, a bin around
  * this element.
@@ -98,6 +101,8 @@ enum
   PROP_LOAD_FORMAT,
   PROP_DUMMY_ADAPTER,
   PROP_ENGINE_CACHE,
+  PROP_KEEP_CLIP,
+  PROP_KEEP_CLIP_MAX_BYTES,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -443,6 +448,36 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           "that have the same model settings", DEFAULT_ENGINE_CACHE, rw));
 
   /**
+   * GstH3VideoSrc:keep-clip:
+   *
+   * Keep the generated clip in memory until the next run, so that it can
+   * be replayed without running the model again: the element is then
+   * seekable in TIME (flushing and non-flushing seeks, segment seeks for
+   * loops, positive rates), during the generation too (a position not
+   * decoded yet is pushed once it is). A clip larger than
+   * #GstH3VideoSrc:keep-clip-max-bytes is not kept. FALSE: every frame is
+   * freed once pushed, and seeks are refused.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP,
+      g_param_spec_boolean ("keep-clip", "Keep clip",
+          "Keep the clip in memory for seeks and replays (up to "
+          "keep-clip-max-bytes)", DEFAULT_KEEP_CLIP, rw));
+
+  /**
+   * GstH3VideoSrc:keep-clip-max-bytes:
+   *
+   * The largest clip #GstH3VideoSrc:keep-clip keeps: its RGB frames
+   * (width x height x 3 bytes each) plus its 32-bit stereo audio. A larger
+   * clip is streamed and freed as with keep-clip=false (the element logs
+   * why) and is not seekable. The default, 2 GiB, holds the longest clip
+   * (362 frames) at 1280x736.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP_MAX_BYTES,
+      g_param_spec_uint64 ("keep-clip-max-bytes", "Keep clip max bytes",
+          "Largest clip (frames + audio, bytes) that keep-clip keeps", 0,
+          G_MAXUINT64, DEFAULT_KEEP_CLIP_MAX_BYTES, rw));
+
+  /**
    * GstH3VideoSrc:capabilities:
    *
    * What this build and machine can run (compute backends, GPUs, fa/vsa
@@ -512,6 +547,7 @@ gst_h3_video_src_init (GstH3VideoSrc * self)
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_rec_mutex_init (&self->progress_lock);
+  g_mutex_init (&self->seek_lock);
   self->combiner = gst_flow_combiner_new ();
   self->last_seek_seqnum = GST_SEQNUM_INVALID;
   output_init (self, &self->video, &video_template, TRUE);
@@ -569,6 +605,7 @@ gst_h3_video_src_finalize (GObject * object)
     gst_structure_free (self->stats);
   gst_flow_combiner_free (self->combiner);
   g_rec_mutex_clear (&self->progress_lock);
+  g_mutex_clear (&self->seek_lock);
   g_cond_clear (&self->cond);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -650,6 +687,12 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_ENGINE_CACHE:
       s->engine_cache = g_value_get_boolean (value);
       break;
+    case PROP_KEEP_CLIP:
+      s->keep_clip = g_value_get_boolean (value);
+      break;
+    case PROP_KEEP_CLIP_MAX_BYTES:
+      s->keep_clip_max_bytes = g_value_get_uint64 (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -727,6 +770,12 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
     case PROP_ENGINE_CACHE:
       g_value_set_boolean (value, s->engine_cache);
       break;
+    case PROP_KEEP_CLIP:
+      g_value_set_boolean (value, s->keep_clip);
+      break;
+    case PROP_KEEP_CLIP_MAX_BYTES:
+      g_value_set_uint64 (value, s->keep_clip_max_bytes);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -784,24 +833,185 @@ handle_eos (GstH3VideoSrc * self, GstEvent * event)
   return TRUE;
 }
 
-/* The clip is generated in one pass and pushed once: no seeking. Every
- * sink sends the same seek upstream, so answer each seqnum once. */
+/* Why a seek cannot be done now, or NULL. Called with the lock held. */
+static const gchar *
+seek_refusal (GstH3VideoSrc * self, gdouble rate, GstFormat format,
+    GstSeekFlags flags)
+{
+  if (!self->running)
+    return "the element is not running (seek in PAUSED or PLAYING)";
+  if (!self->run.keep_clip)
+    return "keep-clip is off: the frames are freed as they are pushed";
+  if (!self->run_keep)
+    return "the clip is larger than keep-clip-max-bytes, so it is not "
+        "kept";
+  if (format != GST_FORMAT_TIME)
+    return "only TIME seeks are supported";
+  if (rate <= 0.0)
+    return "reverse playback (a negative rate) is not supported";
+  if (flags & GST_SEEK_FLAG_INSTANT_RATE_CHANGE)
+    return "instant rate changes are not supported";
+  if (self->eos_requested || self->stop_streaming)
+    return "the stream has ended (end-of-stream requested, or an error)";
+  return NULL;
+}
+
+/* Where a seek to start lands with the snap flags: every frame is a key
+ * frame, so KEY_UNIT and SNAP_* move start to a frame boundary (before it
+ * unless SNAP_AFTER or SNAP_NEAREST say otherwise); without them the seek
+ * is accurate: the segment starts at start, the first video frame is the
+ * one that contains it and the audio starts at its nearest sample. */
+static gint64
+seek_snap (GstSeekFlags flags, gint64 start)
+{
+  gint64 before;
+  GstClockTime t0, t1;
+
+  if (start < 0 || !(flags & (GST_SEEK_FLAG_KEY_UNIT |
+              GST_SEEK_FLAG_SNAP_BEFORE | GST_SEEK_FLAG_SNAP_AFTER)))
+    return start;
+  before = gst_h3_frame_at ((GstClockTime) start);
+  t0 = gst_h3_frame_time (before);
+  t1 = gst_h3_frame_time (before + 1);
+  if (t0 == (GstClockTime) start)
+    return start;
+  if ((flags & GST_SEEK_FLAG_SNAP_BEFORE) && (flags & GST_SEEK_FLAG_SNAP_AFTER))
+    return (gint64) ((GstClockTime) start - t0 < t1 - (GstClockTime) start ?
+        t0 : t1);
+  if (flags & GST_SEEK_FLAG_SNAP_AFTER)
+    return (gint64) t1;
+  return (gint64) t0;
+}
+
+/* Stops both pad tasks for a flushing seek: the flag makes a task that
+ * waits for media return, FLUSH_START unblocks one in a push, and the
+ * stream locks say both are out of their loop. */
+static void
+seek_stop_tasks (GstH3VideoSrc * self, guint32 seqnum)
+{
+  GstH3Output *outs[] = { &self->video, &self->audio };
+
+  g_mutex_lock (&self->lock);
+  self->seeking++;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    GstEvent *ev = gst_event_new_flush_start ();
+    gst_event_set_seqnum (ev, seqnum);
+    gst_pad_push_event (outs[i]->pad, ev);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    gst_pad_pause_task (outs[i]->pad);
+    GST_PAD_STREAM_LOCK (outs[i]->pad);
+  }
+}
+
+static void
+seek_restart_tasks (GstH3VideoSrc * self, guint32 seqnum, gboolean flush)
+{
+  GstH3Output *outs[] = { &self->video, &self->audio };
+  gboolean running;
+
+  if (flush) {
+    for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+      GstEvent *ev = gst_event_new_flush_stop (TRUE);
+      gst_event_set_seqnum (ev, seqnum);
+      gst_pad_push_event (outs[i]->pad, ev);
+      outs[i]->eos = FALSE;
+      outs[i]->last_flow = GST_FLOW_OK;
+    }
+  }
+  GST_OBJECT_LOCK (self);
+  gst_flow_combiner_reset (self->combiner);
+  GST_OBJECT_UNLOCK (self);
+  g_mutex_lock (&self->lock);
+  if (flush)
+    self->seeking--;
+  running = self->running && !self->flushing;
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    /* A task that pushed EOS paused itself: a seek starts it again. */
+    if (running)
+      gst_pad_start_task (outs[i]->pad, gst_h3_video_src_loop, outs[i], NULL);
+    if (flush)
+      GST_PAD_STREAM_UNLOCK (outs[i]->pad);
+  }
+}
+
+/* A seek in a kept clip: the clip is not generated again, each pad task
+ * restarts from the new segment (flvdemux's order for a flushing seek:
+ * FLUSH_START, stop the tasks, FLUSH_STOP, new segment, restart). A
+ * non-flushing seek (a segment loop) takes effect at the tasks' next
+ * buffer, its running time following the last one pushed. Every sink sends
+ * the same seek upstream: each seqnum is answered once, and again with the
+ * same answer. */
 static gboolean
 handle_seek (GstH3VideoSrc * self, GstEvent * event)
 {
   guint32 seqnum = gst_event_get_seqnum (event);
+  gdouble rate;
+  GstFormat format;
+  GstSeekFlags flags;
+  GstSeekType start_type, stop_type;
+  gint64 start, stop;
+  GstSegment segment;
+  const gchar *refusal;
+  gboolean flush, update, ok = FALSE;
 
+  g_mutex_lock (&self->seek_lock);
   GST_OBJECT_LOCK (self);
-  if (seqnum != self->last_seek_seqnum) {
-    self->last_seek_seqnum = seqnum;
+  if (seqnum == self->last_seek_seqnum) {
+    ok = self->last_seek_result;
     GST_OBJECT_UNLOCK (self);
-    GST_INFO_OBJECT (self, "seek %" GST_PTR_FORMAT " refused: h3videosrc is "
-        "not seekable", event);
-  } else {
-    GST_OBJECT_UNLOCK (self);
+    g_mutex_unlock (&self->seek_lock);
+    gst_event_unref (event);
+    return ok;
   }
+  GST_OBJECT_UNLOCK (self);
+
+  gst_event_parse_seek (event, &rate, &format, &flags, &start_type, &start,
+      &stop_type, &stop);
+  flush = (flags & GST_SEEK_FLAG_FLUSH) != 0;
+  if (start_type == GST_SEEK_TYPE_SET)
+    start = seek_snap (flags, start);
+
+  g_mutex_lock (&self->lock);
+  refusal = seek_refusal (self, rate, format, flags);
+  segment = self->segment;
+  g_mutex_unlock (&self->lock);
+  if (!refusal && !gst_segment_do_seek (&segment, rate, format, flags,
+          start_type, start, stop_type, stop, &update))
+    refusal = "the positions are outside the clip";
+  if (refusal) {
+    GST_WARNING_OBJECT (self, "seek %" GST_PTR_FORMAT " refused: %s", event,
+        refusal);
+    goto done;
+  }
+  GST_INFO_OBJECT (self, "seek to %" GST_SEGMENT_FORMAT "%s", &segment,
+      flush ? " (flushing)" : "");
+
+  if (flush)
+    seek_stop_tasks (self, seqnum);
+  g_mutex_lock (&self->lock);
+  self->segment = segment;
+  /* Segments start at their position (basesrc's rule for a new segment). */
+  self->segment.position = segment.start;
+  self->segment_gen++;
+  self->segment_seqnum = seqnum;
+  self->segment_done_pads = 0;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  seek_restart_tasks (self, seqnum, flush);
+  ok = TRUE;
+
+done:
+  GST_OBJECT_LOCK (self);
+  self->last_seek_seqnum = seqnum;
+  self->last_seek_result = ok;
+  GST_OBJECT_UNLOCK (self);
+  g_mutex_unlock (&self->seek_lock);
   gst_event_unref (event);
-  return FALSE;
+  return ok;
 }
 
 static gboolean
@@ -910,6 +1120,38 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     *rate = settings_rate (self);
 }
 
+static gint
+query_frames (GstH3VideoSrc * self)
+{
+  gint frames, width, height, rate;
+
+  current_geometry (self, &frames, &width, &height, &rate);
+  return frames;
+}
+
+/* Whether a TIME seek would be done: in a run, when its clip is kept;
+ * outside one, when the properties will keep it. */
+static gboolean
+query_seekable (GstH3VideoSrc * self)
+{
+  gboolean running, seekable;
+  gint frames, width, height, rate;
+
+  g_mutex_lock (&self->lock);
+  running = self->running;
+  seekable = running && self->run_keep && !self->eos_requested &&
+      !self->stop_streaming;
+  g_mutex_unlock (&self->lock);
+  if (running)
+    return seekable;
+  current_geometry (self, &frames, &width, &height, &rate);
+  GST_OBJECT_LOCK (self);
+  seekable = self->settings.keep_clip && gst_h3_clip_bytes (frames, width,
+      height, rate) <= self->settings.keep_clip_max_bytes;
+  GST_OBJECT_UNLOCK (self);
+  return seekable;
+}
+
 static gboolean
 query_caps (GstH3VideoSrc * self, GstPad * pad, GstQuery * query)
 {
@@ -969,10 +1211,10 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       gst_query_set_latency (query, FALSE, 0, GST_CLOCK_TIME_NONE);
       return TRUE;
     case GST_QUERY_SEEKING:
-      current_geometry (self, &frames, &width, &height, &rate);
       gst_query_parse_seeking (query, &format, NULL, NULL, NULL);
-      gst_query_set_seeking (query, format, FALSE, 0,
-          format == GST_FORMAT_TIME ? (gint64) gst_h3_frame_time (frames) : -1);
+      gst_query_set_seeking (query, format, format == GST_FORMAT_TIME &&
+          query_seekable (self), 0, format == GST_FORMAT_TIME ?
+          (gint64) gst_h3_frame_time (query_frames (self)) : -1);
       return TRUE;
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -1016,6 +1258,20 @@ run_prepare (GstH3VideoSrc * self)
   self->run = snapshot;
   self->run_frames = h3_align_frames (self->run.num_frames);
   self->run_rate = pf.sample_rate;
+  self->run_audio_len = (gint64) gst_util_uint64_scale_round (self->run_frames,
+      self->run_rate, H3_FPS);
+  self->run_keep = FALSE;
+  if (self->run.keep_clip) {
+    guint64 bytes = gst_h3_clip_bytes (self->run_frames, self->run.width,
+        self->run.height, self->run_rate);
+
+    self->run_keep = bytes <= self->run.keep_clip_max_bytes;
+    if (!self->run_keep)
+      GST_WARNING_OBJECT (self, "the clip takes %" G_GUINT64_FORMAT " bytes, "
+          "more than keep-clip-max-bytes (%" G_GUINT64_FORMAT "): it is not "
+          "kept, frames are freed as they are pushed and seeks are refused",
+          bytes, self->run.keep_clip_max_bytes);
+  }
 
   /* Downstream is in PAUSED already: a capsfilter that wants another size
    * or rate fails the state change, not a run minutes later. */
@@ -1032,6 +1288,11 @@ run_prepare (GstH3VideoSrc * self)
   GST_OBJECT_UNLOCK (self);
 
   g_mutex_lock (&self->lock);
+  gst_segment_init (&self->segment, GST_FORMAT_TIME);
+  self->segment.duration = gst_h3_frame_time (self->run_frames);
+  self->segment_gen = 0;
+  self->seeking = 0;
+  self->segment_done_pads = 0;
   self->running = TRUE;
   self->flushing = FALSE;
   self->cancel = FALSE;
@@ -1071,10 +1332,14 @@ run_start (GstH3VideoSrc * self)
 static void
 run_stop (GstH3VideoSrc * self)
 {
+  /* After a seek in progress (which restarts the tasks), before any other. */
+  g_mutex_lock (&self->seek_lock);
   g_mutex_lock (&self->lock);
   self->running = FALSE;
   self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+  g_mutex_unlock (&self->seek_lock);
   gst_h3_video_src_cancel (self);
   gst_h3_video_src_post_progress (self, &self->load_open,
       GST_PROGRESS_TYPE_CANCELED, "load", 0, "Stopped while loading the model");

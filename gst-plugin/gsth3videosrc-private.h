@@ -24,7 +24,10 @@
  *                  other. Each plays self->segment: a seek in a kept clip
  *                  (keep-clip) sets a new one and the tasks start over
  *                  from its position (SEGMENT_DONE instead of EOS for a
- *                  segment seek).
+ *                  segment seek). Live (is-live), each pushes complete
+ *                  clips (self->live_clips) in PLAYING, one after the
+ *                  other, from where the last one ended, while the worker
+ *                  generates the next queued prompt.
  *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
  *                  stop the tasks, and wait a bounded time for the worker
  *                  (GST_H3_STOP_WAIT); one still in a step or a model load is
@@ -85,6 +88,15 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 /* 2 GiB: a 15 s clip at 1280x736 (362 frames of 2.8 MB, with its audio)
  * is about 1 GiB. */
 #define DEFAULT_KEEP_CLIP_MAX_BYTES (G_GUINT64_CONSTANT (2) << 30)
+#define DEFAULT_IS_LIVE FALSE
+#define DEFAULT_LATENCY (-1)    /* estimated */
+
+/* Live mode: what a clip's first buffer needs after the clip is complete
+ * to reach the sinks (the push through the pipeline), added to the
+ * latency the element reports; and the margin on a measured generation
+ * time in the estimate (x 1.25). */
+#define GST_H3_LIVE_MARGIN (200 * GST_MSECOND)
+#define GST_H3_LIVE_ESTIMATE_FACTOR 1.25
 
 /* How long PAUSED->READY (and READY->NULL) wait for a cancelled generation
  * to return: it stops at the next denoising step or decode window, which is
@@ -111,7 +123,32 @@ typedef struct
   gboolean engine_cache;
   gboolean keep_clip;
   guint64 keep_clip_max_bytes;
+  gboolean is_live;
+  gint64 latency;               /* ns, or -1: estimated */
 } GstH3Settings;
+
+/* Live mode: a complete clip waiting to be pushed, or being pushed, with
+ * the timestamp offset both pads give it (gsth3videosrc-output.c). */
+typedef struct
+{
+  guint index;                  /* 0: the run's first clip */
+  gchar *prompt;
+  guint64 seed;
+  h3_plan plan;
+  GstBuffer **frames;           /* plan.num_frames, NULL once pushed */
+  gfloat *samples;              /* audio_len stereo frames */
+  gint64 audio_len;
+  GstClockTime complete_rt;     /* running time when complete, or NONE (before PLAYING) */
+  GstClockTime base;            /* PTS of its first frame, NONE until decided */
+  gint pads_left;               /* pads still pushing it */
+} GstH3LiveClip;
+
+/* A prompt queued with queue-prompt. */
+typedef struct
+{
+  gchar *prompt;
+  guint64 seed;
+} GstH3QueuedPrompt;
 
 /* An engine shared by the elements of the process (gsth3videosrc-engine.c). */
 typedef struct _GstH3Engine GstH3Engine;
@@ -131,6 +168,12 @@ typedef struct
   gboolean discont;
   gboolean eos;
   gboolean segment_done;        /* SEGMENT_DONE pushed for segment_gen */
+  /* Live mode: the clip this pad is on (its index), where the last one
+   * ended, and the running offsets (frames, samples) of the stream. */
+  guint live_index;
+  gboolean live_started;        /* the gap and tags before live_index pushed */
+  GstClockTime live_end;
+  guint64 live_offset;
   GstFlowReturn last_flow;      /* of the last push */
 } GstH3Output;
 
@@ -182,6 +225,21 @@ struct _GstH3VideoSrc
   gchar *callback_error;        /* the engine broke the callback contract */
   gint64 run_start_us, denoise_start_us;
   GstStructure *stats;
+
+  /* Live mode (run.is_live), under `lock`: the clips generated and not yet
+   * pushed by both pads (GstH3LiveClip, in order), the prompts queued for
+   * the next clips (GstH3QueuedPrompt; kept across runs until PAUSED->READY
+   * of a run), whether the element is PLAYING, the running time it
+   * started playing at, where the last clip ends (the next one starts
+   * there or later), and the measured generation time the latency
+   * estimate comes from (of this element's last clip of the same shape). */
+  GQueue live_clips;
+  GQueue prompt_queue;
+  guint live_clips_made;
+  gboolean playing;
+  GstClockTime live_origin, live_next_base;
+  gchar *measured_shape;
+  gdouble measured_seconds;
 
   /* The audio rate of the model settings outside a run (caps queries):
    * h3_engine_preflight's, cached per engine key. Under `lock`. */
@@ -298,6 +356,16 @@ G_GNUC_INTERNAL
 void gst_h3_video_src_cancel (GstH3VideoSrc * self);
 G_GNUC_INTERNAL
 void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+void gst_h3_live_clip_free (GstH3LiveClip * clip);
+G_GNUC_INTERNAL
+void gst_h3_queued_prompt_free (GstH3QueuedPrompt * q);
+G_GNUC_INTERNAL
+gchar *gst_h3_settings_shape (const GstH3Settings * s);
+G_GNUC_INTERNAL
+GstClockTime gst_h3_video_src_latency (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+GstClockTime gst_h3_video_src_running_time (GstH3VideoSrc * self);
 
 /* ---- gsth3videosrc-output.c ---------------------------------------------- */
 

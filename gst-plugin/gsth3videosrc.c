@@ -15,10 +15,14 @@
  * float interleaved stereo at the model's sample rate). The clip is
  * generated once per run; frames are pushed as the engine decodes them.
  *
- * It is not a live source: timestamps start at 0 and the pipeline prerolls
- * once the first decoded media arrive, which can take minutes with the full
- * model. Put a `queue` on each branch and size it for the encoder's latency
- * (see docs/ELEMENT.md).
+ * By default it is not a live source: timestamps start at 0 and the
+ * pipeline prerolls once the first decoded media arrive, which can take
+ * minutes with the full model. Put a `queue` on each branch and size it for
+ * the encoder's latency (see docs/ELEMENT.md). With #GstH3VideoSrc:is-live
+ * it is one: timestamps in running time, a LATENCY answer of the
+ * generation time to expect (#GstH3VideoSrc:latency), and clips appended
+ * with the #GstH3VideoSrc::queue-prompt action signal, each where the last
+ * one ends: a channel that goes on until an application EOS.
  *
  * Without `model-location` the element runs the small embedded test model,
  * which produces noise-like media in seconds on a CPU: use it to check a
@@ -103,6 +107,8 @@ enum
   PROP_ENGINE_CACHE,
   PROP_KEEP_CLIP,
   PROP_KEEP_CLIP_MAX_BYTES,
+  PROP_IS_LIVE,
+  PROP_LATENCY,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -228,6 +234,41 @@ gst_h3_dummy_adapter_get_type (void)
 }
 
 /* ---- class --------------------------------------------------------------- */
+
+/* The queue-prompt action signal. */
+static gboolean
+queue_prompt (GstH3VideoSrc * self, const gchar * prompt, guint64 seed)
+{
+  GstH3QueuedPrompt *q;
+  gboolean live;
+  gchar *text;
+
+  GST_OBJECT_LOCK (self);
+  live = self->settings.is_live;
+  GST_OBJECT_UNLOCK (self);
+  if (!live) {
+    GST_WARNING_OBJECT (self, "queue-prompt needs is-live=true: a clip of "
+        "its own is a new run (set prompt, go to PLAYING)");
+    return FALSE;
+  }
+  text = g_strstrip (g_strdup (prompt ? prompt : ""));
+  if (!*text) {
+    GST_WARNING_OBJECT (self, "queue-prompt: the prompt is empty");
+    g_free (text);
+    return FALSE;
+  }
+  g_free (text);
+  q = g_new0 (GstH3QueuedPrompt, 1);
+  q->prompt = g_strdup (prompt);
+  q->seed = seed;
+  g_mutex_lock (&self->lock);
+  g_queue_push_tail (&self->prompt_queue, q);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_INFO_OBJECT (self, "queued \"%s\" (seed %" G_GUINT64_FORMAT ")",
+      prompt, seed);
+  return TRUE;
+}
 
 static void
 gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
@@ -478,6 +519,64 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           G_MAXUINT64, DEFAULT_KEEP_CLIP_MAX_BYTES, rw));
 
   /**
+   * GstH3VideoSrc:is-live:
+   *
+   * Behave as a live source: no preroll (the state changes to PAUSED return
+   * NO_PREROLL), data flows in PLAYING only, timestamps are running time,
+   * and the LATENCY query answers live with #GstH3VideoSrc:latency. Each
+   * clip is pushed once it is complete, from the running time it started
+   * playing at (the first) or where the last one ended, later only when
+   * it was complete too late for the latency (a GAP event covers the
+   * difference). Clips queued with #GstH3VideoSrc::queue-prompt follow;
+   * without one the element waits for the next: the stream ends only with
+   * an application EOS. Live streams are not seekable; clips are freed as
+   * they are pushed.
+   */
+  g_object_class_install_property (gobject_class, PROP_IS_LIVE,
+      g_param_spec_boolean ("is-live", "Is live",
+          "Live source: running-time timestamps, latency, queue-prompt "
+          "appends clips", DEFAULT_IS_LIVE, rw));
+
+  /**
+   * GstH3VideoSrc:latency:
+   *
+   * With is-live: the latency the element reports, in nanoseconds: how
+   * long after its timestamp a buffer may reach the sinks. A clip needs its
+   * generation time, so set it to what a generation takes (the element's
+   * `stats` give `total`) plus a margin. -1 (the default) estimates it:
+   * the measured generation time of this element's last clip of the same
+   * size, frames, steps and backend, times 1.25, plus 0.2 s for the push
+   * through the pipeline; before any measurement, the 0.2 s alone (the
+   * first clip then starts when it is complete). The element posts a
+   * LATENCY message when the estimate changes.
+   */
+  g_object_class_install_property (gobject_class, PROP_LATENCY,
+      g_param_spec_int64 ("latency", "Latency",
+          "With is-live: the latency to report in ns (the generation time "
+          "to expect), -1 = estimated from the last generation", -1,
+          G_MAXINT64, DEFAULT_LATENCY, rw));
+
+  /**
+   * GstH3VideoSrc::queue-prompt:
+   * @h3videosrc: the element
+   * @prompt: what the next clip shows and sounds like
+   * @seed: its seed
+   *
+   * With #GstH3VideoSrc:is-live, appends a clip with this prompt and seed
+   * (and the element's other settings) to the stream: it is generated
+   * after the clips before it and starts where the last one ends, so a
+   * live channel goes on as long as prompts are queued. Prompts queued
+   * before the element starts follow its first clip; the queue is cleared
+   * when a run stops (PAUSED to READY).
+   *
+   * Returns: %TRUE when queued; %FALSE without is-live or with an empty
+   * prompt (the element logs why).
+   */
+  g_signal_new_class_handler ("queue-prompt", G_TYPE_FROM_CLASS (klass),
+      G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION, G_CALLBACK (queue_prompt), NULL,
+      NULL, NULL, G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_UINT64);
+
+  /**
    * GstH3VideoSrc:capabilities:
    *
    * What this build and machine can run (compute backends, GPUs, fa/vsa
@@ -548,6 +647,9 @@ gst_h3_video_src_init (GstH3VideoSrc * self)
   g_cond_init (&self->cond);
   g_rec_mutex_init (&self->progress_lock);
   g_mutex_init (&self->seek_lock);
+  g_queue_init (&self->live_clips);
+  g_queue_init (&self->prompt_queue);
+  self->live_origin = self->live_next_base = GST_CLOCK_TIME_NONE;
   self->combiner = gst_flow_combiner_new ();
   self->last_seek_seqnum = GST_SEQNUM_INVALID;
   output_init (self, &self->video, &video_template, TRUE);
@@ -601,6 +703,9 @@ gst_h3_video_src_finalize (GObject * object)
   gst_h3_settings_clear (&self->settings);
   gst_h3_settings_clear (&self->run);
   g_free (self->rate_key);
+  g_free (self->measured_shape);
+  g_queue_clear_full (&self->prompt_queue,
+      (GDestroyNotify) gst_h3_queued_prompt_free);
   if (self->stats)
     gst_structure_free (self->stats);
   gst_flow_combiner_free (self->combiner);
@@ -693,6 +798,12 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_KEEP_CLIP_MAX_BYTES:
       s->keep_clip_max_bytes = g_value_get_uint64 (value);
       break;
+    case PROP_IS_LIVE:
+      s->is_live = g_value_get_boolean (value);
+      break;
+    case PROP_LATENCY:
+      s->latency = g_value_get_int64 (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -776,6 +887,12 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
     case PROP_KEEP_CLIP_MAX_BYTES:
       g_value_set_uint64 (value, s->keep_clip_max_bytes);
       break;
+    case PROP_IS_LIVE:
+      g_value_set_boolean (value, s->is_live);
+      break;
+    case PROP_LATENCY:
+      g_value_set_int64 (value, s->latency);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -840,6 +957,8 @@ seek_refusal (GstH3VideoSrc * self, gdouble rate, GstFormat format,
 {
   if (!self->running)
     return "the element is not running (seek in PAUSED or PLAYING)";
+  if (self->run.is_live)
+    return "a live stream is not seekable";
   if (!self->run.keep_clip)
     return "keep-clip is off: the frames are freed as they are pushed";
   if (!self->run_keep)
@@ -1120,6 +1239,24 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     *rate = settings_rate (self);
 }
 
+/* is-live of the run, or of the properties outside a run. */
+static gboolean
+is_live (GstH3VideoSrc * self)
+{
+  gboolean running, live;
+
+  g_mutex_lock (&self->lock);
+  running = self->running;
+  live = self->run.is_live;
+  g_mutex_unlock (&self->lock);
+  if (!running) {
+    GST_OBJECT_LOCK (self);
+    live = self->settings.is_live;
+    GST_OBJECT_UNLOCK (self);
+  }
+  return live;
+}
+
 static gint
 query_frames (GstH3VideoSrc * self)
 {
@@ -1139,15 +1276,16 @@ query_seekable (GstH3VideoSrc * self)
 
   g_mutex_lock (&self->lock);
   running = self->running;
-  seekable = running && self->run_keep && !self->eos_requested &&
-      !self->stop_streaming;
+  seekable = running && self->run_keep && !self->run.is_live &&
+      !self->eos_requested && !self->stop_streaming;
   g_mutex_unlock (&self->lock);
   if (running)
     return seekable;
   current_geometry (self, &frames, &width, &height, &rate);
   GST_OBJECT_LOCK (self);
-  seekable = self->settings.keep_clip && gst_h3_clip_bytes (frames, width,
-      height, rate) <= self->settings.keep_clip_max_bytes;
+  seekable = self->settings.keep_clip && !self->settings.is_live &&
+      gst_h3_clip_bytes (frames, width, height,
+      rate) <= self->settings.keep_clip_max_bytes;
   GST_OBJECT_UNLOCK (self);
   return seekable;
 }
@@ -1191,6 +1329,11 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
     case GST_QUERY_DURATION:
       current_geometry (self, &frames, &width, &height, &rate);
       gst_query_parse_duration (query, &format, NULL);
+      if (is_live (self)) {
+        /* A live channel has no end. */
+        gst_query_set_duration (query, format, -1);
+        return TRUE;
+      }
       if (format == GST_FORMAT_TIME) {
         gst_query_set_duration (query, format, gst_h3_frame_time (frames));
         return TRUE;
@@ -1207,8 +1350,14 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       return FALSE;
     case GST_QUERY_LATENCY:
       /* Not live: buffers are timestamped from 0 and synchronised by the
-       * sinks; generation time is not latency. */
-      gst_query_set_latency (query, FALSE, 0, GST_CLOCK_TIME_NONE);
+       * sinks; generation time is not latency. Live: the generation time
+       * to expect (the `latency` property or its estimate); the clips are
+       * held as long as the pipeline needs. */
+      if (is_live (self))
+        gst_query_set_latency (query, TRUE, gst_h3_video_src_latency (self),
+            GST_CLOCK_TIME_NONE);
+      else
+        gst_query_set_latency (query, FALSE, 0, GST_CLOCK_TIME_NONE);
       return TRUE;
     case GST_QUERY_SEEKING:
       gst_query_parse_seeking (query, &format, NULL, NULL, NULL);
@@ -1261,7 +1410,7 @@ run_prepare (GstH3VideoSrc * self)
   self->run_audio_len = (gint64) gst_util_uint64_scale_round (self->run_frames,
       self->run_rate, H3_FPS);
   self->run_keep = FALSE;
-  if (self->run.keep_clip) {
+  if (self->run.keep_clip && !self->run.is_live) {
     guint64 bytes = gst_h3_clip_bytes (self->run_frames, self->run.width,
         self->run.height, self->run_rate);
 
@@ -1289,7 +1438,10 @@ run_prepare (GstH3VideoSrc * self)
 
   g_mutex_lock (&self->lock);
   gst_segment_init (&self->segment, GST_FORMAT_TIME);
-  self->segment.duration = gst_h3_frame_time (self->run_frames);
+  if (!self->run.is_live)
+    self->segment.duration = gst_h3_frame_time (self->run_frames);
+  self->playing = FALSE;
+  self->live_origin = self->live_next_base = GST_CLOCK_TIME_NONE;
   self->segment_gen = 0;
   self->seeking = 0;
   self->segment_done_pads = 0;
@@ -1337,6 +1489,9 @@ run_stop (GstH3VideoSrc * self)
   g_mutex_lock (&self->lock);
   self->running = FALSE;
   self->flushing = TRUE;
+  self->playing = FALSE;
+  g_queue_clear_full (&self->prompt_queue,
+      (GDestroyNotify) gst_h3_queued_prompt_free);
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   g_mutex_unlock (&self->seek_lock);
@@ -1374,6 +1529,11 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
     case GST_STATE_CHANGE_PAUSED_TO_READY:
       run_stop (self);
       break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+      g_mutex_lock (&self->lock);
+      self->playing = FALSE;
+      g_mutex_unlock (&self->lock);
+      break;
     default:
       break;
   }
@@ -1388,6 +1548,19 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
   switch (transition) {
     case GST_STATE_CHANGE_READY_TO_PAUSED:
       run_start (self);
+      if (self->run.is_live)
+        ret = GST_STATE_CHANGE_NO_PREROLL;
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
+      /* A live source's data flows now. */
+      g_mutex_lock (&self->lock);
+      self->playing = TRUE;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+      if (self->run.is_live)
+        ret = GST_STATE_CHANGE_NO_PREROLL;
       break;
     case GST_STATE_CHANGE_PAUSED_TO_READY:
     case GST_STATE_CHANGE_READY_TO_NULL:

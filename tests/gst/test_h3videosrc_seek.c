@@ -37,6 +37,7 @@ typedef struct
   GstBus *bus;
   Sink video, audio;
   gint generate_starts;         /* `generate` START messages (atomic) */
+  gint dones;                   /* h3videosrc/done messages (atomic) */
   gint rate;                    /* the audio caps' rate */
 } Pipe;
 
@@ -90,6 +91,8 @@ count_generate (GstBus * bus, GstMessage * m, gpointer data)
       g_atomic_int_inc (&p->generate_starts);
     g_free (code);
     g_free (text);
+  } else if (gst_message_has_name (m, "h3videosrc/done")) {
+    g_atomic_int_inc (&p->dones);
   }
   return GST_BUS_PASS;
 }
@@ -111,7 +114,8 @@ sink_init (Pipe * p, Sink * k, const gchar * name)
   gst_object_unref (sink);
 }
 
-/* props: extra h3videosrc properties, as on a gst-launch line. */
+/* props: extra h3videosrc properties, as on a gst-launch line (after
+ * steps=2, which they may override). */
 static void
 pipe_new (Pipe * p, const gchar * props)
 {
@@ -468,6 +472,66 @@ GST_START_TEST (test_segment_seek_loop)
 
 GST_END_TEST;
 
+/* A seek while the model still denoises: it is kept, and each pad pushes
+ * from the new position once it is decoded; the clip is the one a replay
+ * of the whole gives. */
+GST_START_TEST (test_seek_during_generation)
+{
+  Pipe p;
+  Ref r;
+  guint32 seqnum;
+  gint steps_seen = 0;
+  GstMessage *m;
+
+  pipe_new (&p, "steps=200");
+  fail_unless_equals_int (gst_element_set_state (p.pipeline,
+          GST_STATE_PAUSED), GST_STATE_CHANGE_ASYNC);
+  /* The first denoising step: nothing is decoded yet. */
+  while (!steps_seen) {
+    m = pipe_wait (&p, GST_MESSAGE_ELEMENT);
+    steps_seen = gst_message_has_name (m, "h3videosrc/step");
+    gst_message_unref (m);
+  }
+  fail_unless (pipe_seekable (&p));
+  fail_unless (pipe_seek (&p, 1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH,
+          frame_time (11), -1, &seqnum));
+  fail_unless_equals_int (g_atomic_int_get (&p.dones), 0);
+  fail_unless (gst_element_set_state (p.pipeline, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  pipe_wait_eos (&p);
+  check_segment (&p.video, seqnum, 1.0, frame_time (11), 0);
+  check_segment (&p.audio, seqnum, 1.0, frame_time (11), 0);
+  g_mutex_lock (&p.video.lock);
+  fail_unless_equals_int (p.video.buffers->len, FRAMES - 11);
+  fail_unless_equals_uint64 (GST_BUFFER_OFFSET (g_ptr_array_index
+          (p.video.buffers, 0)), 11);
+  g_mutex_unlock (&p.video.lock);
+
+  /* The whole clip, replayed: what the seek pushed is its end. */
+  {
+    GPtrArray *video = p.video.buffers, *audio = p.audio.buffers;
+    p.video.buffers = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_buffer_unref);
+    p.audio.buffers = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_buffer_unref);
+    fail_unless (pipe_seek (&p, 1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0,
+            -1, NULL));
+    pipe_wait_eos (&p);
+    ref_take (&p, &r);
+    g_ptr_array_unref (p.video.buffers);
+    g_ptr_array_unref (p.audio.buffers);
+    p.video.buffers = video;
+    p.audio.buffers = audio;
+  }
+  check_video_from (&p, &r, 11);
+  check_audio_from (&p, &r, gst_util_uint64_scale_round (11, p.rate, 24));
+  fail_unless_equals_int (g_atomic_int_get (&p.generate_starts), 1);
+  ref_clear (&r);
+  pipe_free (&p);
+}
+
+GST_END_TEST;
+
 /* Without a kept clip (keep-clip=false, or a clip larger than
  * keep-clip-max-bytes) the SEEKING query says no, seeks are refused, and
  * the clip plays to its end undisturbed. */
@@ -562,6 +626,7 @@ h3videosrc_seek_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_flush_seek_middle);
   tcase_add_test (tc, test_segment_seek_loop);
+  tcase_add_test (tc, test_seek_during_generation);
   tcase_add_test (tc, test_seek_refused_without_kept_clip);
   tcase_add_test (tc, test_seek_rate);
   return s;

@@ -616,6 +616,74 @@ GST_START_TEST (test_seek_rate)
 
 GST_END_TEST;
 
+/* A player scrubs: playbin on an h3: URI answers the SEEKING query through
+ * h3src's pads, and a key-unit seek lands on the frame there. */
+static GstPadProbeReturn
+count_buffer (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  g_atomic_int_inc ((gint *) data);
+  return GST_PAD_PROBE_OK;
+}
+
+GST_START_TEST (test_playbin_scrub)
+{
+  GstElement *play = gst_element_factory_make ("playbin", NULL);
+  GstElement *vs = gst_element_factory_make ("fakesink", NULL);
+  GstElement *as = gst_element_factory_make ("fakesink", NULL);
+  GstBus *bus = gst_element_get_bus (play);
+  GstQuery *q;
+  GstMessage *m;
+  GstPad *pad;
+  gboolean seekable = FALSE;
+  gint64 pos = -1;
+  gint video = 0;
+
+  g_object_set (play, "uri", "h3:?prompt=a%20robot%20dancing&width=64&"
+      "height=32&num-frames=22&steps=2", "video-sink", vs, "audio-sink", as,
+      NULL);
+  /* Without soft-volume (GStreamer 1.22's playsink leaks its volume). */
+  gst_util_set_object_arg (G_OBJECT (play), "flags", "video+audio");
+  pad = gst_element_get_static_pad (vs, "sink");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, count_buffer, &video,
+      NULL);
+  gst_object_unref (pad);
+  fail_unless_equals_int (gst_element_set_state (play, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_ASYNC);
+  m = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
+      GST_MESSAGE_ASYNC_DONE | GST_MESSAGE_ERROR);
+  fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ASYNC_DONE);
+  gst_message_unref (m);
+  q = gst_query_new_seeking (GST_FORMAT_TIME);
+  fail_unless (gst_element_query (play, q));
+  gst_query_parse_seeking (q, NULL, &seekable, NULL, NULL);
+  gst_query_unref (q);
+  fail_unless (seekable);
+
+  fail_unless (gst_element_seek_simple (play, GST_FORMAT_TIME,
+          GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT, GST_SECOND / 2));
+  m = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
+      GST_MESSAGE_ASYNC_DONE | GST_MESSAGE_ERROR);
+  fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ASYNC_DONE);
+  gst_message_unref (m);
+  fail_unless (gst_element_query_position (play, GST_FORMAT_TIME, &pos));
+  fail_unless_equals_int64 (pos, frame_time (12));
+  g_atomic_int_set (&video, 1);   /* the prerolled frame 12 */
+  fail_unless (gst_element_set_state (play, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  m = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
+      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS);
+  gst_message_unref (m);
+  /* Frames 12..21 (the prerolled one counted once). */
+  fail_unless_equals_int (g_atomic_int_get (&video), FRAMES - 12);
+  fail_unless_equals_int (gst_element_set_state (play, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref (bus);
+  gst_object_unref (play);
+}
+
+GST_END_TEST;
+
 static Suite *
 h3videosrc_seek_suite (void)
 {
@@ -629,6 +697,7 @@ h3videosrc_seek_suite (void)
   tcase_add_test (tc, test_seek_during_generation);
   tcase_add_test (tc, test_seek_refused_without_kept_clip);
   tcase_add_test (tc, test_seek_rate);
+  tcase_add_test (tc, test_playbin_scrub);
   return s;
 }
 

@@ -176,7 +176,30 @@ typedef struct
   GstClockTime first_pts;
   gint mixed;                   /* compositor output buffers */
   GstClockTime mixed_end;
+  /* Checksums of the h3 frames that reached the compositor, and how many
+   * output frames showed each (its region, copied with operator=source). */
+  GHashTable *h3_frames;
 } Mix;
+
+#define H3_W 64
+#define H3_H 32
+#define OUT_W 128
+
+static gchar *
+region_checksum (GstBuffer * buf, gint stride)
+{
+  GChecksum *sum = g_checksum_new (G_CHECKSUM_SHA1);
+  GstMapInfo map;
+  gchar *hex;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  for (gint y = 0; y < H3_H; y++)
+    g_checksum_update (sum, map.data + (gsize) y * stride, H3_W * 4);
+  gst_buffer_unmap (buf, &map);
+  hex = g_strdup (g_checksum_get_string (sum));
+  g_checksum_free (sum);
+  return hex;
+}
 
 static GstPadProbeReturn
 latency_event (GstPad * pad, GstPadProbeInfo * info, gpointer data)
@@ -242,6 +265,9 @@ mixer_input (GstPad * pad, GstPadProbeInfo * info, gpointer data)
     fail_unless_equals_uint64 (GST_BUFFER_OFFSET (buf), x->video_offset);
     x->video_offset = GST_BUFFER_OFFSET_END (buf);
     x->video_buffers++;
+    /* AYUV 64x32: no padding. */
+    g_hash_table_insert (x->h3_frames, region_checksum (buf, H3_W * 4),
+        GINT_TO_POINTER (0));
   } else {
     if (GST_CLOCK_TIME_IS_VALID (x->audio_next) && pts != x->audio_next)
       x->discontinuities++;
@@ -256,10 +282,17 @@ mixed_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
 {
   Mix *x = data;
 
+  gchar *sum = region_checksum (buf, OUT_W * 4);
+  gpointer shown;
+
   g_mutex_lock (&x->lock);
   x->mixed++;
   x->mixed_end = GST_BUFFER_PTS (buf) + GST_BUFFER_DURATION (buf);
+  if (g_hash_table_lookup_extended (x->h3_frames, sum, NULL, &shown))
+    g_hash_table_insert (x->h3_frames, g_strdup (sum),
+        GINT_TO_POINTER (GPOINTER_TO_INT (shown) + 1));
   g_mutex_unlock (&x->lock);
+  g_free (sum);
 }
 
 static void
@@ -270,6 +303,12 @@ probe_mixer_pad (Mix * x, const gchar * element, gboolean video)
   GstPad *sink = gst_pad_get_peer (src);
 
   g_object_set_data (G_OBJECT (sink), "mix", x);
+  /* On top, copied as it is: the output's top-left corner is the h3
+   * frame, byte for byte. */
+  if (video) {
+    gst_util_set_object_arg (G_OBJECT (sink), "operator", "source");
+    g_object_set (sink, "zorder", 10, NULL);
+  }
   gst_pad_add_probe (sink, GST_PAD_PROBE_TYPE_BUFFER |
       GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, mixer_input,
       GINT_TO_POINTER (video), NULL);
@@ -287,13 +326,14 @@ GST_START_TEST (test_live_compositor_no_drops)
 {
   const gchar *desc_format =
       "compositor name=mix background=black ! "
-      "video/x-raw,width=128,height=64,framerate=24/1 ! "
+      "video/x-raw,format=AYUV,width=128,height=64,framerate=24/1 ! "
       "fakesink name=vout sync=true qos=true signal-handoffs=true "
       "videotestsrc is-live=true pattern=ball ! "
-      "video/x-raw,width=128,height=64,framerate=24/1 ! mix. "
+      "video/x-raw,format=AYUV,width=128,height=64,framerate=24/1 ! mix. "
       "h3videosrc name=s is-live=true latency=3000000000 prompt=\"" PROMPT
       "\" width=64 height=32 num-frames=22 steps=2 seed=42 "
-      "s.video ! videoconvert name=vconv ! mix. "
+      "s.video ! videoconvert ! video/x-raw,format=AYUV ! "
+      "identity name=vconv ! mix. "
       "audiomixer name=amix ! fakesink name=aout sync=true qos=true "
       "audiotestsrc is-live=true wave=silence ! "
       "audio/x-raw,format=F32LE,rate=%d,channels=2 ! amix. "
@@ -313,6 +353,7 @@ GST_START_TEST (test_live_compositor_no_drops)
   g_mutex_init (&x.lock);
   x.audio_next = GST_CLOCK_TIME_NONE;
   x.worst = G_MAXINT64;
+  x.h3_frames = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   /* audiotestsrc at the model's rate: audiomixer mixes without a
    * resampler (which would hold its filter's last samples). */
   {
@@ -400,8 +441,20 @@ GST_START_TEST (test_live_compositor_no_drops)
   fail_unless_equals_int (x.gaps, 0);
   fail_unless_equals_uint64 (x.video_offset, 2 * FRAMES);
   fail_unless_equals_uint64 (x.video_next, x.first_pts + end);
-  /* The mixed stream ran through both clips at 24 fps. */
+  /* The mixed stream ran through both clips at 24 fps, and showed every
+   * h3 frame (the compositor dropped none). */
   fail_unless (x.mixed >= 2 * FRAMES, "%d mixed frames", x.mixed);
+  {
+    GHashTableIter it;
+    gpointer key, shown;
+    gint missing = 0;
+    fail_unless (g_hash_table_size (x.h3_frames) > FRAMES);
+    g_hash_table_iter_init (&it, x.h3_frames);
+    while (g_hash_table_iter_next (&it, &key, &shown))
+      missing += GPOINTER_TO_INT (shown) == 0;
+    fail_unless_equals_int (missing, 0);
+  }
+  g_hash_table_unref (x.h3_frames);
 
   gst_object_unref (s);
   gst_object_unref (bus);

@@ -4,7 +4,9 @@
  * per video frame (the audio sliced per video frame) as the worker delivers
  * them, then EOS once the worker has published the clip's stats and its
  * h3videosrc/done message. Flows are combined so that one unlinked pad is
- * fine and two are an error. */
+ * fine and two are an error. Each task plays the element's segment from
+ * its position (seeks in a kept clip), and in live mode pushes complete
+ * clips one after the other, timestamped in running time. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -291,8 +293,6 @@ output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
   return buf;
 }
 
-/* Stream-start, caps, segment, collection and tags, in the order sticky
- * events are stored. */
 /* The tags of a clip; prompt NULL: the run's (live clips follow their
  * queued prompts). */
 static void
@@ -323,6 +323,8 @@ output_push_segment (GstH3Output * out, const GstSegment * segment,
   gst_pad_push_event (out->pad, ev);
 }
 
+/* Stream-start, caps, segment, collection and tags, in the order sticky
+ * events are stored. */
 static gboolean
 output_push_sticky (GstH3VideoSrc * self, GstH3Output * out,
     gboolean with_caps, const GstSegment * segment, guint32 seqnum)

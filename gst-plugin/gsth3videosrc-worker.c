@@ -3,7 +3,9 @@
  * the element that loads it), waits for its turn on it, validates the run's
  * request into a plan, generates, and receives the engine's callbacks.
  * Decoded frames and samples go into the run's clip, where the pad tasks
- * (gsth3videosrc-output.c) take them.
+ * (gsth3videosrc-output.c) take them. In live mode a complete clip is
+ * handed to the pad tasks (self->live_clips) and the thread goes on with
+ * the next queued prompt, clip after clip, until it is stopped.
  *
  * The thread holds no reference to the element: dispose waits for it (it
  * is cancelled first, so that is one denoising step, or the rest of a model

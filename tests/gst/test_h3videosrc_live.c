@@ -464,6 +464,131 @@ GST_START_TEST (test_live_compositor_no_drops)
 
 GST_END_TEST;
 
+/* ---- a clip queued late ---------------------------------------------------- */
+
+typedef struct
+{
+  GMutex lock;
+  gint buffers;
+  GstClockTime first_pts[2], end[2];    /* of each clip (by OFFSET) */
+  guint64 last_offset_end;
+  GstClockTime gap_start, gap_duration;
+  gint gaps, tags;
+  gchar *title;
+} LiveSink;
+
+static GstPadProbeReturn
+live_sink_probe (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  LiveSink *k = data;
+
+  g_mutex_lock (&k->lock);
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer *b = GST_PAD_PROBE_INFO_BUFFER (info);
+    gint clip = GST_BUFFER_OFFSET (b) < FRAMES ? 0 : 1;
+    if (k->buffers == FRAMES * clip)
+      k->first_pts[clip] = GST_BUFFER_PTS (b);
+    k->end[clip] = GST_BUFFER_PTS (b) + GST_BUFFER_DURATION (b);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET (b), k->last_offset_end);
+    k->last_offset_end = GST_BUFFER_OFFSET_END (b);
+    k->buffers++;
+  } else {
+    GstEvent *ev = GST_PAD_PROBE_INFO_EVENT (info);
+    if (GST_EVENT_TYPE (ev) == GST_EVENT_GAP) {
+      gst_event_parse_gap (ev, &k->gap_start, &k->gap_duration);
+      k->gaps++;
+    } else if (GST_EVENT_TYPE (ev) == GST_EVENT_TAG && k->buffers > 0) {
+      GstTagList *tags;
+      gst_event_parse_tag (ev, &tags);
+      g_free (k->title);
+      k->title = NULL;
+      gst_tag_list_get_string (tags, GST_TAG_TITLE, &k->title);
+      k->tags++;
+    }
+  }
+  g_mutex_unlock (&k->lock);
+  return GST_PAD_PROBE_OK;
+}
+
+/* A prompt queued after the last clip has ended: the next clip cannot
+ * follow at once, so it starts by when it was complete (plus the margin,
+ * less the latency), after a GAP event for the time in between; offsets
+ * go on, and its tags name its prompt. */
+GST_START_TEST (test_live_late_clip_gap)
+{
+  GstElement *pipe = gst_parse_launch ("h3videosrc name=s prompt=\"" PROMPT
+      "\" width=64 height=32 num-frames=22 steps=2 is-live=true "
+      "latency=1000000000 s.video ! fakesink name=vs sync=false "
+      "s.audio ! fakesink sync=false", NULL);
+  GstElement *s = gst_bin_get_by_name (GST_BIN (pipe), "s");
+  GstElement *vs = gst_bin_get_by_name (GST_BIN (pipe), "vs");
+  GstPad *pad = gst_element_get_static_pad (vs, "sink");
+  GstBus *bus = gst_element_get_bus (pipe);
+  LiveSink k;
+  gint64 deadline;
+  GstMessage *m;
+  GstClockTime queued_rt;
+
+  memset (&k, 0, sizeof k);
+  g_mutex_init (&k.lock);
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER |
+      GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, live_sink_probe, &k, NULL);
+  fail_unless (gst_element_set_state (pipe, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (g_atomic_int_get (&k.buffers) < FRAMES) {
+    fail_unless (g_get_monotonic_time () < deadline, "no first clip");
+    g_usleep (10000);
+  }
+  /* Well after the first clip's end (in running time). */
+  g_usleep (2 * G_USEC_PER_SEC);
+  {
+    GstClock *clock = gst_element_get_clock (pipe);
+    queued_rt = gst_clock_get_time (clock) - gst_element_get_base_time (pipe);
+    gst_object_unref (clock);
+  }
+  fail_unless (queued_rt > k.end[0] + GST_SECOND);
+  fail_unless (queue_prompt (s, "waves at dusk", 7));
+  while (g_atomic_int_get (&k.buffers) < 2 * FRAMES) {
+    fail_unless (g_get_monotonic_time () < deadline, "no second clip");
+    g_usleep (10000);
+  }
+  fail_unless (gst_element_send_event (pipe, gst_event_new_eos ()));
+  m = bus_wait (bus, GST_MESSAGE_EOS, 60 * GST_SECOND);
+  fail_unless (m != NULL);
+  gst_message_unref (m);
+  fail_unless_equals_int (gst_element_set_state (pipe, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+
+  GST_INFO ("clip 0 %" GST_TIME_FORMAT "..%" GST_TIME_FORMAT ", clip 1 from %"
+      GST_TIME_FORMAT, GST_TIME_ARGS (k.first_pts[0]), GST_TIME_ARGS (k.end[0]),
+      GST_TIME_ARGS (k.first_pts[1]));
+  fail_unless_equals_uint64 (k.end[0], k.first_pts[0] + frame_time (FRAMES));
+  /* Not before it was complete (after it was queued), plus the margin,
+   * less the latency: later than the first clip's end, after a gap. */
+  fail_unless (k.first_pts[1] >= queued_rt + MARGIN - GST_SECOND,
+      "clip 1 at %" GST_TIME_FORMAT ", queued at %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (k.first_pts[1]), GST_TIME_ARGS (queued_rt));
+  fail_unless (k.first_pts[1] > k.end[0]);
+  fail_unless_equals_int (k.gaps, 1);
+  fail_unless_equals_uint64 (k.gap_start, k.end[0]);
+  fail_unless_equals_uint64 (k.gap_start + k.gap_duration, k.first_pts[1]);
+  fail_unless_equals_uint64 (k.end[1], k.first_pts[1] + frame_time (FRAMES));
+  fail_unless_equals_uint64 (k.last_offset_end, 2 * FRAMES);
+  fail_unless (k.tags >= 1);
+  fail_unless_equals_string (k.title, "waves at dusk");
+
+  g_free (k.title);
+  g_mutex_clear (&k.lock);
+  gst_object_unref (bus);
+  gst_object_unref (pad);
+  gst_object_unref (vs);
+  gst_object_unref (s);
+  gst_object_unref (pipe);
+}
+
+GST_END_TEST;
+
 static Suite *
 h3videosrc_live_suite (void)
 {
@@ -475,6 +600,7 @@ h3videosrc_live_suite (void)
   tcase_add_test (tc, test_live_queries);
   tcase_add_test (tc, test_live_latency_estimate);
   tcase_add_test (tc, test_live_compositor_no_drops);
+  tcase_add_test (tc, test_live_late_clip_gap);
   return s;
 }
 

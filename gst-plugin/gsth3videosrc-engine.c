@@ -42,6 +42,8 @@ struct _GstH3Engine
   h3_engine *engine;            /* set once, by the loader */
   gpointer owner;               /* cache_lock: whose generation runs, or NULL */
   gchar *holder;                /* cache_lock: the name of the loader, then of the owner */
+  gchar *time_shape;            /* cache_lock: the shape of the last timed generation */
+  gdouble time_seconds;         /*   and how long it took (live latency estimates) */
   /* Where the engine's log lines go: the element loading or generating
    * (alive while it does, since its dispose joins its worker), or none. */
   GstObject *log_object;        /* atomic */
@@ -247,6 +249,34 @@ gst_h3_engine_wake (void)
   g_mutex_unlock (&cache_lock);
 }
 
+/* How long the last generation of a shape (gst_h3_settings_shape) took on
+ * the engine, for the live latency estimates of every element sharing it. */
+void
+gst_h3_engine_note_time (GstH3Engine * e, const gchar * shape,
+    gdouble seconds)
+{
+  g_mutex_lock (&cache_lock);
+  g_free (e->time_shape);
+  e->time_shape = g_strdup (shape);
+  e->time_seconds = seconds;
+  g_mutex_unlock (&cache_lock);
+}
+
+/* The time noted for shape on the shared engine of key, or -1. */
+gdouble
+gst_h3_engine_time_for (const gchar * key, const gchar * shape)
+{
+  GstH3Engine *e;
+  gdouble seconds = -1.0;
+
+  g_mutex_lock (&cache_lock);
+  e = cache_table ? g_hash_table_lookup (cache_table, key) : NULL;
+  if (e && g_strcmp0 (e->time_shape, shape) == 0)
+    seconds = e->time_seconds;
+  g_mutex_unlock (&cache_lock);
+  return seconds;
+}
+
 h3_engine *
 gst_h3_engine_get (GstH3Engine * e)
 {
@@ -291,6 +321,7 @@ gst_h3_engine_unref (GstH3Engine * e)
     h3_engine_close (e->engine);
   }
   g_free (e->holder);
+  g_free (e->time_shape);
   g_free (e->key);
   g_free (e);
 }

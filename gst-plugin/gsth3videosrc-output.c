@@ -482,51 +482,47 @@ gst_h3_video_src_running_time (GstH3VideoSrc * self)
 }
 
 /* The live latency: the `latency` property, or the estimate: the measured
- * generation time of this element's last clip of the same shape, times
- * 1.25, or nothing before a measurement; plus the time a complete clip's
- * first buffer needs to reach the sinks (GST_H3_LIVE_MARGIN). */
+ * generation time of the last clip of the same shape, this element's or
+ * (engine-cache) another's on the same engine, times 1.25, or nothing
+ * before a measurement; plus the time a complete clip's first buffer needs
+ * to reach the sinks (GST_H3_LIVE_MARGIN). */
 GstClockTime
 gst_h3_video_src_latency (GstH3VideoSrc * self)
 {
   GstH3Settings snapshot;
-  gboolean running;
-  gchar *shape;
-  gdouble seconds = 0.0;
+  gchar *shape, *key;
+  gdouble seconds = -1.0;
+  GstClockTime latency;
 
   memset (&snapshot, 0, sizeof snapshot);
   g_mutex_lock (&self->lock);
-  running = self->running;
-  if (running) {
-    snapshot.width = self->run.width;
-    snapshot.height = self->run.height;
-    snapshot.num_frames = self->run.num_frames;
-    snapshot.steps = self->run.steps;
-    snapshot.backend = self->run.backend;
-    snapshot.vsa_sparsity = self->run.vsa_sparsity;
-    snapshot.latency = self->run.latency;
-  }
+  if (self->running)
+    gst_h3_settings_copy (&snapshot, &self->run);
   g_mutex_unlock (&self->lock);
-  if (!running) {
+  if (!snapshot.devices) {
     GST_OBJECT_LOCK (self);
-    snapshot.width = self->settings.width;
-    snapshot.height = self->settings.height;
-    snapshot.num_frames = self->settings.num_frames;
-    snapshot.steps = self->settings.steps;
-    snapshot.backend = self->settings.backend;
-    snapshot.vsa_sparsity = self->settings.vsa_sparsity;
-    snapshot.latency = self->settings.latency;
+    gst_h3_settings_copy (&snapshot, &self->settings);
     GST_OBJECT_UNLOCK (self);
   }
-  if (snapshot.latency >= 0)
-    return (GstClockTime) snapshot.latency;
+  if (snapshot.latency >= 0) {
+    latency = (GstClockTime) snapshot.latency;
+    gst_h3_settings_clear (&snapshot);
+    return latency;
+  }
   shape = gst_h3_settings_shape (&snapshot);
   g_mutex_lock (&self->lock);
   if (g_strcmp0 (shape, self->measured_shape) == 0)
     seconds = self->measured_seconds;
   g_mutex_unlock (&self->lock);
+  if (seconds < 0 && snapshot.engine_cache) {
+    key = gst_h3_settings_engine_key (&snapshot);
+    seconds = gst_h3_engine_time_for (key, shape);
+    g_free (key);
+  }
   g_free (shape);
-  return (GstClockTime) (seconds * GST_H3_LIVE_ESTIMATE_FACTOR * GST_SECOND) +
-      GST_H3_LIVE_MARGIN;
+  gst_h3_settings_clear (&snapshot);
+  return (GstClockTime) (MAX (seconds, 0.0) * GST_H3_LIVE_ESTIMATE_FACTOR *
+      GST_SECOND) + GST_H3_LIVE_MARGIN;
 }
 
 static GstH3LiveClip *

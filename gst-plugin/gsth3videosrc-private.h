@@ -336,6 +336,11 @@ void gst_h3_engine_cancel (GstH3Engine * e, GstObject * owner);
 G_GNUC_INTERNAL
 void gst_h3_engine_wake (void);
 G_GNUC_INTERNAL
+void gst_h3_engine_note_time (GstH3Engine * e, const gchar * shape,
+    gdouble seconds);
+G_GNUC_INTERNAL
+gdouble gst_h3_engine_time_for (const gchar * key, const gchar * shape);
+G_GNUC_INTERNAL
 h3_engine *gst_h3_engine_get (GstH3Engine * e);
 G_GNUC_INTERNAL
 const gchar *gst_h3_engine_key (GstH3Engine * e);

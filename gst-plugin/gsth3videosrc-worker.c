@@ -446,6 +446,8 @@ worker_note_generation_time (GstH3VideoSrc * self, gdouble seconds)
   GstClockTime before, after;
 
   before = gst_h3_video_src_latency (self);
+  if (gst_h3_engine_is_shared (self->engine))
+    gst_h3_engine_note_time (self->engine, shape, seconds);
   g_mutex_lock (&self->lock);
   g_free (self->measured_shape);
   self->measured_shape = shape;

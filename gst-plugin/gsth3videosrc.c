@@ -544,9 +544,10 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    * long after its timestamp a buffer may reach the sinks. A clip needs its
    * generation time, so set it to what a generation takes (the element's
    * `stats` give `total`) plus a margin. -1 (the default) estimates it:
-   * the measured generation time of this element's last clip of the same
-   * size, frames, steps and backend, times 1.25, plus 0.2 s for the push
-   * through the pipeline; before any measurement, the 0.2 s alone (the
+   * the measured generation time of the last clip of the same size,
+   * frames, steps and backend (this element's, or another's on the same
+   * shared engine), times 1.25, plus 0.2 s for the push through the
+   * pipeline; before any measurement, the 0.2 s alone (the
    * first clip then starts when it is complete). The element posts a
    * LATENCY message when the estimate changes.
    */

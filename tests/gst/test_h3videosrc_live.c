@@ -148,6 +148,15 @@ GST_START_TEST (test_live_latency_estimate)
   want = (GstClockTime) (total * 1.25 * GST_SECOND) + MARGIN;
   fail_unless_equals_uint64 (query_latency (s, &live), want);
   fail_unless (live);
+  /* Another element on the same (shared) engine estimates from it too,
+   * before it generated anything: an RTSP server's second client. */
+  {
+    GstElement *other = small_live_src (NULL);
+    fail_unless_equals_uint64 (query_latency (other, &live), want);
+    g_object_set (other, "engine-cache", FALSE, NULL);
+    fail_unless_equals_uint64 (query_latency (other, &live), MARGIN);
+    gst_object_unref (other);
+  }
   fail_unless_equals_int (gst_element_set_state (pipe, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   gst_object_unref (bus);

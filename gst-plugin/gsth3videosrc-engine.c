@@ -16,6 +16,8 @@
  *   wait       the others wait for that load, cancellably;
  *   begin/end  one generation at a time per engine (h3_engine_generate is
  *              not re-entrant): the others wait for their turn, cancellably;
+ *              a waiter is told whom it waits for (the loader's or the
+ *              generating element's name), so it can say so on the bus;
  *   cancel     h3_engine_cancel only when the caller is the one generating,
  *              so that stopping one pipeline never stops another.
  *
@@ -39,6 +41,9 @@ struct _GstH3Engine
   h3_status load_status;
   h3_engine *engine;            /* set once, by the loader */
   gpointer owner;               /* cache_lock: whose generation runs, or NULL */
+  gchar *holder;                /* cache_lock: the name of the loader, then of the owner */
+  gchar *time_shape;            /* cache_lock: the shape of the last timed generation */
+  gdouble time_seconds;         /*   and how long it took (live latency estimates) */
   /* Where the engine's log lines go: the element loading or generating
    * (alive while it does, since its dispose joins its worker), or none. */
   GstObject *log_object;        /* atomic */
@@ -124,6 +129,10 @@ gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
   opt->log = engine_log;
   opt->log_opaque = e;
   g_atomic_pointer_set (&e->log_object, loader);
+  g_mutex_lock (&cache_lock);
+  g_free (e->holder);
+  e->holder = gst_object_get_name (loader);
+  g_mutex_unlock (&cache_lock);
   memset (st, 0, sizeof *st);
   rc = h3_engine_open (opt, &engine, st);
   g_atomic_pointer_set (&e->log_object, NULL);
@@ -143,13 +152,31 @@ gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
   return rc == H3_OK;
 }
 
+/* Tells on_wait (once, without the table's lock: it posts messages) whom
+ * the caller waits for. Called with cache_lock held; returns with it held. */
+static void
+notify_wait (GstH3Engine * e, GstH3WaitFunc on_wait, gpointer data)
+{
+  gchar *holder;
+
+  if (!on_wait)
+    return;
+  holder = g_strdup (e->holder ? e->holder : "another element");
+  g_mutex_unlock (&cache_lock);
+  on_wait (data, holder);
+  g_free (holder);
+  g_mutex_lock (&cache_lock);
+}
+
 gboolean
 gst_h3_engine_wait_loaded (GstH3Engine * e, const volatile gint * cancel,
-    h3_status * st)
+    GstH3WaitFunc on_wait, gpointer data, h3_status * st)
 {
   gboolean ok;
 
   g_mutex_lock (&cache_lock);
+  if (e->loading && !cancelled (cancel))
+    notify_wait (e, on_wait, data);
   while (e->loading && !cancelled (cancel))
     g_cond_wait (&cache_cond, &cache_lock);
   if (e->loading) {
@@ -167,21 +194,26 @@ gst_h3_engine_wait_loaded (GstH3Engine * e, const volatile gint * cancel,
 
 gboolean
 gst_h3_engine_begin (GstH3Engine * e, GstObject * owner,
-    const volatile gint * cancel)
+    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data)
 {
   gboolean ok, waited = FALSE;
 
   g_mutex_lock (&cache_lock);
   while (e->owner && !cancelled (cancel)) {
-    if (!waited)
+    if (!waited) {
       GST_INFO_OBJECT (owner, "the shared engine is generating for %"
           GST_PTR_FORMAT ": waiting for its turn", e->owner);
-    waited = TRUE;
+      waited = TRUE;
+      notify_wait (e, on_wait, data);
+      continue;                 /* the lock was released: look again */
+    }
     g_cond_wait (&cache_cond, &cache_lock);
   }
   ok = !cancelled (cancel);
   if (ok) {
     e->owner = owner;
+    g_free (e->holder);
+    e->holder = gst_object_get_name (owner);
     g_atomic_pointer_set (&e->log_object, owner);
   }
   g_mutex_unlock (&cache_lock);
@@ -215,6 +247,34 @@ gst_h3_engine_wake (void)
   g_mutex_lock (&cache_lock);
   g_cond_broadcast (&cache_cond);
   g_mutex_unlock (&cache_lock);
+}
+
+/* How long the last generation of a shape (gst_h3_settings_shape) took on
+ * the engine, for the live latency estimates of every element sharing it. */
+void
+gst_h3_engine_note_time (GstH3Engine * e, const gchar * shape,
+    gdouble seconds)
+{
+  g_mutex_lock (&cache_lock);
+  g_free (e->time_shape);
+  e->time_shape = g_strdup (shape);
+  e->time_seconds = seconds;
+  g_mutex_unlock (&cache_lock);
+}
+
+/* The time noted for shape on the shared engine of key, or -1. */
+gdouble
+gst_h3_engine_time_for (const gchar * key, const gchar * shape)
+{
+  GstH3Engine *e;
+  gdouble seconds = -1.0;
+
+  g_mutex_lock (&cache_lock);
+  e = cache_table ? g_hash_table_lookup (cache_table, key) : NULL;
+  if (e && g_strcmp0 (e->time_shape, shape) == 0)
+    seconds = e->time_seconds;
+  g_mutex_unlock (&cache_lock);
+  return seconds;
 }
 
 h3_engine *
@@ -260,6 +320,8 @@ gst_h3_engine_unref (GstH3Engine * e)
     GST_DEBUG ("closing the engine %s", e->key);
     h3_engine_close (e->engine);
   }
+  g_free (e->holder);
+  g_free (e->time_shape);
   g_free (e->key);
   g_free (e);
 }

@@ -4,10 +4,14 @@
  * per video frame (the audio sliced per video frame) as the worker delivers
  * them, then EOS once the worker has published the clip's stats and its
  * h3videosrc/done message. Flows are combined so that one unlinked pad is
- * fine and two are an error. */
+ * fine and two are an error. Each task plays the element's segment from
+ * its position (seeks in a kept clip), and in live mode pushes complete
+ * clips one after the other, timestamped in running time. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+
+#include <string.h>
 
 #include "gsth3videosrc-private.h"
 
@@ -20,12 +24,40 @@ gst_h3_frame_time (gint64 n)
   return gst_util_uint64_scale (n, GST_SECOND, H3_FPS);
 }
 
+/* The frame that contains time t: the last one that starts at or before
+ * it (frame times are truncated, so t * 24 alone can fall one short). */
+gint64
+gst_h3_frame_at (GstClockTime t)
+{
+  gint64 n = (gint64) gst_util_uint64_scale (t, H3_FPS, GST_SECOND);
+
+  while (gst_h3_frame_time (n + 1) <= t)
+    n++;
+  return n;
+}
+
 /* First audio sample of the slice that goes with video frame n. */
 static gint64
 slice_sample (const GstH3VideoSrc * self, gint64 n)
 {
-  return (gint64) gst_util_uint64_scale_round (n, self->plan.sample_rate,
-      H3_FPS);
+  return (gint64) gst_util_uint64_scale_round (n, self->run_rate, H3_FPS);
+}
+
+/* Start of audio sample k, from the sample counter. */
+static GstClockTime
+sample_time (const GstH3VideoSrc * self, gint64 k)
+{
+  return gst_util_uint64_scale_round (k, GST_SECOND, self->run_rate);
+}
+
+/* What a clip takes in memory: its RGB frames and its stereo F32 audio,
+ * trimmed to the video's length. */
+guint64
+gst_h3_clip_bytes (gint frames, gint width, gint height, gint rate)
+{
+  return (guint64) frames * width * height * 3 +
+      gst_util_uint64_scale_round (frames, MAX (rate, 0), H3_FPS) * 2 *
+      sizeof (gfloat);
 }
 
 GstCaps *
@@ -133,14 +165,82 @@ void
 gst_h3_output_reset (GstH3Output * out)
 {
   out->next = 0;
+  out->end = 0;
+  out->sample = out->sample_end = 0;
+  out->segment_gen = 0;
   out->started = FALSE;
   out->discont = TRUE;
   out->eos = FALSE;
+  out->segment_done = FALSE;
   out->last_flow = GST_FLOW_OK;
+  out->live_index = 0;
+  out->live_started = FALSE;
+  out->live_end = GST_CLOCK_TIME_NONE;
+  out->live_offset = 0;
+}
+
+/* Positions out at the start of segment (TIME, rate > 0): video at the
+ * frame that contains segment->start, up to the frame that contains stop;
+ * audio at the sample nearest to start, up to the one nearest to stop, in
+ * slices that keep the clip's own boundaries (one per video frame) after
+ * the first. Both keep their timestamps in the clip, so they stay in sync
+ * whatever the position. */
+void
+gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
+    const GstSegment * segment)
+{
+  gint frames = self->run_frames;
+  GstClockTime start = segment->start, stop = segment->stop;
+
+  if (out->is_video) {
+    out->next = (gint) MIN (gst_h3_frame_at (start), frames);
+    /* Up to the frame that contains stop (a frame that starts at stop is
+     * not in the segment). */
+    if (GST_CLOCK_TIME_IS_VALID (stop)) {
+      gint64 end = gst_h3_frame_at (stop);
+
+      if (gst_h3_frame_time (end) < stop)
+        end++;
+      out->end = (gint) MIN (end, frames);
+    } else {
+      out->end = frames;
+    }
+  } else {
+    gint64 len = self->run_audio_len, n;
+
+    out->sample = (gint64) MIN (gst_util_uint64_scale_round (start,
+            self->run_rate, GST_SECOND), (guint64) len);
+    out->sample_end = GST_CLOCK_TIME_IS_VALID (stop) ?
+        (gint64) MIN (gst_util_uint64_scale_round (stop, self->run_rate,
+            GST_SECOND), (guint64) len) : len;
+    /* The slice that holds the first sample. */
+    n = (gint64) gst_util_uint64_scale (out->sample, H3_FPS, self->run_rate);
+    while (n > 0 && slice_sample (self, n) > out->sample)
+      n--;
+    while (n + 1 < frames && slice_sample (self, n + 1) <= out->sample)
+      n++;
+    out->next = (gint) n;
+  }
+  out->eos = FALSE;
+  out->segment_done = FALSE;
+  out->discont = TRUE;
+  out->last_flow = GST_FLOW_OK;
+  GST_DEBUG_OBJECT (out->pad, "segment %" GST_SEGMENT_FORMAT ": %s", segment,
+      out->is_video ? "video" : "audio");
+}
+
+/* Whether out has pushed everything of its segment. */
+static gboolean
+output_at_end (const GstH3Output * out)
+{
+  return out->is_video ? out->next >= out->end :
+      out->sample >= out->sample_end;
 }
 
 /* Takes the next buffer of this output if its media have been decoded.
- * Called with the lock held. */
+ * A kept clip lends its frames (a buffer sharing the frame's memory), so
+ * that they can be pushed again after a seek; otherwise the frame is given
+ * away. Called with the lock held. */
 static GstBuffer *
 output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
 {
@@ -150,51 +250,86 @@ output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
   if (out->is_video) {
     if (n >= self->frames_ready)
       return NULL;
-    buf = self->frames[n];
-    self->frames[n] = NULL;
+    if (self->run_keep) {
+      buf = gst_buffer_copy (self->frames[n]);
+    } else {
+      buf = self->frames[n];
+      self->frames[n] = NULL;
+    }
     GST_BUFFER_PTS (buf) = gst_h3_frame_time (n);
     GST_BUFFER_DURATION (buf) = gst_h3_frame_time (n + 1) -
         gst_h3_frame_time (n);
     GST_BUFFER_OFFSET (buf) = n;
     GST_BUFFER_OFFSET_END (buf) = n + 1;
+    out->next++;
   } else {
-    gint64 s0 = slice_sample (self, n), s1 = slice_sample (self, n + 1);
+    gint64 s0 = out->sample, slice_end = slice_sample (self, n + 1), s1;
     GstClockTime pts, end;
-    gint rate = self->plan.sample_rate;
 
+    s1 = MIN (slice_end, out->sample_end);
     if (self->audio_ready < s1 && !self->generated)
       return NULL;
     buf = gst_buffer_new_allocate (NULL, (s1 - s0) * 2 * sizeof (gfloat),
         NULL);
     gst_buffer_fill (buf, 0, self->samples + s0 * 2,
         (s1 - s0) * 2 * sizeof (gfloat));
-    pts = gst_util_uint64_scale_round (s0, GST_SECOND, rate);
-    /* The last slice ends exactly where the video ends; this moves its end
-     * by less than half a sample. */
-    end = n + 1 == frames ? gst_h3_frame_time (frames) :
-        gst_util_uint64_scale_round (s1, GST_SECOND, rate);
+    pts = sample_time (self, s0);
+    /* The clip's last slice ends exactly where the video ends; this moves
+     * its end by less than half a sample. */
+    end = s1 == self->audio_len ? gst_h3_frame_time (frames) :
+        sample_time (self, s1);
     GST_BUFFER_PTS (buf) = pts;
     GST_BUFFER_DURATION (buf) = end - pts;
     GST_BUFFER_OFFSET (buf) = s0;
     GST_BUFFER_OFFSET_END (buf) = s1;
+    out->sample = s1;
+    if (s1 == slice_end)
+      out->next++;
   }
   if (out->discont) {
     GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
     out->discont = FALSE;
   }
-  out->next++;
   return buf;
+}
+
+/* The tags of a clip; prompt NULL: the run's (live clips follow their
+ * queued prompts). */
+static void
+output_push_tags (GstH3VideoSrc * self, GstH3Output * out,
+    const gchar * prompt)
+{
+  gchar *title;
+  GstTagList *tags;
+
+  g_mutex_lock (&self->lock);
+  title = g_strdup (prompt ? prompt : self->run.prompt);
+  g_mutex_unlock (&self->lock);
+  tags = gst_tag_list_new (GST_TAG_TITLE, title,
+      GST_TAG_COMMENT, "generated by h3videosrc (MiniMax-H3)",
+      GST_TAG_APPLICATION_NAME, "h3videosrc", NULL);
+  g_free (title);
+  gst_tag_list_set_scope (tags, GST_TAG_SCOPE_GLOBAL);
+  gst_pad_push_event (out->pad, gst_event_new_tag (tags));
+}
+
+static void
+output_push_segment (GstH3Output * out, const GstSegment * segment,
+    guint32 seqnum)
+{
+  GstEvent *ev = gst_event_new_segment (segment);
+
+  gst_event_set_seqnum (ev, seqnum);
+  gst_pad_push_event (out->pad, ev);
 }
 
 /* Stream-start, caps, segment, collection and tags, in the order sticky
  * events are stored. */
 static gboolean
 output_push_sticky (GstH3VideoSrc * self, GstH3Output * out,
-    gboolean with_caps)
+    gboolean with_caps, const GstSegment * segment, guint32 seqnum)
 {
   GstEvent *ev;
-  GstSegment segment;
-  GstTagList *tags;
   gboolean negotiated = TRUE;
 
   ev = gst_event_new_stream_start (out->is_video ? self->video_stream_id :
@@ -215,20 +350,10 @@ output_push_sticky (GstH3VideoSrc * self, GstH3Output * out,
     gst_caps_unref (caps);
   }
 
-  gst_segment_init (&segment, GST_FORMAT_TIME);
-  segment.duration = gst_h3_frame_time (self->run_frames);
-  ev = gst_event_new_segment (&segment);
-  gst_event_set_seqnum (ev, self->segment_seqnum);
-  gst_pad_push_event (out->pad, ev);
-
+  output_push_segment (out, segment, seqnum);
   gst_pad_push_event (out->pad,
       gst_event_new_stream_collection (self->collection));
-
-  tags = gst_tag_list_new (GST_TAG_TITLE, self->run.prompt,
-      GST_TAG_COMMENT, "generated by h3videosrc (MiniMax-H3)",
-      GST_TAG_APPLICATION_NAME, "h3videosrc", NULL);
-  gst_tag_list_set_scope (tags, GST_TAG_SCOPE_GLOBAL);
-  gst_pad_push_event (out->pad, gst_event_new_tag (tags));
+  output_push_tags (self, out, NULL);
   out->started = TRUE;
   return negotiated;
 }
@@ -240,8 +365,14 @@ output_push_eos (GstH3VideoSrc * self, GstH3Output * out, guint32 seqnum)
 
   if (out->eos)
     return;
-  if (!out->started)
-    output_push_sticky (self, out, FALSE);
+  if (!out->started) {
+    GstSegment segment;
+
+    g_mutex_lock (&self->lock);
+    segment = self->segment;
+    g_mutex_unlock (&self->lock);
+    output_push_sticky (self, out, FALSE, &segment, self->segment_seqnum);
+  }
   ev = gst_event_new_eos ();
   gst_event_set_seqnum (ev, seqnum);
   gst_pad_push_event (out->pad, ev);
@@ -284,9 +415,228 @@ typedef enum
 {
   STEP_PAUSE,
   STEP_STICKY,
+  STEP_SEGMENT,
   STEP_BUFFER,
+  STEP_SEGMENT_DONE,
+  STEP_LIVE_CLIP,
   STEP_EOS
 } GstH3Step;
+
+/* After a buffer: the segment's position is the end of the furthest
+ * buffer pushed in it (a non-flushing seek accumulates the running time
+ * up to there). */
+static void
+output_update_position (GstH3VideoSrc * self, GstH3Output * out,
+    GstClockTime end)
+{
+  g_mutex_lock (&self->lock);
+  if (out->segment_gen == self->segment_gen
+      && (!GST_CLOCK_TIME_IS_VALID (self->segment.position)
+          || end > self->segment.position))
+    self->segment.position = end;
+  g_mutex_unlock (&self->lock);
+}
+
+/* The end of a segment seek on this pad: SEGMENT_DONE downstream, and once
+ * every pad is there, the SEGMENT_DONE message (the application's cue to
+ * loop with another segment seek). The task then waits for that seek. */
+static void
+output_segment_done (GstH3VideoSrc * self, GstH3Output * out,
+    const GstSegment * segment, guint32 seqnum, guint gen)
+{
+  GstClockTime stop = GST_CLOCK_TIME_IS_VALID (segment->stop) ?
+      segment->stop : gst_h3_frame_time (self->run_frames);
+  GstEvent *ev = gst_event_new_segment_done (GST_FORMAT_TIME, stop);
+  gboolean last;
+
+  gst_event_set_seqnum (ev, seqnum);
+  gst_pad_push_event (out->pad, ev);
+  g_mutex_lock (&self->lock);
+  last = gen == self->segment_gen && ++self->segment_done_pads == 2;
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (out->pad, "segment done at %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (stop));
+  if (last) {
+    GstMessage *msg = gst_message_new_segment_done (GST_OBJECT (self),
+        GST_FORMAT_TIME, stop);
+
+    gst_message_set_seqnum (msg, seqnum);
+    gst_element_post_message (GST_ELEMENT (self), msg);
+  }
+}
+
+/* ---- live mode ------------------------------------------------------------ */
+
+GstClockTime
+gst_h3_video_src_running_time (GstH3VideoSrc * self)
+{
+  GstClock *clock = gst_element_get_clock (GST_ELEMENT (self));
+  GstClockTime now, base;
+
+  if (!clock)
+    return GST_CLOCK_TIME_NONE;
+  now = gst_clock_get_time (clock);
+  base = gst_element_get_base_time (GST_ELEMENT (self));
+  gst_object_unref (clock);
+  return now > base ? now - base : 0;
+}
+
+/* The live latency: the `latency` property, or the estimate: the measured
+ * generation time of the last clip of the same shape, this element's or
+ * (engine-cache) another's on the same engine, times 1.25, or nothing
+ * before a measurement; plus the time a complete clip's first buffer needs
+ * to reach the sinks (GST_H3_LIVE_MARGIN). */
+GstClockTime
+gst_h3_video_src_latency (GstH3VideoSrc * self)
+{
+  GstH3Settings snapshot;
+  gchar *shape, *key;
+  gdouble seconds = -1.0;
+  GstClockTime latency;
+
+  memset (&snapshot, 0, sizeof snapshot);
+  g_mutex_lock (&self->lock);
+  if (self->running)
+    gst_h3_settings_copy (&snapshot, &self->run);
+  g_mutex_unlock (&self->lock);
+  if (!snapshot.devices) {
+    GST_OBJECT_LOCK (self);
+    gst_h3_settings_copy (&snapshot, &self->settings);
+    GST_OBJECT_UNLOCK (self);
+  }
+  if (snapshot.latency >= 0) {
+    latency = (GstClockTime) snapshot.latency;
+    gst_h3_settings_clear (&snapshot);
+    return latency;
+  }
+  shape = gst_h3_settings_shape (&snapshot);
+  g_mutex_lock (&self->lock);
+  if (g_strcmp0 (shape, self->measured_shape) == 0)
+    seconds = self->measured_seconds;
+  g_mutex_unlock (&self->lock);
+  if (seconds < 0 && snapshot.engine_cache) {
+    key = gst_h3_settings_engine_key (&snapshot);
+    seconds = gst_h3_engine_time_for (key, shape);
+    g_free (key);
+  }
+  g_free (shape);
+  gst_h3_settings_clear (&snapshot);
+  return (GstClockTime) (MAX (seconds, 0.0) * GST_H3_LIVE_ESTIMATE_FACTOR *
+      GST_SECOND) + GST_H3_LIVE_MARGIN;
+}
+
+static GstH3LiveClip *
+live_clip_find (GstH3VideoSrc * self, guint index)
+{
+  for (GList * l = self->live_clips.head; l; l = l->next) {
+    GstH3LiveClip *clip = l->data;
+    if (clip->index == index)
+      return clip;
+  }
+  return NULL;
+}
+
+/* Where a live clip starts: after the last one (continuous timestamps),
+ * and not before the running time it was complete at, plus the margin,
+ * less the latency (so that it is never late at the sinks: a clip that
+ * took longer than the latency starts later, after a gap). The first one
+ * starts no earlier than the running time of the first look. Called with
+ * the lock held, by the first pad to reach the clip. */
+static void
+live_clip_place (GstH3VideoSrc * self, GstH3LiveClip * clip,
+    GstClockTime latency)
+{
+  GstClockTime start;
+
+  if (!GST_CLOCK_TIME_IS_VALID (self->live_origin))
+    self->live_origin = gst_h3_video_src_running_time (self);
+  start = GST_CLOCK_TIME_IS_VALID (self->live_next_base) ?
+      self->live_next_base : self->live_origin;
+  if (GST_CLOCK_TIME_IS_VALID (clip->complete_rt)
+      && clip->complete_rt + GST_H3_LIVE_MARGIN > latency)
+    start = MAX (start, clip->complete_rt + GST_H3_LIVE_MARGIN - latency);
+  clip->base = start;
+  self->live_next_base = start + gst_h3_frame_time (clip->plan.num_frames);
+  GST_INFO_OBJECT (self, "live clip %u (\"%s\") from %" GST_TIME_FORMAT
+      " (complete at %" GST_TIME_FORMAT ", latency %" GST_TIME_FORMAT ")",
+      clip->index, clip->prompt, GST_TIME_ARGS (start),
+      GST_TIME_ARGS (clip->complete_rt), GST_TIME_ARGS (latency));
+}
+
+/* The next buffer of a live clip, which is complete: the frames are
+ * given away as they are pushed, the audio is sliced per video frame,
+ * timestamps are the clip's base plus its own counters, offsets count the
+ * whole stream. When the pad is done with the clip it moves to the next;
+ * the last pad frees it. Called with the lock held. */
+static GstBuffer *
+live_take_buffer (GstH3VideoSrc * self, GstH3Output * out,
+    GstH3LiveClip * clip)
+{
+  gint n = out->next, frames = clip->plan.num_frames;
+  GstBuffer *buf;
+  gboolean last;
+
+  if (out->is_video) {
+    buf = clip->frames[n];
+    clip->frames[n] = NULL;
+    GST_BUFFER_PTS (buf) = clip->base + gst_h3_frame_time (n);
+    GST_BUFFER_DURATION (buf) = gst_h3_frame_time (n + 1) -
+        gst_h3_frame_time (n);
+    GST_BUFFER_OFFSET (buf) = out->live_offset + n;
+    GST_BUFFER_OFFSET_END (buf) = out->live_offset + n + 1;
+  } else {
+    gint64 s0 = slice_sample (self, n), s1 = slice_sample (self, n + 1);
+    GstClockTime pts, end;
+
+    buf = gst_buffer_new_allocate (NULL, (s1 - s0) * 2 * sizeof (gfloat),
+        NULL);
+    gst_buffer_fill (buf, 0, clip->samples + s0 * 2,
+        (s1 - s0) * 2 * sizeof (gfloat));
+    pts = clip->base + sample_time (self, s0);
+    end = clip->base + (n + 1 == frames ? gst_h3_frame_time (frames) :
+        sample_time (self, s1));
+    GST_BUFFER_PTS (buf) = pts;
+    GST_BUFFER_DURATION (buf) = end - pts;
+    GST_BUFFER_OFFSET (buf) = out->live_offset + s0;
+    GST_BUFFER_OFFSET_END (buf) = out->live_offset + s1;
+  }
+  if (out->discont) {
+    GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+    out->discont = FALSE;
+  }
+  out->next++;
+  last = out->next == frames;
+  if (last) {
+    out->next = 0;
+    out->live_index++;
+    out->live_started = FALSE;
+    out->live_offset += out->is_video ? (guint64) frames :
+        (guint64) clip->audio_len;
+    out->live_end = clip->base + gst_h3_frame_time (frames);
+    if (--clip->pads_left == 0) {
+      g_queue_remove (&self->live_clips, clip);
+      gst_h3_live_clip_free (clip);
+    }
+  }
+  return buf;
+}
+
+/* Before a live clip's first buffer: a GAP for the time since the last
+ * clip, when it could not follow at once, and the clip's tags. */
+static void
+live_clip_start (GstH3VideoSrc * self, GstH3Output * out,
+    GstClockTime gap_start, GstClockTime base, const gchar * prompt,
+    guint index)
+{
+  if (GST_CLOCK_TIME_IS_VALID (gap_start) && base > gap_start) {
+    GST_INFO_OBJECT (out->pad, "gap of %" GST_TIME_FORMAT " before live clip "
+        "%u", GST_TIME_ARGS (base - gap_start), index);
+    gst_pad_push_event (out->pad, gst_event_new_gap (gap_start,
+            base - gap_start));
+  }
+  if (index > 0)
+    output_push_tags (self, out, prompt);
+}
 
 /* The task of one pad (user_data: its GstH3Output): waits for the next
  * thing to push, pushes it, and pauses itself when flushing or done. */
@@ -298,11 +648,21 @@ gst_h3_video_src_loop (gpointer user_data)
   GstBuffer *buf = NULL;
   GstH3Step step;
   GstFlowReturn ret, combined;
-  guint32 eos_seqnum;
+  GstSegment segment;
+  guint32 eos_seqnum, seqnum;
+  guint gen;
+  GstH3LiveClip *clip;
+  GstClockTime latency = GST_CLOCK_TIME_NONE, gap_start = GST_CLOCK_TIME_NONE,
+      live_base = GST_CLOCK_TIME_NONE;
+  gchar *live_prompt = NULL;
+  guint live_index = 0;
+
+  if (self->run.is_live)
+    latency = gst_h3_video_src_latency (self);
 
   g_mutex_lock (&self->lock);
   for (;;) {
-    if (self->flushing) {
+    if (self->flushing || self->seeking) {
       step = STEP_PAUSE;
       break;
     }
@@ -320,9 +680,36 @@ gst_h3_video_src_loop (gpointer user_data)
     } else if (!out->started) {
       step = STEP_STICKY;
       break;
+    } else if (self->run.is_live) {
+      /* Data flows in PLAYING only, a complete clip at a time. */
+      if (self->playing && (clip = live_clip_find (self, out->live_index))) {
+        if (!GST_CLOCK_TIME_IS_VALID (clip->base))
+          live_clip_place (self, clip, latency);
+        if (!out->live_started) {
+          step = STEP_LIVE_CLIP;
+          gap_start = out->live_end;
+          live_base = clip->base;
+          live_prompt = g_strdup (clip->prompt);
+          live_index = clip->index;
+          out->live_started = TRUE;
+          break;
+        }
+        buf = live_take_buffer (self, out, clip);
+        step = STEP_BUFFER;
+        break;
+      }
+    } else if (out->segment_gen != self->segment_gen) {
+      step = STEP_SEGMENT;
+      break;
     } else if (self->have_plan) {
-      if (out->next >= self->plan.num_frames) {
-        if (self->generated) {
+      if (output_at_end (out)) {
+        if (self->segment.flags & GST_SEGMENT_FLAG_SEGMENT) {
+          if (!out->segment_done) {
+            step = STEP_SEGMENT_DONE;
+            break;
+          }
+          /* Wait for the next seek. */
+        } else if (self->generated) {
           step = STEP_EOS;
           break;
         }
@@ -339,7 +726,16 @@ gst_h3_video_src_loop (gpointer user_data)
     }
     g_cond_wait (&self->cond, &self->lock);
   }
-  eos_seqnum = self->eos_requested ? self->eos_seqnum : self->segment_seqnum;
+  segment = self->segment;
+  gen = self->segment_gen;
+  seqnum = self->segment_seqnum;
+  eos_seqnum = self->eos_requested ? self->eos_seqnum : seqnum;
+  if (step == STEP_STICKY || step == STEP_SEGMENT) {
+    gst_h3_output_seek (self, out, &segment);
+    out->segment_gen = gen;
+  } else if (step == STEP_SEGMENT_DONE) {
+    out->segment_done = TRUE;
+  }
   g_mutex_unlock (&self->lock);
 
   switch (step) {
@@ -349,7 +745,7 @@ gst_h3_video_src_loop (gpointer user_data)
       return;
     case STEP_STICKY:
       /* A refused caps posts its own, more helpful, error message. */
-      if (!output_push_sticky (self, out, TRUE)) {
+      if (!output_push_sticky (self, out, TRUE, &segment, seqnum)) {
         GST_OBJECT_LOCK (self);
         gst_flow_combiner_update_pad_flow (self->combiner, out->pad,
             GST_FLOW_NOT_NEGOTIATED);
@@ -358,6 +754,19 @@ gst_h3_video_src_loop (gpointer user_data)
       }
       if (out->eos)
         gst_pad_pause_task (out->pad);
+      return;
+    case STEP_SEGMENT:
+      /* A seek: the new segment (a flush dropped the tags too). */
+      output_push_segment (out, &segment, seqnum);
+      output_push_tags (self, out, NULL);
+      return;
+    case STEP_SEGMENT_DONE:
+      output_segment_done (self, out, &segment, seqnum, gen);
+      return;
+    case STEP_LIVE_CLIP:
+      live_clip_start (self, out, gap_start, live_base, live_prompt,
+          live_index);
+      g_free (live_prompt);
       return;
     case STEP_EOS:
       output_push_eos (self, out, eos_seqnum);
@@ -368,7 +777,13 @@ gst_h3_video_src_loop (gpointer user_data)
   }
 
   GST_LOG_OBJECT (out->pad, "pushing %" GST_PTR_FORMAT, buf);
-  ret = gst_pad_push (out->pad, buf);
+  {
+    GstClockTime end = GST_BUFFER_PTS (buf) + GST_BUFFER_DURATION (buf);
+
+    ret = gst_pad_push (out->pad, buf);
+    if (ret == GST_FLOW_OK)
+      output_update_position (self, out, end);
+  }
   out->last_flow = ret;
   GST_OBJECT_LOCK (self);
   combined = gst_flow_combiner_update_pad_flow (self->combiner, out->pad, ret);

@@ -21,7 +21,13 @@
  *                  stream-start, caps, segment, collection, tags at once,
  *                  then one buffer per video frame (audio sliced per video
  *                  frame), then EOS. One blocked branch never stalls the
- *                  other.
+ *                  other. Each plays self->segment: a seek in a kept clip
+ *                  (keep-clip) sets a new one and the tasks start over
+ *                  from its position (SEGMENT_DONE instead of EOS for a
+ *                  segment seek). Live (is-live), each pushes complete
+ *                  clips (self->live_clips) in PLAYING, one after the
+ *                  other, from where the last one ended, while the worker
+ *                  generates the next queued prompt.
  *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
  *                  stop the tasks, and wait a bounded time for the worker
  *                  (GST_H3_STOP_WAIT); one still in a step or a model load is
@@ -78,6 +84,19 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
 #define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
 #define DEFAULT_ENGINE_CACHE TRUE
+#define DEFAULT_KEEP_CLIP TRUE
+/* 2 GiB: a 15 s clip at 1280x736 (362 frames of 2.8 MB, with its audio)
+ * is about 1 GiB. */
+#define DEFAULT_KEEP_CLIP_MAX_BYTES (G_GUINT64_CONSTANT (2) << 30)
+#define DEFAULT_IS_LIVE FALSE
+#define DEFAULT_LATENCY (-1)    /* estimated */
+
+/* Live mode: what a clip's first buffer needs after the clip is complete
+ * to reach the sinks (the push through the pipeline), added to the
+ * latency the element reports; and the margin on a measured generation
+ * time in the estimate (x 1.25). */
+#define GST_H3_LIVE_MARGIN (200 * GST_MSECOND)
+#define GST_H3_LIVE_ESTIMATE_FACTOR 1.25
 
 /* How long PAUSED->READY (and READY->NULL) wait for a cancelled generation
  * to return: it stops at the next denoising step or decode window, which is
@@ -102,7 +121,34 @@ typedef struct
   GstH3LoadFormat load_format;
   GstH3DummyAdapter dummy_adapter;
   gboolean engine_cache;
+  gboolean keep_clip;
+  guint64 keep_clip_max_bytes;
+  gboolean is_live;
+  gint64 latency;               /* ns, or -1: estimated */
 } GstH3Settings;
+
+/* Live mode: a complete clip waiting to be pushed, or being pushed, with
+ * the timestamp offset both pads give it (gsth3videosrc-output.c). */
+typedef struct
+{
+  guint index;                  /* 0: the run's first clip */
+  gchar *prompt;
+  guint64 seed;
+  h3_plan plan;
+  GstBuffer **frames;           /* plan.num_frames, NULL once pushed */
+  gfloat *samples;              /* audio_len stereo frames */
+  gint64 audio_len;
+  GstClockTime complete_rt;     /* running time when complete, or NONE (before PLAYING) */
+  GstClockTime base;            /* PTS of its first frame, NONE until decided */
+  gint pads_left;               /* pads still pushing it */
+} GstH3LiveClip;
+
+/* A prompt queued with queue-prompt. */
+typedef struct
+{
+  gchar *prompt;
+  guint64 seed;
+} GstH3QueuedPrompt;
 
 /* An engine shared by the elements of the process (gsth3videosrc-engine.c). */
 typedef struct _GstH3Engine GstH3Engine;
@@ -115,9 +161,19 @@ typedef struct
   GstPad *pad;
   gboolean is_video;
   gint next;                    /* next video frame, or audio slice (one per frame) */
+  gint end;                     /* video: the segment's end frame (exclusive) */
+  gint64 sample, sample_end;    /* audio: next sample, the segment's end */
+  guint segment_gen;            /* the segment (self->segment_gen) pushed */
   gboolean started;             /* sticky events pushed */
   gboolean discont;
   gboolean eos;
+  gboolean segment_done;        /* SEGMENT_DONE pushed for segment_gen */
+  /* Live mode: the clip this pad is on (its index), where the last one
+   * ended, and the running offsets (frames, samples) of the stream. */
+  guint live_index;
+  gboolean live_started;        /* the gap and tags before live_index pushed */
+  GstClockTime live_end;
+  guint64 live_offset;
   GstFlowReturn last_flow;      /* of the last push */
 } GstH3Output;
 
@@ -138,6 +194,8 @@ struct _GstH3VideoSrc
   GstH3Settings run;            /* read-only while the worker runs */
   gint run_frames;              /* aligned frame count of the run */
   gint run_rate;                /* audio rate of the run (the preflight's) */
+  gint64 run_audio_len;         /* stereo samples of the run: the video's length */
+  gboolean run_keep;            /* the run keeps its clip: seekable */
 
   /* The run's stop flag: the engine polls it (h3_callbacks.cancel_flag), so
    * does every wait for an engine. Atomic; raised with `cancel`. */
@@ -159,7 +217,7 @@ struct _GstH3VideoSrc
   gboolean worker_exiting;
   gboolean have_plan;
   h3_plan plan;
-  GstBuffer **frames;           /* plan.num_frames; NULL once pushed */
+  GstBuffer **frames;           /* plan.num_frames; NULL once pushed, unless run_keep */
   gint frames_ready;
   gfloat *samples;              /* audio_len stereo frames, zero padded */
   gint64 audio_len, audio_ready, audio_delivered;
@@ -168,6 +226,21 @@ struct _GstH3VideoSrc
   gint64 run_start_us, denoise_start_us;
   GstStructure *stats;
 
+  /* Live mode (run.is_live), under `lock`: the clips generated and not yet
+   * pushed by both pads (GstH3LiveClip, in order), the prompts queued for
+   * the next clips (GstH3QueuedPrompt; kept across runs until PAUSED->READY
+   * of a run), whether the element is PLAYING, the running time it
+   * started playing at, where the last clip ends (the next one starts
+   * there or later), and the measured generation time the latency
+   * estimate comes from (of this element's last clip of the same shape). */
+  GQueue live_clips;
+  GQueue prompt_queue;
+  guint live_clips_made;
+  gboolean playing;
+  GstClockTime live_origin, live_next_base;
+  gchar *measured_shape;
+  gdouble measured_seconds;
+
   /* The audio rate of the model settings outside a run (caps queries):
    * h3_engine_preflight's, cached per engine key. Under `lock`. */
   gchar *rate_key;
@@ -175,7 +248,7 @@ struct _GstH3VideoSrc
 
   /* Progress bookkeeping: each START gets exactly one terminal message. */
   GRecMutex progress_lock;
-  gboolean load_open, generate_open;
+  gboolean load_open, generate_open, wait_open;
 
   /* Identity of the run's streams; written at start, then read-only. */
   guint group_id;
@@ -184,8 +257,19 @@ struct _GstH3VideoSrc
   GstStream *video_stream, *audio_stream;
   GstStreamCollection *collection;
 
+  /* The segment the pad tasks play, under `lock`: set at READY->PAUSED
+   * ([0, duration]) and by each accepted seek, which bumps segment_gen;
+   * each task pushes it when its own segment_gen is behind. position: the
+   * end of the last buffer pushed (the base of a non-flushing seek). */
+  GstSegment segment;
+  guint segment_gen;
+  gint seeking;                 /* a flushing seek stops the tasks */
+  gint segment_done_pads;       /* pads that pushed SEGMENT_DONE for segment_gen */
+
   GstFlowCombiner *combiner;    /* object lock */
-  guint32 last_seek_seqnum;
+  GMutex seek_lock;             /* one seek at a time, against run_stop */
+  guint32 last_seek_seqnum;     /* object lock */
+  gboolean last_seek_result;
 };
 
 /* What the worker was doing when the engine failed (for the message). */
@@ -235,18 +319,27 @@ GstH3Engine *gst_h3_engine_lookup (const gchar * key, gboolean shared,
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
     h3_engine_options * opt, h3_status * st);
+/* Called once when a wait begins, with the name of the element it waits
+ * for (the loader, or the one generating); no lock held. */
+typedef void (*GstH3WaitFunc) (gpointer data, const gchar * holder);
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_wait_loaded (GstH3Engine * e,
-    const volatile gint * cancel, h3_status * st);
+    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data,
+    h3_status * st);
 G_GNUC_INTERNAL
 gboolean gst_h3_engine_begin (GstH3Engine * e, GstObject * owner,
-    const volatile gint * cancel);
+    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data);
 G_GNUC_INTERNAL
 void gst_h3_engine_end (GstH3Engine * e, GstObject * owner);
 G_GNUC_INTERNAL
 void gst_h3_engine_cancel (GstH3Engine * e, GstObject * owner);
 G_GNUC_INTERNAL
 void gst_h3_engine_wake (void);
+G_GNUC_INTERNAL
+void gst_h3_engine_note_time (GstH3Engine * e, const gchar * shape,
+    gdouble seconds);
+G_GNUC_INTERNAL
+gdouble gst_h3_engine_time_for (const gchar * key, const gchar * shape);
 G_GNUC_INTERNAL
 h3_engine *gst_h3_engine_get (GstH3Engine * e);
 G_GNUC_INTERNAL
@@ -268,11 +361,23 @@ G_GNUC_INTERNAL
 void gst_h3_video_src_cancel (GstH3VideoSrc * self);
 G_GNUC_INTERNAL
 void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+void gst_h3_live_clip_free (GstH3LiveClip * clip);
+G_GNUC_INTERNAL
+void gst_h3_queued_prompt_free (GstH3QueuedPrompt * q);
+G_GNUC_INTERNAL
+gchar *gst_h3_settings_shape (const GstH3Settings * s);
+G_GNUC_INTERNAL
+GstClockTime gst_h3_video_src_latency (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+GstClockTime gst_h3_video_src_running_time (GstH3VideoSrc * self);
 
 /* ---- gsth3videosrc-output.c ---------------------------------------------- */
 
 G_GNUC_INTERNAL
 GstClockTime gst_h3_frame_time (gint64 n);
+G_GNUC_INTERNAL
+gint64 gst_h3_frame_at (GstClockTime t);
 G_GNUC_INTERNAL
 GstCaps *gst_h3_video_caps_new (gint width, gint height);
 G_GNUC_INTERNAL
@@ -286,6 +391,11 @@ gboolean gst_h3_video_src_accept_caps (GstH3VideoSrc * self,
     GstH3Output * out);
 G_GNUC_INTERNAL
 void gst_h3_output_reset (GstH3Output * out);
+G_GNUC_INTERNAL
+guint64 gst_h3_clip_bytes (gint frames, gint width, gint height, gint rate);
+G_GNUC_INTERNAL
+void gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
+    const GstSegment * segment);
 G_GNUC_INTERNAL
 void gst_h3_video_src_loop (gpointer user_data);
 

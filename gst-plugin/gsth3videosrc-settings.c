@@ -31,6 +31,10 @@ gst_h3_settings_init (GstH3Settings * s)
   s->load_format = DEFAULT_LOAD_FORMAT;
   s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
   s->engine_cache = DEFAULT_ENGINE_CACHE;
+  s->keep_clip = DEFAULT_KEEP_CLIP;
+  s->keep_clip_max_bytes = DEFAULT_KEEP_CLIP_MAX_BYTES;
+  s->is_live = DEFAULT_IS_LIVE;
+  s->latency = DEFAULT_LATENCY;
 }
 
 void
@@ -71,6 +75,16 @@ gst_h3_settings_engine_key (const GstH3Settings * s)
       s->adapter_location ? s->adapter_location : "", (int) s->compute,
       s->devices ? s->devices : "auto", (int) s->load_format,
       (int) s->dummy_adapter);
+}
+
+/* What a generation's time depends on besides the engine: the live
+ * latency estimate reuses a measurement only for the same shape. */
+gchar *
+gst_h3_settings_shape (const GstH3Settings * s)
+{
+  return g_strdup_printf ("%dx%d %d frames %u steps backend %d %g",
+      s->width, s->height, h3_align_frames (s->num_frames), s->steps,
+      (int) s->backend, s->vsa_sparsity);
 }
 
 /* Stream ids must be deterministic (the same request gives the same ids)

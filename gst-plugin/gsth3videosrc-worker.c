@@ -3,7 +3,9 @@
  * the element that loads it), waits for its turn on it, validates the run's
  * request into a plan, generates, and receives the engine's callbacks.
  * Decoded frames and samples go into the run's clip, where the pad tasks
- * (gsth3videosrc-output.c) take them.
+ * (gsth3videosrc-output.c) take them. In live mode a complete clip is
+ * handed to the pad tasks (self->live_clips) and the thread goes on with
+ * the next queued prompt, clip after clip, until it is stopped.
  *
  * The thread holds no reference to the element: dispose waits for it (it
  * is cancelled first, so that is one denoising step, or the rest of a model
@@ -19,10 +21,34 @@
 
 /* ---- the clip and the thread --------------------------------------------- */
 
-/* Frees the clip of the last run. The worker must be joined. */
+void
+gst_h3_live_clip_free (GstH3LiveClip * clip)
+{
+  for (gint i = 0; i < clip->plan.num_frames; i++)
+    gst_clear_buffer (&clip->frames[i]);
+  g_free (clip->frames);
+  g_free (clip->samples);
+  g_free (clip->prompt);
+  g_free (clip);
+}
+
+void
+gst_h3_queued_prompt_free (GstH3QueuedPrompt * q)
+{
+  g_free (q->prompt);
+  g_free (q);
+}
+
+/* Frees the clip of the last run (and, live, the clips not pushed). The
+ * worker must be joined. */
 void
 gst_h3_video_src_clip_clear (GstH3VideoSrc * self)
 {
+  GstH3LiveClip *clip;
+
+  while ((clip = g_queue_pop_head (&self->live_clips)))
+    gst_h3_live_clip_free (clip);
+  self->live_clips_made = 0;
   if (self->frames) {
     for (gint i = 0; i < self->plan.num_frames; i++)
       gst_clear_buffer (&self->frames[i]);
@@ -112,6 +138,41 @@ worker_stop_streaming (GstH3VideoSrc * self, gboolean error_posted)
   g_mutex_unlock (&self->lock);
 }
 
+/* The waits for a shared engine say whom they wait for: a `wait` progress
+ * operation (gst-launch-1.0 prints it; nothing can preroll before the
+ * engine is ours anyway) and an h3videosrc/waiting element message. */
+static void
+post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
+{
+  gboolean load = g_strcmp0 (reason, "load") == 0;
+
+  GST_INFO_OBJECT (self, "waiting for %s (%s)", holder, reason);
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self),
+          gst_structure_new ("h3videosrc/waiting", "reason", G_TYPE_STRING,
+              reason, "holder", G_TYPE_STRING, holder, NULL)));
+  if (load)
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_START, "wait", 0, "Waiting for the model, which "
+        "%s is loading", holder);
+  else
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_START, "wait", 0, "Waiting for %s to finish its "
+        "generation on the shared model", holder);
+}
+
+static void
+on_wait_load (gpointer data, const gchar * holder)
+{
+  post_waiting (data, "load", holder);
+}
+
+static void
+on_wait_turn (gpointer data, const gchar * holder)
+{
+  post_waiting (data, "turn", holder);
+}
+
 /* Takes the process's engine for the run's model settings: the one this
  * element already holds when they did not change, else the shared one
  * (engine-cache), loading it when nobody has, or waiting for the element
@@ -159,18 +220,28 @@ worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
     ok = gst_h3_engine_load (e, GST_OBJECT (self), &opt, &st);
   } else {
     GST_INFO_OBJECT (self, "sharing the engine of another element");
-    ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, &st);
+    ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, on_wait_load,
+        self, &st);
     if (!ok && st.code == H3_ERR_CANCELLED) {
+      gst_h3_video_src_post_progress (self, &self->wait_open,
+          GST_PROGRESS_TYPE_CANCELED, "wait", 0,
+          "Stopped while waiting for the model");
       gst_h3_engine_unref (e);
       *stopped = TRUE;
       return FALSE;
     }
+    if (ok)
+      gst_h3_video_src_post_progress (self, &self->wait_open,
+          GST_PROGRESS_TYPE_COMPLETE, "wait", 100, "The model is loaded");
   }
   if (!ok) {
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_LOAD, &st);
     gst_h3_video_src_post_progress (self, &self->load_open,
         GST_PROGRESS_TYPE_ERROR, "load", 0, "Could not load the model: %s",
         st.message);
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_ERROR, "wait", 0, "The model could not be loaded: "
+        "%s", st.message);
     gst_h3_engine_unref (e);
     return FALSE;
   }
@@ -304,6 +375,17 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
   size = (gsize) self->plan.width * self->plan.height * 3;
   g_mutex_unlock (&self->lock);
 
+  /* The first frames are about to flow, so the sinks will preroll: the
+   * `generate` operation ends here, before they can (gst-launch-1.0 holds
+   * a prerolled pipeline in PAUSED while a progress operation is open, and
+   * the encoders would wait for the rest of the decode). The decode goes
+   * on as h3videosrc/step messages, to 100 %, then h3videosrc/done. */
+  if (first == 0 && count > 0)
+    gst_h3_video_src_post_progress (self, &self->generate_open,
+        GST_PROGRESS_TYPE_COMPLETE, "generate",
+        gst_h3_phase_percent (H3_PHASE_DECODE_VIDEO, 0, 1),
+        "First frames decoded: streaming while the video decodes");
+
   /* Copy outside the lock: the pad tasks keep pushing meanwhile. */
   bufs = g_new (GstBuffer *, MAX (count, 1));
   for (gint i = 0; i < count; i++) {
@@ -354,6 +436,87 @@ on_audio_samples (void *opaque, int64_t first, int64_t count,
 
 /* ---- the generation thread ----------------------------------------------- */
 
+/* Live mode: remembers how long this shape took to generate, for the
+ * latency estimate, and tells the pipeline when the estimate changed (it
+ * queries the latency again: gst-launch-1.0 and playbin do). */
+static void
+worker_note_generation_time (GstH3VideoSrc * self, gdouble seconds)
+{
+  gchar *shape = gst_h3_settings_shape (&self->run);
+  GstClockTime before, after;
+
+  before = gst_h3_video_src_latency (self);
+  if (gst_h3_engine_is_shared (self->engine))
+    gst_h3_engine_note_time (self->engine, shape, seconds);
+  g_mutex_lock (&self->lock);
+  g_free (self->measured_shape);
+  self->measured_shape = shape;
+  self->measured_seconds = seconds;
+  g_mutex_unlock (&self->lock);
+  after = gst_h3_video_src_latency (self);
+  if (after != before) {
+    GST_INFO_OBJECT (self, "live latency now %" GST_TIME_FORMAT " (the clip "
+        "took %.3f s)", GST_TIME_ARGS (after), seconds);
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_latency (GST_OBJECT (self)));
+  }
+}
+
+/* Live mode: hands the complete clip to the pad tasks, with the running
+ * time it was complete at, and makes room for the next one. Called with
+ * the lock held. */
+static void
+live_clip_publish (GstH3VideoSrc * self)
+{
+  GstH3LiveClip *clip = g_new0 (GstH3LiveClip, 1);
+
+  clip->index = self->live_clips_made++;
+  clip->prompt = g_strdup (self->run.prompt);
+  clip->seed = self->run.seed;
+  clip->plan = self->plan;
+  clip->frames = self->frames;
+  clip->samples = self->samples;
+  clip->audio_len = self->audio_len;
+  clip->complete_rt = self->playing ? gst_h3_video_src_running_time (self) :
+      GST_CLOCK_TIME_NONE;
+  clip->base = GST_CLOCK_TIME_NONE;
+  clip->pads_left = 2;
+  g_queue_push_tail (&self->live_clips, clip);
+  GST_DEBUG_OBJECT (self, "live clip %u complete at %" GST_TIME_FORMAT,
+      clip->index, GST_TIME_ARGS (clip->complete_rt));
+  self->frames = NULL;
+  self->samples = NULL;
+  self->have_plan = FALSE;
+  self->frames_ready = 0;
+  self->audio_len = self->audio_ready = self->audio_delivered = 0;
+  self->generated = FALSE;
+}
+
+/* Live mode: waits for the next queued prompt (cancellable) and makes it
+ * the run's. FALSE when stopped. */
+static gboolean
+live_next_prompt (GstH3VideoSrc * self)
+{
+  GstH3QueuedPrompt *q = NULL;
+
+  g_mutex_lock (&self->lock);
+  while (!self->cancel && !(q = g_queue_pop_head (&self->prompt_queue)))
+    g_cond_wait (&self->cond, &self->lock);
+  if (q) {
+    /* Under the lock: the pad tasks read the prompt for their tags. */
+    g_free (self->run.prompt);
+    self->run.prompt = q->prompt;
+    self->run.seed = q->seed;
+    g_free (q);
+  }
+  g_mutex_unlock (&self->lock);
+  if (!q)
+    return FALSE;
+  GST_INFO_OBJECT (self, "next clip: \"%s\" seed %" G_GUINT64_FORMAT,
+      self->run.prompt, self->run.seed);
+  return TRUE;
+}
+
 /* Publishes the result of a generation that returned: the stats first,
  * then h3videosrc/done and the terminal `generate` progress, and only then
  * lets the pad tasks push EOS (generated, or generating cleared for a stop),
@@ -380,8 +543,12 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_COMPLETE, "generate", 100,
         "Generated %d frames in %.1f s", plan->num_frames, stats.total);
+    if (self->run.is_live)
+      worker_note_generation_time (self, stats.total);
     g_mutex_lock (&self->lock);
     self->generated = TRUE;
+    if (self->run.is_live)
+      live_clip_publish (self);
   } else if (callback_error) {
     gst_h3_video_src_post_done (self, "error", &stats);
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
@@ -412,36 +579,36 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
   g_free (callback_error);
 }
 
-gpointer
-gst_h3_video_src_worker (gpointer data)
+/* One clip on the engine: its turn, validation, generation. FALSE when the
+ * run cannot go on (stopped, or an error was posted). */
+static gboolean
+worker_clip (GstH3VideoSrc * self)
 {
-  GstH3VideoSrc *self = data;
   h3_request req = gst_h3_settings_request (&self->run);
   h3_callbacks cb = { .progress = on_progress, .video_frames = on_video_frames,
     .audio_samples = on_audio_samples, .opaque = self,
     .cancel_flag = &self->cancel_flag
   };
   h3_status st;
-  h3_status_code rc;
+  h3_status_code rc = H3_ERR_CANCELLED;
   h3_plan plan;
-  gboolean stopped, holds_ref;
   h3_engine *engine;
 
-  if (!worker_ensure_engine (self, &stopped)) {
-    if (!stopped)
-      worker_stop_streaming (self, TRUE);
-    goto done;
-  }
   /* One generation at a time per engine: wait for the other elements
    * sharing it (cancellable). */
   if (!gst_h3_engine_begin (self->engine, GST_OBJECT (self),
-          &self->cancel_flag))
-    goto done;
+          &self->cancel_flag, on_wait_turn, self)) {
+    gst_h3_video_src_post_progress (self, &self->wait_open,
+        GST_PROGRESS_TYPE_CANCELED, "wait", 0,
+        "Stopped while waiting for the shared model");
+    return FALSE;
+  }
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_COMPLETE, "wait", 100, "The shared model is free");
   engine = gst_h3_engine_get (self->engine);
 
   memset (&st, 0, sizeof st);
-  rc = h3_engine_validate (engine, &req, &plan, &st);
-  if (rc != H3_OK) {
+  if (h3_engine_validate (engine, &req, &plan, &st) != H3_OK) {
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_VALIDATE, &st);
     worker_stop_streaming (self, TRUE);
     goto end;
@@ -466,6 +633,23 @@ gst_h3_video_src_worker (gpointer data)
 
 end:
   gst_h3_engine_end (self->engine, GST_OBJECT (self));
+  return rc == H3_OK;
+}
+
+gpointer
+gst_h3_video_src_worker (gpointer data)
+{
+  GstH3VideoSrc *self = data;
+  gboolean stopped, holds_ref;
+
+  if (!worker_ensure_engine (self, &stopped)) {
+    if (!stopped)
+      worker_stop_streaming (self, TRUE);
+    goto done;
+  }
+  /* Live: clip after clip, as prompts are queued, until stopped. */
+  while (worker_clip (self) && self->run.is_live && live_next_prompt (self));
+
 done:
   g_mutex_lock (&self->lock);
   self->worker_done = TRUE;

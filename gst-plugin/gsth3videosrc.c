@@ -15,10 +15,14 @@
  * float interleaved stereo at the model's sample rate). The clip is
  * generated once per run; frames are pushed as the engine decodes them.
  *
- * It is not a live source: timestamps start at 0 and the pipeline prerolls
- * once the first decoded media arrive, which can take minutes with the full
- * model. Put a `queue` on each branch and size it for the encoder's latency
- * (see docs/ELEMENT.md).
+ * By default it is not a live source: timestamps start at 0 and the
+ * pipeline prerolls once the first decoded media arrive, which can take
+ * minutes with the full model. Put a `queue` on each branch and size it for
+ * the encoder's latency (see docs/ELEMENT.md). With #GstH3VideoSrc:is-live
+ * it is one: timestamps in running time, a LATENCY answer of the
+ * generation time to expect (#GstH3VideoSrc:latency), and clips appended
+ * with the #GstH3VideoSrc::queue-prompt action signal, each where the last
+ * one ends: a channel that goes on until an application EOS.
  *
  * Without `model-location` the element runs the small embedded test model,
  * which produces noise-like media in seconds on a CPU: use it to check a
@@ -45,12 +49,16 @@
  *
  * ## Messages
  *
- * * `GST_MESSAGE_PROGRESS` with code `load` (engine opened) and `generate`
- *   (START, CONTINUE with a `percent` field for the prompt, every denoising
- *   step and every decode window, COMPLETE once the last frame is decoded,
- *   before EOS, CANCELED when stopped, ERROR after an error message).
+ * * `GST_MESSAGE_PROGRESS` with code `load` (engine opened), `wait`
+ *   (waiting for a shared engine another element loads or generates on)
+ *   and `generate` (START, CONTINUE with a `percent` field for the prompt,
+ *   every denoising step and the audio decode, COMPLETE when the first
+ *   frames are decoded, so that gst-launch-1.0 plays once the sinks
+ *   preroll, CANCELED when stopped, ERROR after an error message).
  * * Element message `h3videosrc/step` for every denoising step and decode
- *   window: `phase`, `step`, `total`, `percent`, `elapsed`, `eta`.
+ *   window (`percent` reaches 100 with the last frame): `phase`, `step`,
+ *   `total`, `percent`, `elapsed`, `eta`; `h3videosrc/waiting` (`reason`,
+ *   `holder`) when waiting for a shared engine.
  * * Element message `h3videosrc/done` at the end of each generation with
  *   the `result` and the stage timings, before EOS (and `stats` is set).
  * * A `GstStreamCollection` with the two streams and their caps, before any
@@ -59,7 +67,10 @@
  * Settings that cannot work (backend against the adapter, devices against
  * the machine, caps refused downstream, no linked pad) fail the change to
  * PAUSED before the model loads. Elements of a process with the same model
- * settings share one loaded model (#GstH3VideoSrc:engine-cache). Stopping
+ * settings share one loaded model (#GstH3VideoSrc:engine-cache). The clip
+ * is kept after it is generated (#GstH3VideoSrc:keep-clip): the element is
+ * then seekable in TIME, with flushing, non-flushing and segment seeks
+ * (loop playback), without running the model again. Stopping
  * waits for the generation to return (bounded at READY/NULL; always when
  * the element is freed). The `h3:` URIs are handled by h3src, a bin around
  * this element.
@@ -94,6 +105,10 @@ enum
   PROP_LOAD_FORMAT,
   PROP_DUMMY_ADAPTER,
   PROP_ENGINE_CACHE,
+  PROP_KEEP_CLIP,
+  PROP_KEEP_CLIP_MAX_BYTES,
+  PROP_IS_LIVE,
+  PROP_LATENCY,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -219,6 +234,41 @@ gst_h3_dummy_adapter_get_type (void)
 }
 
 /* ---- class --------------------------------------------------------------- */
+
+/* The queue-prompt action signal. */
+static gboolean
+queue_prompt (GstH3VideoSrc * self, const gchar * prompt, guint64 seed)
+{
+  GstH3QueuedPrompt *q;
+  gboolean live;
+  gchar *text;
+
+  GST_OBJECT_LOCK (self);
+  live = self->settings.is_live;
+  GST_OBJECT_UNLOCK (self);
+  if (!live) {
+    GST_WARNING_OBJECT (self, "queue-prompt needs is-live=true: a clip of "
+        "its own is a new run (set prompt, go to PLAYING)");
+    return FALSE;
+  }
+  text = g_strstrip (g_strdup (prompt ? prompt : ""));
+  if (!*text) {
+    GST_WARNING_OBJECT (self, "queue-prompt: the prompt is empty");
+    g_free (text);
+    return FALSE;
+  }
+  g_free (text);
+  q = g_new0 (GstH3QueuedPrompt, 1);
+  q->prompt = g_strdup (prompt);
+  q->seed = seed;
+  g_mutex_lock (&self->lock);
+  g_queue_push_tail (&self->prompt_queue, q);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_INFO_OBJECT (self, "queued \"%s\" (seed %" G_GUINT64_FORMAT ")",
+      prompt, seed);
+  return TRUE;
+}
 
 static void
 gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
@@ -439,6 +489,95 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           "that have the same model settings", DEFAULT_ENGINE_CACHE, rw));
 
   /**
+   * GstH3VideoSrc:keep-clip:
+   *
+   * Keep the generated clip in memory until the next run, so that it can
+   * be replayed without running the model again: the element is then
+   * seekable in TIME (flushing and non-flushing seeks, segment seeks for
+   * loops, positive rates), during the generation too (a position not
+   * decoded yet is pushed once it is). A clip larger than
+   * #GstH3VideoSrc:keep-clip-max-bytes is not kept. FALSE: every frame is
+   * freed once pushed, and seeks are refused.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP,
+      g_param_spec_boolean ("keep-clip", "Keep clip",
+          "Keep the clip in memory for seeks and replays (up to "
+          "keep-clip-max-bytes)", DEFAULT_KEEP_CLIP, rw));
+
+  /**
+   * GstH3VideoSrc:keep-clip-max-bytes:
+   *
+   * The largest clip #GstH3VideoSrc:keep-clip keeps: its RGB frames
+   * (width x height x 3 bytes each) plus its 32-bit stereo audio. A larger
+   * clip is streamed and freed as with keep-clip=false (the element logs
+   * why) and is not seekable. The default, 2 GiB, holds the longest clip
+   * (362 frames) at 1280x736.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP_MAX_BYTES,
+      g_param_spec_uint64 ("keep-clip-max-bytes", "Keep clip max bytes",
+          "Largest clip (frames + audio, bytes) that keep-clip keeps", 0,
+          G_MAXUINT64, DEFAULT_KEEP_CLIP_MAX_BYTES, rw));
+
+  /**
+   * GstH3VideoSrc:is-live:
+   *
+   * Behave as a live source: no preroll (the state changes to PAUSED return
+   * NO_PREROLL), data flows in PLAYING only, timestamps are running time,
+   * and the LATENCY query answers live with #GstH3VideoSrc:latency. Each
+   * clip is pushed once it is complete, from the running time it started
+   * playing at (the first) or where the last one ended, later only when
+   * it was complete too late for the latency (a GAP event covers the
+   * difference). Clips queued with #GstH3VideoSrc::queue-prompt follow;
+   * without one the element waits for the next: the stream ends only with
+   * an application EOS. Live streams are not seekable; clips are freed as
+   * they are pushed.
+   */
+  g_object_class_install_property (gobject_class, PROP_IS_LIVE,
+      g_param_spec_boolean ("is-live", "Is live",
+          "Live source: running-time timestamps, latency, queue-prompt "
+          "appends clips", DEFAULT_IS_LIVE, rw));
+
+  /**
+   * GstH3VideoSrc:latency:
+   *
+   * With is-live: the latency the element reports, in nanoseconds: how
+   * long after its timestamp a buffer may reach the sinks. A clip needs its
+   * generation time, so set it to what a generation takes (the element's
+   * `stats` give `total`) plus a margin. -1 (the default) estimates it:
+   * the measured generation time of the last clip of the same size,
+   * frames, steps and backend (this element's, or another's on the same
+   * shared engine), times 1.25, plus 0.2 s for the push through the
+   * pipeline; before any measurement, the 0.2 s alone (the
+   * first clip then starts when it is complete). The element posts a
+   * LATENCY message when the estimate changes.
+   */
+  g_object_class_install_property (gobject_class, PROP_LATENCY,
+      g_param_spec_int64 ("latency", "Latency",
+          "With is-live: the latency to report in ns (the generation time "
+          "to expect), -1 = estimated from the last generation", -1,
+          G_MAXINT64, DEFAULT_LATENCY, rw));
+
+  /**
+   * GstH3VideoSrc::queue-prompt:
+   * @h3videosrc: the element
+   * @prompt: what the next clip shows and sounds like
+   * @seed: its seed
+   *
+   * With #GstH3VideoSrc:is-live, appends a clip with this prompt and seed
+   * (and the element's other settings) to the stream: it is generated
+   * after the clips before it and starts where the last one ends, so a
+   * live channel goes on as long as prompts are queued. Prompts queued
+   * before the element starts follow its first clip; the queue is cleared
+   * when a run stops (PAUSED to READY).
+   *
+   * Returns: %TRUE when queued; %FALSE without is-live or with an empty
+   * prompt (the element logs why).
+   */
+  g_signal_new_class_handler ("queue-prompt", G_TYPE_FROM_CLASS (klass),
+      G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION, G_CALLBACK (queue_prompt), NULL,
+      NULL, NULL, G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_UINT64);
+
+  /**
    * GstH3VideoSrc:capabilities:
    *
    * What this build and machine can run (compute backends, GPUs, fa/vsa
@@ -508,6 +647,10 @@ gst_h3_video_src_init (GstH3VideoSrc * self)
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_rec_mutex_init (&self->progress_lock);
+  g_mutex_init (&self->seek_lock);
+  g_queue_init (&self->live_clips);
+  g_queue_init (&self->prompt_queue);
+  self->live_origin = self->live_next_base = GST_CLOCK_TIME_NONE;
   self->combiner = gst_flow_combiner_new ();
   self->last_seek_seqnum = GST_SEQNUM_INVALID;
   output_init (self, &self->video, &video_template, TRUE);
@@ -561,10 +704,14 @@ gst_h3_video_src_finalize (GObject * object)
   gst_h3_settings_clear (&self->settings);
   gst_h3_settings_clear (&self->run);
   g_free (self->rate_key);
+  g_free (self->measured_shape);
+  g_queue_clear_full (&self->prompt_queue,
+      (GDestroyNotify) gst_h3_queued_prompt_free);
   if (self->stats)
     gst_structure_free (self->stats);
   gst_flow_combiner_free (self->combiner);
   g_rec_mutex_clear (&self->progress_lock);
+  g_mutex_clear (&self->seek_lock);
   g_cond_clear (&self->cond);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -646,6 +793,18 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_ENGINE_CACHE:
       s->engine_cache = g_value_get_boolean (value);
       break;
+    case PROP_KEEP_CLIP:
+      s->keep_clip = g_value_get_boolean (value);
+      break;
+    case PROP_KEEP_CLIP_MAX_BYTES:
+      s->keep_clip_max_bytes = g_value_get_uint64 (value);
+      break;
+    case PROP_IS_LIVE:
+      s->is_live = g_value_get_boolean (value);
+      break;
+    case PROP_LATENCY:
+      s->latency = g_value_get_int64 (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -723,6 +882,18 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
     case PROP_ENGINE_CACHE:
       g_value_set_boolean (value, s->engine_cache);
       break;
+    case PROP_KEEP_CLIP:
+      g_value_set_boolean (value, s->keep_clip);
+      break;
+    case PROP_KEEP_CLIP_MAX_BYTES:
+      g_value_set_uint64 (value, s->keep_clip_max_bytes);
+      break;
+    case PROP_IS_LIVE:
+      g_value_set_boolean (value, s->is_live);
+      break;
+    case PROP_LATENCY:
+      g_value_set_int64 (value, s->latency);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -772,30 +943,195 @@ handle_eos (GstH3VideoSrc * self, GstEvent * event)
     return FALSE;
   }
   GST_INFO_OBJECT (self, "end of stream requested");
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped by end-of-stream");
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_CANCELED, "generate", 0,
       "Generation stopped by end-of-stream");
   return TRUE;
 }
 
-/* The clip is generated in one pass and pushed once: no seeking. Every
- * sink sends the same seek upstream, so answer each seqnum once. */
+/* Why a seek cannot be done now, or NULL. Called with the lock held. */
+static const gchar *
+seek_refusal (GstH3VideoSrc * self, gdouble rate, GstFormat format,
+    GstSeekFlags flags)
+{
+  if (!self->running)
+    return "the element is not running (seek in PAUSED or PLAYING)";
+  if (self->run.is_live)
+    return "a live stream is not seekable";
+  if (!self->run.keep_clip)
+    return "keep-clip is off: the frames are freed as they are pushed";
+  if (!self->run_keep)
+    return "the clip is larger than keep-clip-max-bytes, so it is not "
+        "kept";
+  if (format != GST_FORMAT_TIME)
+    return "only TIME seeks are supported";
+  if (rate <= 0.0)
+    return "reverse playback (a negative rate) is not supported";
+  if (flags & GST_SEEK_FLAG_INSTANT_RATE_CHANGE)
+    return "instant rate changes are not supported";
+  if (self->eos_requested || self->stop_streaming)
+    return "the stream has ended (end-of-stream requested, or an error)";
+  return NULL;
+}
+
+/* Where a seek to start lands with the snap flags: every frame is a key
+ * frame, so KEY_UNIT and SNAP_* move start to a frame boundary (before it
+ * unless SNAP_AFTER or SNAP_NEAREST say otherwise); without them the seek
+ * is accurate: the segment starts at start, the first video frame is the
+ * one that contains it and the audio starts at its nearest sample. */
+static gint64
+seek_snap (GstSeekFlags flags, gint64 start)
+{
+  gint64 before;
+  GstClockTime t0, t1;
+
+  if (start < 0 || !(flags & (GST_SEEK_FLAG_KEY_UNIT |
+              GST_SEEK_FLAG_SNAP_BEFORE | GST_SEEK_FLAG_SNAP_AFTER)))
+    return start;
+  before = gst_h3_frame_at ((GstClockTime) start);
+  t0 = gst_h3_frame_time (before);
+  t1 = gst_h3_frame_time (before + 1);
+  if (t0 == (GstClockTime) start)
+    return start;
+  if ((flags & GST_SEEK_FLAG_SNAP_BEFORE) && (flags & GST_SEEK_FLAG_SNAP_AFTER))
+    return (gint64) ((GstClockTime) start - t0 < t1 - (GstClockTime) start ?
+        t0 : t1);
+  if (flags & GST_SEEK_FLAG_SNAP_AFTER)
+    return (gint64) t1;
+  return (gint64) t0;
+}
+
+/* Stops both pad tasks for a flushing seek: the flag makes a task that
+ * waits for media return, FLUSH_START unblocks one in a push, and the
+ * stream locks say both are out of their loop. */
+static void
+seek_stop_tasks (GstH3VideoSrc * self, guint32 seqnum)
+{
+  GstH3Output *outs[] = { &self->video, &self->audio };
+
+  g_mutex_lock (&self->lock);
+  self->seeking++;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    GstEvent *ev = gst_event_new_flush_start ();
+    gst_event_set_seqnum (ev, seqnum);
+    gst_pad_push_event (outs[i]->pad, ev);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    gst_pad_pause_task (outs[i]->pad);
+    GST_PAD_STREAM_LOCK (outs[i]->pad);
+  }
+}
+
+static void
+seek_restart_tasks (GstH3VideoSrc * self, guint32 seqnum, gboolean flush)
+{
+  GstH3Output *outs[] = { &self->video, &self->audio };
+  gboolean running;
+
+  if (flush) {
+    for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+      GstEvent *ev = gst_event_new_flush_stop (TRUE);
+      gst_event_set_seqnum (ev, seqnum);
+      gst_pad_push_event (outs[i]->pad, ev);
+      outs[i]->eos = FALSE;
+      outs[i]->last_flow = GST_FLOW_OK;
+    }
+  }
+  GST_OBJECT_LOCK (self);
+  gst_flow_combiner_reset (self->combiner);
+  GST_OBJECT_UNLOCK (self);
+  g_mutex_lock (&self->lock);
+  if (flush)
+    self->seeking--;
+  running = self->running && !self->flushing;
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    /* A task that pushed EOS paused itself: a seek starts it again. */
+    if (running)
+      gst_pad_start_task (outs[i]->pad, gst_h3_video_src_loop, outs[i], NULL);
+    if (flush)
+      GST_PAD_STREAM_UNLOCK (outs[i]->pad);
+  }
+}
+
+/* A seek in a kept clip: the clip is not generated again, each pad task
+ * restarts from the new segment (flvdemux's order for a flushing seek:
+ * FLUSH_START, stop the tasks, FLUSH_STOP, new segment, restart). A
+ * non-flushing seek (a segment loop) takes effect at the tasks' next
+ * buffer, its running time following the last one pushed. Every sink sends
+ * the same seek upstream: each seqnum is answered once, and again with the
+ * same answer. */
 static gboolean
 handle_seek (GstH3VideoSrc * self, GstEvent * event)
 {
   guint32 seqnum = gst_event_get_seqnum (event);
+  gdouble rate;
+  GstFormat format;
+  GstSeekFlags flags;
+  GstSeekType start_type, stop_type;
+  gint64 start, stop;
+  GstSegment segment;
+  const gchar *refusal;
+  gboolean flush, update, ok = FALSE;
 
+  g_mutex_lock (&self->seek_lock);
   GST_OBJECT_LOCK (self);
-  if (seqnum != self->last_seek_seqnum) {
-    self->last_seek_seqnum = seqnum;
+  if (seqnum == self->last_seek_seqnum) {
+    ok = self->last_seek_result;
     GST_OBJECT_UNLOCK (self);
-    GST_INFO_OBJECT (self, "seek %" GST_PTR_FORMAT " refused: h3videosrc is "
-        "not seekable", event);
-  } else {
-    GST_OBJECT_UNLOCK (self);
+    g_mutex_unlock (&self->seek_lock);
+    gst_event_unref (event);
+    return ok;
   }
+  GST_OBJECT_UNLOCK (self);
+
+  gst_event_parse_seek (event, &rate, &format, &flags, &start_type, &start,
+      &stop_type, &stop);
+  flush = (flags & GST_SEEK_FLAG_FLUSH) != 0;
+  if (start_type == GST_SEEK_TYPE_SET)
+    start = seek_snap (flags, start);
+
+  g_mutex_lock (&self->lock);
+  refusal = seek_refusal (self, rate, format, flags);
+  segment = self->segment;
+  g_mutex_unlock (&self->lock);
+  if (!refusal && !gst_segment_do_seek (&segment, rate, format, flags,
+          start_type, start, stop_type, stop, &update))
+    refusal = "the positions are outside the clip";
+  if (refusal) {
+    GST_WARNING_OBJECT (self, "seek %" GST_PTR_FORMAT " refused: %s", event,
+        refusal);
+    goto done;
+  }
+  GST_INFO_OBJECT (self, "seek to %" GST_SEGMENT_FORMAT "%s", &segment,
+      flush ? " (flushing)" : "");
+
+  if (flush)
+    seek_stop_tasks (self, seqnum);
+  g_mutex_lock (&self->lock);
+  self->segment = segment;
+  /* Segments start at their position (basesrc's rule for a new segment). */
+  self->segment.position = segment.start;
+  self->segment_gen++;
+  self->segment_seqnum = seqnum;
+  self->segment_done_pads = 0;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  seek_restart_tasks (self, seqnum, flush);
+  ok = TRUE;
+
+done:
+  GST_OBJECT_LOCK (self);
+  self->last_seek_seqnum = seqnum;
+  self->last_seek_result = ok;
+  GST_OBJECT_UNLOCK (self);
+  g_mutex_unlock (&self->seek_lock);
   gst_event_unref (event);
-  return FALSE;
+  return ok;
 }
 
 static gboolean
@@ -904,6 +1240,57 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     *rate = settings_rate (self);
 }
 
+/* is-live of the run, or of the properties outside a run. */
+static gboolean
+is_live (GstH3VideoSrc * self)
+{
+  gboolean running, live;
+
+  g_mutex_lock (&self->lock);
+  running = self->running;
+  live = self->run.is_live;
+  g_mutex_unlock (&self->lock);
+  if (!running) {
+    GST_OBJECT_LOCK (self);
+    live = self->settings.is_live;
+    GST_OBJECT_UNLOCK (self);
+  }
+  return live;
+}
+
+static gint
+query_frames (GstH3VideoSrc * self)
+{
+  gint frames, width, height, rate;
+
+  current_geometry (self, &frames, &width, &height, &rate);
+  return frames;
+}
+
+/* Whether a TIME seek would be done: in a run, when its clip is kept;
+ * outside one, when the properties will keep it. */
+static gboolean
+query_seekable (GstH3VideoSrc * self)
+{
+  gboolean running, seekable;
+  gint frames, width, height, rate;
+
+  g_mutex_lock (&self->lock);
+  running = self->running;
+  seekable = running && self->run_keep && !self->run.is_live &&
+      !self->eos_requested && !self->stop_streaming;
+  g_mutex_unlock (&self->lock);
+  if (running)
+    return seekable;
+  current_geometry (self, &frames, &width, &height, &rate);
+  GST_OBJECT_LOCK (self);
+  seekable = self->settings.keep_clip && !self->settings.is_live &&
+      gst_h3_clip_bytes (frames, width, height,
+      rate) <= self->settings.keep_clip_max_bytes;
+  GST_OBJECT_UNLOCK (self);
+  return seekable;
+}
+
 static gboolean
 query_caps (GstH3VideoSrc * self, GstPad * pad, GstQuery * query)
 {
@@ -943,6 +1330,11 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
     case GST_QUERY_DURATION:
       current_geometry (self, &frames, &width, &height, &rate);
       gst_query_parse_duration (query, &format, NULL);
+      if (is_live (self)) {
+        /* A live channel has no end. */
+        gst_query_set_duration (query, format, -1);
+        return TRUE;
+      }
       if (format == GST_FORMAT_TIME) {
         gst_query_set_duration (query, format, gst_h3_frame_time (frames));
         return TRUE;
@@ -959,14 +1351,20 @@ gst_h3_video_src_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       return FALSE;
     case GST_QUERY_LATENCY:
       /* Not live: buffers are timestamped from 0 and synchronised by the
-       * sinks; generation time is not latency. */
-      gst_query_set_latency (query, FALSE, 0, GST_CLOCK_TIME_NONE);
+       * sinks; generation time is not latency. Live: the generation time
+       * to expect (the `latency` property or its estimate); the clips are
+       * held as long as the pipeline needs. */
+      if (is_live (self))
+        gst_query_set_latency (query, TRUE, gst_h3_video_src_latency (self),
+            GST_CLOCK_TIME_NONE);
+      else
+        gst_query_set_latency (query, FALSE, 0, GST_CLOCK_TIME_NONE);
       return TRUE;
     case GST_QUERY_SEEKING:
-      current_geometry (self, &frames, &width, &height, &rate);
       gst_query_parse_seeking (query, &format, NULL, NULL, NULL);
-      gst_query_set_seeking (query, format, FALSE, 0,
-          format == GST_FORMAT_TIME ? (gint64) gst_h3_frame_time (frames) : -1);
+      gst_query_set_seeking (query, format, format == GST_FORMAT_TIME &&
+          query_seekable (self), 0, format == GST_FORMAT_TIME ?
+          (gint64) gst_h3_frame_time (query_frames (self)) : -1);
       return TRUE;
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -1010,6 +1408,20 @@ run_prepare (GstH3VideoSrc * self)
   self->run = snapshot;
   self->run_frames = h3_align_frames (self->run.num_frames);
   self->run_rate = pf.sample_rate;
+  self->run_audio_len = (gint64) gst_util_uint64_scale_round (self->run_frames,
+      self->run_rate, H3_FPS);
+  self->run_keep = FALSE;
+  if (self->run.keep_clip && !self->run.is_live) {
+    guint64 bytes = gst_h3_clip_bytes (self->run_frames, self->run.width,
+        self->run.height, self->run_rate);
+
+    self->run_keep = bytes <= self->run.keep_clip_max_bytes;
+    if (!self->run_keep)
+      GST_WARNING_OBJECT (self, "the clip takes %" G_GUINT64_FORMAT " bytes, "
+          "more than keep-clip-max-bytes (%" G_GUINT64_FORMAT "): it is not "
+          "kept, frames are freed as they are pushed and seeks are refused",
+          bytes, self->run.keep_clip_max_bytes);
+  }
 
   /* Downstream is in PAUSED already: a capsfilter that wants another size
    * or rate fails the state change, not a run minutes later. */
@@ -1026,6 +1438,14 @@ run_prepare (GstH3VideoSrc * self)
   GST_OBJECT_UNLOCK (self);
 
   g_mutex_lock (&self->lock);
+  gst_segment_init (&self->segment, GST_FORMAT_TIME);
+  if (!self->run.is_live)
+    self->segment.duration = gst_h3_frame_time (self->run_frames);
+  self->playing = FALSE;
+  self->live_origin = self->live_next_base = GST_CLOCK_TIME_NONE;
+  self->segment_gen = 0;
+  self->seeking = 0;
+  self->segment_done_pads = 0;
   self->running = TRUE;
   self->flushing = FALSE;
   self->cancel = FALSE;
@@ -1065,13 +1485,22 @@ run_start (GstH3VideoSrc * self)
 static void
 run_stop (GstH3VideoSrc * self)
 {
+  /* After a seek in progress (which restarts the tasks), before any other. */
+  g_mutex_lock (&self->seek_lock);
   g_mutex_lock (&self->lock);
   self->running = FALSE;
   self->flushing = TRUE;
+  self->playing = FALSE;
+  g_queue_clear_full (&self->prompt_queue,
+      (GDestroyNotify) gst_h3_queued_prompt_free);
+  g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+  g_mutex_unlock (&self->seek_lock);
   gst_h3_video_src_cancel (self);
   gst_h3_video_src_post_progress (self, &self->load_open,
       GST_PROGRESS_TYPE_CANCELED, "load", 0, "Stopped while loading the model");
+  gst_h3_video_src_post_progress (self, &self->wait_open,
+      GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped while waiting");
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
 }
@@ -1101,6 +1530,11 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
     case GST_STATE_CHANGE_PAUSED_TO_READY:
       run_stop (self);
       break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+      g_mutex_lock (&self->lock);
+      self->playing = FALSE;
+      g_mutex_unlock (&self->lock);
+      break;
     default:
       break;
   }
@@ -1115,6 +1549,19 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
   switch (transition) {
     case GST_STATE_CHANGE_READY_TO_PAUSED:
       run_start (self);
+      if (self->run.is_live)
+        ret = GST_STATE_CHANGE_NO_PREROLL;
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
+      /* A live source's data flows now. */
+      g_mutex_lock (&self->lock);
+      self->playing = TRUE;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+      if (self->run.is_live)
+        ret = GST_STATE_CHANGE_NO_PREROLL;
       break;
     case GST_STATE_CHANGE_PAUSED_TO_READY:
     case GST_STATE_CHANGE_READY_TO_NULL:

@@ -118,6 +118,19 @@ typedef struct h3_engine_options {
     void *log_opaque;
 } h3_engine_options;
 
+/* A keyframe (FL2VA): 8-bit RGB pixels, row-major, `stride` bytes between
+ * rows (>= 3·width), owned by the caller for the length of the call. At
+ * most H3_MAX_IMAGE_SIDE a side and H3_MAX_IMAGE_PIXELS in all. Decoding
+ * image files is the caller's: h3-generate and the element do it. */
+typedef struct h3_image {
+    int width, height;
+    size_t stride;
+    const uint8_t *rgb;
+} h3_image;
+
+#define H3_MAX_IMAGE_SIDE 16384
+#define H3_MAX_IMAGE_PIXELS ((int64_t)1 << 28)
+
 typedef struct h3_request {
     const char *prompt;       /* non-empty UTF-8 */
     uint64_t seed;            /* torch.Generator().manual_seed(seed), diffusers draw order */
@@ -128,6 +141,12 @@ typedef struct h3_request {
     h3_attention_mode attention; /* VSA needs a FastH3 VSA adapter, dense a dense one (or none) */
     float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode, [0, 1) (default 0.9) */
     h3_fasth3_ladder ladder;  /* FastH3 only (default: the release's) */
+    /* FL2VA keyframes, either or both (NULL: none; neither: T2VA). The clip
+     * starts on first_image, stretched onto the width x height canvas, and
+     * ends on last_image, scaled to cover it and centre-cropped (a lone last
+     * image is stretched, as the reference does). The model needs the
+     * text encoder's vision tower and the video VAE's encoder. */
+    const h3_image *first_image, *last_image;
 } h3_request;
 
 /* What a validated request will produce. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "h3.h"
+#include "h3_image_file.h"
 #include "base/h3_safetensors.h"
 
 typedef struct clip {
@@ -36,7 +37,8 @@ static void usage(FILE *f) {
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
             "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
-            "                   [--max-gpu-memory GIB] [--quiet] --output OUT.safetensors\n"
+            "                   [--max-gpu-memory GIB] [--image FILE] [--last-image FILE]\n"
+            "                   [--quiet] --output OUT.safetensors\n"
             "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
@@ -55,6 +57,8 @@ static void usage(FILE *f) {
             "  --max-gpu-memory GIB  use at most this much memory on each GPU (GiB, the CUDA context included;\n"
             "                   default: what is free), as on a smaller card: the plan holds requests to it and\n"
             "                   allocations past it fail\n"
+            "  --image FILE     FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas\n"
+            "  --last-image FILE FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped\n"
             "  --plan           print what these settings need on each device (weights per component, arena,\n"
             "                   workspace) against its free memory, loading nothing; exit 1 if it does not fit\n");
 }
@@ -122,10 +126,13 @@ static int print_plan(const h3_engine_options *opt, h3_request *req) {
     return 1;
 }
 
+static int generate(const h3_engine_options *options, h3_request *request, const char *output, int plan_only,
+                    int quiet);
+
 int main(int argc, char **argv) {
     h3_engine_options opt = h3_engine_options_default();
     h3_request req = h3_request_default();
-    const char *output = NULL;
+    const char *output = NULL, *first_path = NULL, *last_path = NULL;
     int have_seed = 0, have_w = 0, have_h = 0, have_f = 0, have_steps = 0, quiet = 0, plan_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -192,6 +199,10 @@ int main(int argc, char **argv) {
             unsigned long long s = strtoull(v, &end, 10);
             if (errno || !*v || *end || v[0] == '-') return die("--dummy-seed '%s': not a non-negative integer", v);
             opt.dummy_seed = s;
+        } else if (!strcmp(a, "--image")) {
+            first_path = v;
+        } else if (!strcmp(a, "--last-image")) {
+            last_path = v;
         } else if (!strcmp(a, "--max-gpu-memory")) {
             char *end;
             errno = 0;
@@ -209,10 +220,32 @@ int main(int argc, char **argv) {
             return die("unknown option %s (see --help)", a);
         }
     }
+    (void)have_seed; (void)have_w; (void)have_h; (void)have_f; (void)have_steps;
+    /* keyframes: decoded here, before the model loads, so a bad file fails at once */
+    h3_image_file first = {0}, last = {0};
+    h3_status st = {0};
+    if (first_path && h3_image_file_load(first_path, &first, &st) != H3_OK) return die("--image: %s", st.message);
+    if (last_path && h3_image_file_load(last_path, &last, &st) != H3_OK) {
+        h3_image_file_clear(&first);
+        return die("--last-image: %s", st.message);
+    }
+    req.first_image = first_path ? &first.image : NULL;
+    req.last_image = last_path ? &last.image : NULL;
+    int rc = generate(&opt, &req, output, plan_only, quiet);
+    h3_image_file_clear(&first);
+    h3_image_file_clear(&last);
+    return rc;
+}
+
+/* The clip of req to output (or --plan), once the options are parsed. */
+static int generate(const h3_engine_options *options, h3_request *request, const char *output, int plan_only,
+                    int quiet) {
+    h3_engine_options opt = *options;
+    h3_request req = *request;
     if (plan_only) return print_plan(&opt, &req);
+    int rc = 0;
     if (!req.prompt) return die("%s", "--prompt is required");
     if (!output) return die("%s", "--output is required");
-    (void)have_seed; (void)have_w; (void)have_h; (void)have_f; (void)have_steps;
 
     h3_status st = {0};
     h3_engine *engine;
@@ -240,7 +273,6 @@ int main(int argc, char **argv) {
         return die("%s", "out of memory for the output clip");
     }
     h3_callbacks cb = {.progress = on_progress, .video_frames = on_video, .audio_samples = on_audio, .opaque = &c};
-    int rc = 0;
     if (h3_engine_generate(engine, &req, &cb, &st) != H3_OK) {
         fprintf(stderr, "h3-generate: %s\n", st.message);
         rc = st.code == H3_ERR_INVALID_ARGUMENT ? 2 : 1;

@@ -200,7 +200,9 @@ static h3_status_code make_dummy(h3_engine *e, const h3_engine_options *o, h3_st
     h3_status_code rc = h3_text_encoder_dummy_checkpoint(e->text_encoder_dir, e->text_layer, seed,
                                                          &e->dummy.text_encoder, status);
     if (rc == H3_OK) rc = h3_dit_dummy_checkpoint(e->transformer_dir, seed, vsa, &e->dummy.transformer, status);
-    if (rc == H3_OK) rc = h3_video_vae_dummy_checkpoint(e->vae_dir, seed, &e->dummy.video_vae, status);
+    h3_video_vae_options vae_options = {.encoder = 1}; /* FL2VA's keyframes */
+    if (rc == H3_OK)
+        rc = h3_video_vae_dummy_checkpoint_with(e->vae_dir, seed, &vae_options, &e->dummy.video_vae, status);
     if (rc == H3_OK) rc = h3_audio_vae_dummy_checkpoint(e->audio_vae_dir, seed, &e->dummy.audio_vae, status);
     if (rc != H3_OK) return rc;
     e->stats.random_weights = 1;
@@ -225,6 +227,25 @@ static void free_dummy(h3_engine *e) {
     h3_checkpoint_close(e->dummy.video_vae);
     h3_checkpoint_close(e->dummy.audio_vae);
     memset(&e->dummy, 0, sizeof e->dummy);
+}
+
+/* The Qwen3-VL image processor's config (FL2VA): processor/ beside the
+ * components, else the copy in text_encoder/. None is no error (keyframe
+ * requests are refused then); a broken one is. */
+static h3_status_code load_processor(h3_engine *e, h3_status *status) {
+    const char *where[] = {"processor", "text_encoder"};
+    for (size_t i = 0; i < G_N_ELEMENTS(where); i++) {
+        char *path = g_build_filename(e->model_dir, where[i], "preprocessor_config.json", NULL);
+        int found = g_file_test(path, G_FILE_TEST_EXISTS);
+        h3_status_code rc = found ? h3_image_processor_config_load(path, &e->processor, status) : H3_OK;
+        g_free(path);
+        if (rc != H3_OK) return rc;
+        if (found) {
+            e->has_processor = 1;
+            return H3_OK;
+        }
+    }
+    return H3_OK;
 }
 
 /* ---- open / close ------------------------------------------------------------ */
@@ -300,7 +321,7 @@ static uint64_t took(h3_backend *b, uint64_t *at) {
 h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     h3_tp text_tp = h3_tp_text(&e->plan, tp);
-    if (text_tp.size == 0 || r->text_encoder) return H3_OK;
+    if (text_tp.size == 0 || h3_text_encoder_has_weights(r->text_encoder)) return H3_OK;
     /* load-format dummy: the open's dummy checkpoint, or (loading again
      * after a release) a new one of the same names, seed and values */
     h3_checkpoint *dummy = e->dummy.text_encoder, *own = NULL;
@@ -309,7 +330,9 @@ h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_sta
         rc = h3_text_encoder_dummy_checkpoint(e->text_encoder_dir, e->text_layer, e->dummy_seed, &own, status);
         dummy = own;
     }
-    if (rc == H3_OK)
+    if (rc == H3_OK && r->text_encoder) /* its weights freed by an earlier request */
+        rc = h3_text_encoder_reload_weights(r->text_encoder, e->text_encoder_dir, dummy, status);
+    else if (rc == H3_OK)
         rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, dummy, e->text_layer, &text_tp,
                                        &r->text_encoder, status);
     h3_checkpoint_close(own);
@@ -318,10 +341,24 @@ h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_sta
 }
 
 void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp) {
-    h3_engine_rank *r = &e->ranks[tp->rank];
-    h3_text_encoder_free(r->text_encoder);
-    r->text_encoder = NULL;
-    if (tp->rank == 0) e->text_encoder = NULL;
+    h3_text_encoder_drop_weights(e->ranks[tp->rank].text_encoder);
+}
+
+/* The video VAE with its encoder (FL2VA keyframes) when the checkpoint has
+ * one: a checkpoint without the encoder's tensors loads the decoder alone,
+ * said in the log, and keyframe requests are then refused by name. */
+static h3_status_code load_video_vae(h3_engine *e, const h3_tp *tp, h3_engine_rank *r, h3_status *status) {
+    h3_video_vae_options with = {.encoder = 1};
+    h3_status_code rc = h3_video_vae_load_with(r->backend, e->vae_dir, e->dummy.video_vae, &with, &r->video_vae,
+                                               status);
+    if (rc != H3_ERR_NOT_FOUND) return rc;
+    h3_status why = *status;
+    h3_video_vae_options without = {.encoder = 0};
+    rc = h3_video_vae_load_with(r->backend, e->vae_dir, e->dummy.video_vae, &without, &r->video_vae, status);
+    if (rc == H3_OK && tp->rank == 0)
+        h3_engine_log(e, H3_LOG_INFO, "video VAE without its encoder (%s): requests with keyframes are refused",
+                      why.message);
+    return rc;
 }
 
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
@@ -334,7 +371,7 @@ static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status
     if (rc == H3_OK)
         rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
     r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
-    if (rc == H3_OK) rc = h3_video_vae_load_from(r->backend, e->vae_dir, e->dummy.video_vae, &r->video_vae, status);
+    if (rc == H3_OK) rc = load_video_vae(e, tp, r, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
     r->weight_bytes[H3_PART_VIDEO_VAE] = took(r->backend, &at);
     if (rc == H3_OK && tp->rank == 0)
@@ -516,6 +553,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     if (rc == H3_OK) rc = parse_devices(e, o, status);
     if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
     if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc == H3_OK) rc = load_processor(e, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
     e->adapter = NULL;

@@ -17,6 +17,7 @@
 #include "model/h3_audio_vae.h"
 #include "model/h3_dit.h"
 #include "model/h3_scheduler.h"
+#include "model/h3_image.h"
 #include "model/h3_text_encoder.h"
 #include "model/h3_tokenizer.h"
 #include "model/h3_tp_plan.h"
@@ -51,8 +52,10 @@ typedef struct h3_memory_target {
 _Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one tensor-parallel group");
 
 /* h3_engine.c: the calling rank's share of the text conditioner, loaded
- * (again: the files, or the dummy draw) when it has none; and freed. Ranks
- * outside the conditioner's group hold none and do nothing. */
+ * (again: the files, or the dummy draw) when it has none; and its language
+ * model's weights freed (the config and vision tower stay, so presentations
+ * can still be built). Ranks outside the conditioner's group hold none and
+ * do nothing. */
 h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
 /* h3_memory_plan.c: max_gpu_memory as a limit on a GPU backend's tally (the
  * plan's reserve for the context taken off); applied to real backends. */
@@ -114,6 +117,9 @@ struct h3_engine {
     int text_release, text_released_last;
     int text_hidden; /* the text encoder's width, known while its weights are away */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
+    /* FL2VA: the image processor's config (has_processor: one was found) */
+    h3_image_processor_config processor;
+    int has_processor;
     h3_memory_target shadow_target; /* what the shadow stands for */
     int generated;        /* a generation ran: the backends' peaks are its */
 

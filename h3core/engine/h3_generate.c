@@ -17,6 +17,7 @@
 
 #include "base/h3_random.h"
 #include "model/h3_dit_layout.h"
+#include "model/h3_video_vae_encoder.h"
 
 #define H3_AUDIO_LATENTS_PER_SECOND 40
 #define H3_DEFAULT_STEPS 49
@@ -45,18 +46,78 @@ static h3_status_code validate_settings(const h3_engine *e, const h3_request *r,
     return H3_OK;
 }
 
+/* ---- keyframes (FL2VA) ----------------------------------------------------------- */
+
+/* A request's keyframes on its canvas, in packed order (first, last), and
+ * the prompt's presentation with them (docs/spec/h3-transformer.md §6):
+ * host work made once per request, read by every rank. */
+typedef struct keyframes {
+    int n;
+    h3_keyframe_anchor anchors[2];
+    h3_rgb_image fitted[2];
+    h3_text_presentation text; /* n > 0 only */
+} keyframes;
+
+static void keyframes_clear(keyframes *k) {
+    for (int i = 0; i < k->n; i++) h3_rgb_image_clear(&k->fitted[i]);
+    h3_text_presentation_clear(&k->text);
+    memset(k, 0, sizeof *k);
+}
+
+static h3_status_code keyframes_prepare(h3_engine *e, const h3_request *r, keyframes *k, h3_status *status) {
+    memset(k, 0, sizeof *k);
+    const h3_image *in[2] = {r->first_image, r->last_image};
+    if (!in[0] && !in[1]) return H3_OK;
+    if (!e->has_processor)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "keyframes need the Qwen3-VL image processor's config (processor/preprocessor_config.json), "
+                       "and model '%s' has none",
+                       e->model_dir);
+    if (!h3_video_vae_has_encoder(e->video_vae))
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "keyframes need the video VAE's encoder, and the checkpoint in '%s' has no encoder weights",
+                       e->vae_dir);
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < 2 && rc == H3_OK; i++) {
+        if (!in[i]) continue;
+        h3_rgb_image src = {in[i]->width, in[i]->height, in[i]->stride, (uint8_t *)in[i]->rgb};
+        /* the first keyframe of the request is stretched, a follower covers the canvas */
+        rc = h3_image_fit_keyframe(&src, r->width, r->height, k->n > 0, &k->fitted[k->n], status);
+        if (rc != H3_OK) {
+            h3_status_prefix(status, "%s image", i ? "last" : "first");
+            break;
+        }
+        k->anchors[k->n++] = i ? H3_ANCHOR_LAST : H3_ANCHOR_FIRST;
+    }
+    if (rc == H3_OK)
+        rc = h3_text_presentation_build(e->text_encoder, e->tokenizer, &e->processor, r->prompt, k->fitted, k->n,
+                                        &k->text, status);
+    if (rc != H3_OK) keyframes_clear(k);
+    return rc;
+}
+
 h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
     h3_status_code rc = validate_settings(e, r, p, status);
     if (rc != H3_OK) return rc;
-    int32_t *ids = NULL;
     size_t n = 0;
-    rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
-    free(ids);
+    int n_keyframes = 0;
+    if (r->first_image || r->last_image) {
+        keyframes k;
+        rc = keyframes_prepare(e, r, &k, status);
+        n = (size_t)k.text.n;
+        n_keyframes = k.n;
+        keyframes_clear(&k);
+    } else {
+        int32_t *ids = NULL;
+        rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
+        free(ids);
+    }
     if (rc != H3_OK) return rc;
     p->text_tokens = (int)n;
     const h3_dit_config *c = h3_dit_get_config(e->dit);
     int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
-    p->sequence_length = (int64_t)n + 2 * p->audio_latents + p->latent_frames * rows_per_frame;
+    p->sequence_length =
+        (int64_t)n + 2 * p->audio_latents + ((int64_t)n_keyframes + p->latent_frames) * rows_per_frame;
     return H3_OK;
 }
 
@@ -81,6 +142,10 @@ typedef struct generation {
     h3_sigma_grid video_grid, audio_grid;
     size_t arena_mark;
     const h3_request *request;
+    const keyframes *kf;      /* the request's keyframes (kf->n == 0: T2VA) */
+    const int32_t *text_tags; /* the text rows' tags; NULL: every row a text token */
+    float *condition;         /* [n, C, 1, h, w]: the keyframes' condition latents */
+    int64_t condition_values; /* offset of the target rows in video_rows (the keyframes' rows first) */
     double times[5];          /* start, text, denoise, audio, video done */
 } generation;
 
@@ -105,13 +170,20 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
     h3_engine *e = g->e;
     h3_backend *b = g->r->backend;
     progress(g, H3_PHASE_TEXT, 0, 1);
-    h3_status_code rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
+    h3_status_code rc = H3_OK;
+    if (g->kf->n) { /* FL2VA: the presentation with its vision blocks */
+        g->n_ids = (size_t)g->kf->text.n;
+        g->text_tags = g->kf->text.tags;
+    } else {
+        rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
+    }
     if (rc != H3_OK) return rc;
     if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
     *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids, e->text_hidden);
     rc = h3_backend_check(b, status);
     if (rc == H3_OK && g->r->text_encoder)
-        rc = h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
+        rc = g->kf->n ? h3_text_encoder_encode(g->r->text_encoder, &g->kf->text, text_states, status)
+                      : h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
     if (rc == H3_OK && e->plan.text_size < g->tp.size) {
         /* The conditioner ran on rank 0 alone (its heads do not split). */
         h3_tp_broadcast(&g->tp, b, text_states, 0);
@@ -131,7 +203,7 @@ static h3_status_code text_encoder_ready(generation *g, h3_status *status) {
         h3_backend_trim(g->r->backend);
         h3_backend_memory_mark(g->r->backend); /* this generation's peak starts from what is left */
     }
-    if (g->r->text_encoder || h3_tp_text(&e->plan, &g->tp).size == 0) return H3_OK;
+    if (h3_text_encoder_has_weights(g->r->text_encoder) || h3_tp_text(&e->plan, &g->tp).size == 0) return H3_OK;
     double t0 = h3_engine_now();
     h3_status_code rc = h3_engine_text_encoder_load(e, &g->tp, status);
     if (rc != H3_OK) return h3_status_prefix(status, "loading the text encoder again");
@@ -145,32 +217,69 @@ static h3_status_code text_encoder_ready(generation *g, h3_status *status) {
  * encoder resident (h3_memory_check_request): its weights make room for the
  * denoising. Every rank of its group frees its own share. */
 static void text_encoder_done(generation *g) {
-    if (!g->e->text_release || !g->r->text_encoder) return;
+    if (!g->e->text_release || !h3_text_encoder_has_weights(g->r->text_encoder)) return;
     h3_engine_text_encoder_free(g->e, &g->tp);
 }
 
+/* FL2VA: each keyframe through the video VAE's encoder, on the canvas, into
+ * its condition latents [C, 1, h, w] (the posterior drawn from its own
+ * generator seeded 42, as the pipeline does). Every rank encodes (the VAE
+ * splits its tiles over the ranks), so every rank holds them. */
+static h3_status_code encode_keyframes(generation *g, h3_status *status) {
+    const keyframes *k = g->kf;
+    if (!k->n) return H3_OK;
+    const h3_plan *p = &g->plan;
+    size_t per = (size_t)h3_dit_get_config(g->e->dit)->in_channels * p->latent_height * p->latent_width;
+    g->condition = malloc((size_t)k->n * per * sizeof(float));
+    if (!g->condition) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the keyframes' latents");
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < k->n && rc == H3_OK; i++) {
+        const h3_rgb_image *im = &k->fitted[i];
+        rc = h3_video_vae_encode_keyframe(g->r->video_vae, im->data, im->width, im->height, im->stride, NULL,
+                                          g->condition + (size_t)i * per, status);
+        if (rc != H3_OK) h3_status_prefix(status, "encoding the %s keyframe", k->anchors[i] ? "last" : "first");
+    }
+    return rc;
+}
+
 /* Initial noise exactly as diffusers draws it: one generator seeded with the
- * request seed, video [1, C, T, H, W] first, then audio rows [2·Na, C_a]. */
+ * request seed; first, for each keyframe, its condition noise ε [1, C, 1, h,
+ * w], which takes its latents to the pinned t = 0.999 (0.999·z + 0.001·ε,
+ * float32); then video [1, C, T, h, w], then audio rows [2·Na, C_a]. The
+ * keyframes' rows lead video_rows, as they lead the packed sequence. */
 static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status) {
     const h3_dit_config *c = h3_dit_get_config(g->e->dit);
     const h3_plan *p = &g->plan;
-    size_t n_video = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
+    size_t per_frame = (size_t)c->in_channels * p->latent_height * p->latent_width;
+    size_t n_cond = (size_t)g->kf->n * per_frame, n_video = per_frame * p->latent_frames;
     size_t n_audio = (size_t)2 * p->audio_latents * c->audio_in_channels;
-    float *z = malloc(n_video * sizeof(float));
-    g->video_rows = malloc(n_video * sizeof(float));
-    g->video_velocity = malloc(n_video * sizeof(float));
+    float *z = malloc((n_video > per_frame ? n_video : per_frame) * sizeof(float));
+    g->video_rows = malloc((n_cond + n_video) * sizeof(float));
+    g->video_velocity = malloc((n_cond + n_video) * sizeof(float));
     g->audio_rows = malloc(n_audio * sizeof(float));
     g->audio_velocity = malloc(n_audio * sizeof(float));
     if (!z || !g->video_rows || !g->video_velocity || !g->audio_rows || !g->audio_velocity) {
         free(z);
-        return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %zu latent values", n_video + n_audio);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %zu latent values", n_cond + n_video + n_audio);
     }
+    g->condition_values = (int64_t)n_cond;
     h3_torch_generator gen;
     h3_torch_generator_seed(&gen, seed);
-    h3_torch_randn_f32(&gen, z, n_video);
-    h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
-    h3_status_code rc = h3_dit_patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width,
-                                              c->patch_h, c->patch_w, g->video_rows, status);
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < g->kf->n && rc == H3_OK; i++) {
+        const float *zc = g->condition + (size_t)i * per_frame;
+        h3_torch_randn_f32(&gen, z, per_frame);
+        for (size_t j = 0; j < per_frame; j++)
+            z[j] = H3_DIT_CONDITION_TIMESTEP * zc[j] + (1.0f - H3_DIT_CONDITION_TIMESTEP) * z[j];
+        rc = h3_dit_patchify_video(z, c->in_channels, 1, p->latent_height, p->latent_width, c->patch_h, c->patch_w,
+                                   g->video_rows + (size_t)i * per_frame, status);
+    }
+    if (rc == H3_OK) {
+        h3_torch_randn_f32(&gen, z, n_video);
+        h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
+        rc = h3_dit_patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width,
+                                   c->patch_h, c->patch_w, g->video_rows + n_cond, status);
+    }
     free(z);
     return rc;
 }
@@ -189,12 +298,14 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     if (rc != H3_OK) return rc;
     h3_dit_layout_params lp;
     memset(&lp, 0, sizeof lp);
-    /* T2VA: every text row is a text token (tag 1); only FL2VA's Qwen
-     * vision tokens would carry the video tag. */
+    /* T2VA: every text row is a text token (tag 1); FL2VA's Qwen vision
+     * tokens carry the video tag (the presentation's tags). */
     int32_t *tags = malloc(g->n_ids * sizeof(int32_t));
     if (!tags) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory");
-    for (size_t i = 0; i < g->n_ids; i++) tags[i] = 1;
+    for (size_t i = 0; i < g->n_ids; i++) tags[i] = g->text_tags ? g->text_tags[i] : 1;
     lp.text_token_tags = tags;
+    lp.num_keyframes = g->kf->n;
+    for (int i = 0; i < g->kf->n; i++) lp.anchors[i] = g->kf->anchors[i];
     lp.num_text = (int)g->n_ids;
     lp.num_latent_frames = p->latent_frames;
     lp.latent_height = p->latent_height;
@@ -236,7 +347,9 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &vv, g->video_velocity, status);
         if (rc == H3_OK) rc = h3_tensor_download_f32(b, &va, g->audio_velocity, status);
         if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
-        h3_sigma_grid_step(&g->video_grid, i, g->video_rows, g->video_velocity, (size_t)(nv * fv));
+        /* the keyframes' rows stay at t = 0.999; their velocity is discarded */
+        int64_t cv = g->condition_values;
+        h3_sigma_grid_step(&g->video_grid, i, g->video_rows + cv, g->video_velocity + cv, (size_t)(nv * fv - cv));
         h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
         progress(g, H3_PHASE_DENOISE, i + 1, steps);
     }
@@ -307,8 +420,9 @@ static h3_status_code decode_video(generation *g, h3_status *status) {
     size_t n = (size_t)c->in_channels * p->latent_frames * p->latent_height * p->latent_width;
     float *z = malloc(n * sizeof(float));
     if (!z) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the video latents");
-    h3_status_code rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
-                                                p->latent_width, c->patch_h, c->patch_w, z, status);
+    h3_status_code rc = h3_dit_unpatchify_video(g->video_rows + g->condition_values, c->in_channels,
+                                                p->latent_frames, p->latent_height, p->latent_width, c->patch_h,
+                                                c->patch_w, z, status);
     if (rc != H3_OK) {
         free(z);
         return rc;
@@ -334,8 +448,8 @@ static h3_status_code report_latents(generation *g, h3_status *status) {
     float *z = malloc(nv * sizeof(float)), *a = malloc(na * sizeof(float));
     h3_status_code rc = (!z || !a) ? h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the latents") : H3_OK;
     if (rc == H3_OK)
-        rc = h3_dit_unpatchify_video(g->video_rows, c->in_channels, p->latent_frames, p->latent_height,
-                                     p->latent_width, c->patch_h, c->patch_w, z, status);
+        rc = h3_dit_unpatchify_video(g->video_rows + g->condition_values, c->in_channels, p->latent_frames,
+                                     p->latent_height, p->latent_width, c->patch_h, c->patch_w, z, status);
     if (rc == H3_OK) {
         h3_dit_unpack_audio(g->audio_rows, c->audio_in_channels, p->audio_latents, a);
         g->cb->latents(g->cb->opaque, z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, a,
@@ -357,6 +471,7 @@ static void generation_clear(generation *g) {
     free(g->video_velocity);
     free(g->audio_velocity);
     free(g->row_timestep_index);
+    free(g->condition);
     h3_arena_reset(g->r->backend, g->arena_mark);
     /* A failed op leaves a sticky error in the backend; clear it so the
      * engine can serve the next request. */
@@ -377,6 +492,7 @@ static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *stat
     if (rc == H3_OK) text_encoder_done(g);
     g->times[1] = h3_engine_now();
     if (rc == H3_OK) rc = check_cancel(g, status);
+    if (rc == H3_OK) rc = encode_keyframes(g, status);
     if (rc == H3_OK) rc = draw_noise(g, r->seed, status);
     if (rc == H3_OK) rc = denoise(g, &text_states, status);
     g->times[2] = h3_engine_now();
@@ -397,14 +513,21 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     h3_status_code rc = h3_engine_validate(e, r, &plan, status);
     if (rc == H3_OK) rc = h3_memory_check_request(e, r, status); /* what does not fit fails here */
     if (rc != H3_OK) return rc;
+    keyframes kf;
+    rc = keyframes_prepare(e, r, &kf, status);
+    if (rc != H3_OK) return rc;
     generation *gens = calloc((size_t)e->n_ranks, sizeof *gens);
-    if (!gens) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    if (!gens) {
+        keyframes_clear(&kf);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    }
     for (int i = 0; i < e->n_ranks; i++) {
         gens[i].e = e;
         gens[i].r = &e->ranks[i];
         gens[i].cb = i == 0 ? cb : NULL;
         gens[i].plan = plan;
         gens[i].request = r;
+        gens[i].kf = &kf;
     }
     h3_memory_begin(e);
     if (e->team) {
@@ -425,5 +548,6 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     g_mutex_unlock(&e->lock);
     if (rc == H3_OK) progress(&gens[0], H3_PHASE_DONE, 1, 1);
     free(gens);
+    keyframes_clear(&kf);
     return rc;
 }

@@ -74,6 +74,21 @@ static h3_status_code check_side(const char *name, int v, const h3_request *r, h
                    r->height, H3_SIDE_MULTIPLE, name, v, down, up);
 }
 
+static h3_status_code check_image(const char *what, const h3_image *im, h3_status *status) {
+    if (!im) return H3_OK;
+    if (im->width < 1 || im->height < 1 || im->width > H3_MAX_IMAGE_SIDE || im->height > H3_MAX_IMAGE_SIDE)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s is %dx%d: each side must be 1..%d pixels", what,
+                       im->width, im->height, H3_MAX_IMAGE_SIDE);
+    if ((int64_t)im->width * im->height > H3_MAX_IMAGE_PIXELS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s is %dx%d = %lld pixels: at most %lld", what, im->width,
+                       im->height, (long long)im->width * im->height, (long long)H3_MAX_IMAGE_PIXELS);
+    if (im->stride < (size_t)im->width * 3)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: stride %zu bytes is less than 3 x width %d", what,
+                       im->stride, im->width);
+    if (!im->rgb) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s has no pixels", what);
+    return H3_OK;
+}
+
 h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
     if (!r) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no request");
     if (!r->prompt || blank(r->prompt))
@@ -101,7 +116,9 @@ h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
                        (double)r->vsa_sparsity, H3_MAX_VSA_SPARSITY);
     if (r->ladder != H3_LADDER_RELEASE && r->ladder != H3_LADDER_A && r->ladder != H3_LADDER_B)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "ladder %d: expected release, a or b", (int)r->ladder);
-    return H3_OK;
+    rc = check_image("first image", r->first_image, status);
+    if (rc == H3_OK) rc = check_image("last image", r->last_image, status);
+    return rc;
 }
 
 static int compute_is_cuda(h3_compute c) { return c == H3_COMPUTE_CUDA || c == H3_COMPUTE_CUDA_F32; }

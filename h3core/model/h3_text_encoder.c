@@ -418,8 +418,20 @@ static float inv_freq_at(double theta, int j, int dim) {
     return 1.0f / powf((float)theta, e);
 }
 
+static void free_lm_weights(h3_text_encoder *te);
+
 void h3_text_encoder_free(h3_text_encoder *te) {
     if (!te) return;
+    free_lm_weights(te);
+    free(te->layers);
+    free(te->inv_freq);
+    h3_vision_free(te->vis.tower);
+    free(te);
+}
+
+/* The language model's weights (embedding, tapped layers); the vision
+ * tower's are not among them. */
+static void free_lm_weights(h3_text_encoder *te) {
     h3_weight_free(te->b, &te->embed);
     if (te->layers)
         for (int l = 0; l < te->tap_layer; l++) {
@@ -427,15 +439,33 @@ void h3_text_encoder_free(h3_text_encoder *te) {
             for (int r = 0; r < W_PER_LAYER; r++) h3_weight_free(te->b, layer_slot(lw, r));
             h3_weight_free(te->b, &lw->gate_up);
         }
-    free(te->layers);
-    free(te->inv_freq);
-    h3_vision_free(te->vis.tower);
-    free(te);
 }
 
-/* weights: the checkpoint to read, NULL: dir's files. */
+/* weights: the checkpoint to read, NULL: dir's files. vision: the tower too. */
+static h3_status_code load_weights_of(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights, int vision,
+                                      h3_status *status);
+
 static h3_status_code load_weights(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights,
                                    h3_status *status) {
+    return load_weights_of(te, dir, weights, 1, status);
+}
+
+void h3_text_encoder_drop_weights(h3_text_encoder *te) {
+    if (te) free_lm_weights(te);
+}
+
+int h3_text_encoder_has_weights(const h3_text_encoder *te) { return te && te->embed.data != NULL; }
+
+h3_status_code h3_text_encoder_reload_weights(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights,
+                                              h3_status *status) {
+    if (h3_text_encoder_has_weights(te)) return H3_OK;
+    h3_status_code rc = load_weights_of(te, dir, weights, 0, status);
+    if (rc != H3_OK) free_lm_weights(te); /* all or nothing */
+    return rc;
+}
+
+static h3_status_code load_weights_of(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights, int vision,
+                                      h3_status *status) {
     h3_text_encoder_tensor_info *info = NULL;
     int n = 0;
     h3_status_code rc = h3_text_encoder_tensor_list(&te->cfg, te->tap_layer, &info, &n, status);
@@ -450,7 +480,7 @@ static h3_status_code load_weights(h3_text_encoder *te, const char *dir, const h
     }
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++)
         rc = load_layer(te, ck, &info[1 + l * W_PER_LAYER], &te->layers[l], status);
-    if (rc == H3_OK) rc = load_vision(te, dir, ck, status);
+    if (rc == H3_OK && vision) rc = load_vision(te, dir, ck, status);
     h3_checkpoint_close(own);
     free(info);
     return rc;

@@ -78,6 +78,15 @@ h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h
 h3_status_code h3_text_encoder_dummy_checkpoint(const char *dir, int tap_layer, uint64_t seed, h3_checkpoint **out,
                                                 h3_status *status);
 void h3_text_encoder_free(h3_text_encoder *te);
+/* The language model's weights (embedding and tapped layers) freed, and
+ * loaded again from the same files or dummy checkpoint; the config, the
+ * tables and the vision tower stay, so h3_text_presentation_build works in
+ * between and forward/encode do not. The engine frees them between requests
+ * that do not fit with them resident. Reloading is all or nothing. */
+void h3_text_encoder_drop_weights(h3_text_encoder *te);
+h3_status_code h3_text_encoder_reload_weights(h3_text_encoder *te, const char *dir, const h3_checkpoint *weights,
+                                              h3_status *status);
+int h3_text_encoder_has_weights(const h3_text_encoder *te);
 int h3_text_encoder_hidden_size(const h3_text_encoder *te);
 int h3_text_encoder_tap_layer(const h3_text_encoder *te);
 const h3_text_encoder_config *h3_text_encoder_get_config(const h3_text_encoder *te);

@@ -40,37 +40,56 @@ static float *golden_f32(h3_st_file *f, const char *name, size_t *n) {
     return v;
 }
 
-static void test_golden_t2va(h3_engine *e) {
-    h3_request r = golden_request();
-    capture c = {0};
+/* e2e_fl2va_3steps's keyframe: the PNG's pixels as the golden stores them
+ * ([H, W, 3] uint8), so this test needs no image decoder. */
+static h3_image golden_keyframe(h3_st_file *g) {
+    h3_image im = {0};
+    const h3_st_tensor *t = g ? h3_st_find(g, "keyframe.input_uint8") : NULL;
+    CHECK(t && t->ndim == 3 && t->shape[2] == 3, "golden keyframe.input_uint8 missing or not [H, W, 3]");
+    if (t && t->ndim == 3 && t->shape[2] == 3) {
+        im.height = (int)t->shape[0];
+        im.width = (int)t->shape[1];
+        im.stride = (size_t)im.width * 3;
+        im.rgb = t->data;
+    }
+    return im;
+}
+
+static void test_golden(h3_engine *e, const char *name, double latent_tol, double audio_tol) {
+    h3_request r = h3_test_golden_request(name);
+    char path[256];
+    snprintf(path, sizeof path, "goldens/tiny-h3/%s.safetensors", name);
+    h3_st_file *g = NULL;
     h3_status st = {0};
-    CHECK(run(e, &r, &c, &st) == H3_OK, "generate: %s", st.message);
+    if (h3_st_open(h3_test_data(path), &g, &st) != H3_OK) {
+        CHECK(0, "golden %s: %s", name, st.message);
+        return;
+    }
+    int fl2va = strstr(name, "fl2va") != NULL;
+    h3_image key = fl2va ? golden_keyframe(g) : (h3_image){0};
+    if (fl2va) r.first_image = &key;
+    capture c = {0};
+    CHECK(run(e, &r, &c, &st) == H3_OK, "%s: generate: %s", name, st.message);
     CHECK(c.plan.num_frames == 124 && c.plan.latent_frames == 37 && c.plan.audio_latents == 207, "plan %d/%d/%d",
           c.plan.num_frames, c.plan.latent_frames, c.plan.audio_latents);
     CHECK(c.frames == 124 && c.samples == c.plan.audio_samples && !c.out_of_order, "delivered %d frames %lld samples",
           c.frames, (long long)c.samples);
     CHECK(c.forwards == 2 && c.done == 1, "progress %d/%d", c.forwards, c.done);
 
-    h3_st_file *g;
-    if (h3_st_open(h3_test_data("goldens/tiny-h3/e2e_t2va_3steps.safetensors"), &g, &st) != H3_OK) {
-        CHECK(0, "golden: %s", st.message);
-        h3_test_capture_free(&c);
-        return;
-    }
     size_t n;
     float *lat = golden_f32(g, "latents", &n);
     if (lat && c.latents) {
         CHECK(n == c.n_latents, "latent count %zu vs %zu", c.n_latents, n);
         double r2 = h3_test_rel_l2(c.latents, lat, n);
-        printf("e2e t2va: video latents rel L2 %.3g\n", r2);
-        CHECK(r2 <= 1e-3, "video latents rel L2 %g", r2);
+        printf("e2e %s: video latents rel L2 %.3g\n", name, r2);
+        CHECK(r2 <= latent_tol, "%s: video latents rel L2 %g", name, r2);
     }
     free(lat);
     float *alat = golden_f32(g, "audio_latents", &n);
     if (alat && c.audio_latents) {
         double r2 = h3_test_rel_l2(c.audio_latents, alat, n);
-        printf("e2e t2va: audio latents rel L2 %.3g\n", r2);
-        CHECK(n == c.n_audio_latents && r2 <= 1e-3, "audio latents rel L2 %g", r2);
+        printf("e2e %s: audio latents rel L2 %.3g\n", name, r2);
+        CHECK(n == c.n_audio_latents && r2 <= latent_tol, "%s: audio latents rel L2 %g", name, r2);
     }
     free(alat);
     float *audio = golden_f32(g, "audio", &n); /* [1, 2, samples] */
@@ -82,8 +101,8 @@ static void test_golden_t2va(h3_engine *e) {
             planar[c.samples + i] = c.audio[2 * i + 1];
         }
         double r2 = h3_test_rel_l2(planar, audio, n);
-        printf("e2e t2va: audio rel L2 %.3g\n", r2);
-        CHECK(r2 <= 1e-3, "audio rel L2 %g", r2);
+        printf("e2e %s: audio rel L2 %.3g\n", name, r2);
+        CHECK(r2 <= audio_tol, "%s: audio rel L2 %g", name, r2);
         g_free(planar);
     }
     free(audio);
@@ -98,11 +117,82 @@ static void test_golden_t2va(h3_engine *e) {
             if (d > maxd) maxd = d;
             ndiff += d != 0;
         }
-        printf("e2e t2va: uint8 frames differ in %zu of %lld values, max |diff| %d\n", ndiff, (long long)u8->numel, maxd);
-        CHECK(maxd <= 1, "uint8 max diff %d", maxd);
+        printf("e2e %s: uint8 frames differ in %zu of %lld values, max |diff| %d\n", name, ndiff,
+               (long long)u8->numel, maxd);
+        CHECK(maxd <= 1, "%s: uint8 max diff %d", name, maxd);
     }
     h3_st_close(g);
     h3_test_capture_free(&c);
+}
+
+/* Keyframes that are refused, by name, before anything runs; first+last and
+ * last alone run (no golden: the layout's geometry is checked in test_dit),
+ * deterministically and differently from first alone. */
+static void test_keyframes(h3_engine *e) {
+    h3_request r = h3_test_golden_request("e2e_fl2va_3steps");
+    r.num_frames = 22;
+    enum { W = 40, H = 24 };
+    static uint8_t pix[H][W][3], other[H * 2][W][3];
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int ch = 0; ch < 3; ch++) pix[y][x][ch] = (uint8_t)(x * 6 + y * 3 + ch * 40);
+    for (int y = 0; y < 2 * H; y++)
+        for (int x = 0; x < W; x++)
+            for (int ch = 0; ch < 3; ch++) other[y][x][ch] = (uint8_t)(255 - x * 5 - y * 2 - ch * 30);
+    h3_image first = {W, H, W * 3, &pix[0][0][0]}, last = {W, 2 * H, W * 3, &other[0][0][0]};
+    h3_status st = {0};
+    h3_plan plan;
+    struct {
+        h3_image im;
+        const char *want;
+    } bad[] = {
+        {{0, 0, 0, &pix[0][0][0]}, "first image is 0x0"},
+        {{W, H, W * 3 - 1, &pix[0][0][0]}, "stride"},
+        {{W, H, W * 3, NULL}, "no pixels"},
+        {{20000, 2, 60000, &pix[0][0][0]}, "each side must be 1..16384"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        h3_request q = r;
+        q.first_image = &bad[i].im;
+        h3_status_code rc = h3_engine_validate(e, &q, &plan, &st);
+        CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, bad[i].want), "bad keyframe %zu: %s '%s'", i,
+              h3_status_code_name(rc), st.message);
+    }
+    h3_request q = r;
+    q.prompt = "a robot <|image_pad|> dancing";
+    q.first_image = &first;
+    h3_status_code rc = h3_engine_validate(e, &q, &plan, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "<|image_pad|>"), "vision token in prompt: %s '%s'",
+          h3_status_code_name(rc), st.message);
+    /* T2VA, first, last, first+last: each runs, finite, and they differ */
+    const h3_image *firsts[4] = {NULL, &first, NULL, &first}, *lasts[4] = {NULL, NULL, &last, &last};
+    capture c[4];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 4; i++) {
+        q = r;
+        q.first_image = firsts[i];
+        q.last_image = lasts[i];
+        CHECK(h3_engine_validate(e, &q, &c[i].plan, &st) == H3_OK, "mode %d: validate: %s", i, st.message);
+        int64_t seq = c[i].plan.sequence_length;
+        rc = run(e, &q, &c[i], &st);
+        CHECK(rc == H3_OK && c[i].frames == c[i].plan.num_frames, "mode %d: %s", i, st.message);
+        if (i) CHECK(seq > c[0].plan.sequence_length, "mode %d: sequence %lld not longer than T2VA's %lld", i,
+                     (long long)seq, (long long)c[0].plan.sequence_length);
+    }
+    size_t vb = (size_t)c[0].plan.num_frames * c[0].plan.width * c[0].plan.height * 3;
+    for (int i = 1; i < 4; i++)
+        for (int j = 0; j < i; j++)
+            CHECK(c[i].video && c[j].video && memcmp(c[i].video, c[j].video, vb) != 0, "modes %d and %d: same clip",
+                  i, j);
+    capture again = {0};
+    q = r;
+    q.first_image = &first;
+    q.last_image = &last;
+    CHECK(run(e, &q, &again, &st) == H3_OK && again.video && memcmp(again.video, c[3].video, vb) == 0,
+          "first+last twice: not the same clip (%s)", st.message);
+    printf("keyframes: t2va, first, last, first+last run and differ; first+last repeats bit for bit\n");
+    for (int i = 0; i < 4; i++) h3_test_capture_free(&c[i]);
+    h3_test_capture_free(&again);
 }
 
 static void test_validation(h3_engine *e) {
@@ -352,7 +442,9 @@ int main(void) {
         CHECK(0, "open: %s", st.message);
         return h3_test_finish("test_pipeline");
     }
-    test_golden_t2va(e);
+    test_golden(e, "e2e_t2va_3steps", 1e-3, 1e-3);
+    test_golden(e, "e2e_fl2va_3steps", 1e-4, 1e-4); /* the bounds for FL2VA */
+    test_keyframes(e);
     test_validation(e);
     test_determinism(e);
     test_cancel(e);

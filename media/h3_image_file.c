@@ -1,0 +1,131 @@
+/* h3_image_file.c - keyframe files through GdkPixbuf (h3_image_file.h). */
+#include "h3_image_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gdk-pixbuf/gdk-pixbuf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The whole file, opened without blocking (a FIFO would wait for a writer)
+ * and refused unless regular and at most H3_IMAGE_FILE_MAX_BYTES. */
+static h3_status_code read_file(const char *path, uint8_t **out, size_t *n, h3_status *status) {
+    *out = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return h3_fail(status, errno == ENOENT ? H3_ERR_NOT_FOUND : H3_ERR_IO, "image '%s': %s", path,
+                       strerror(errno));
+    struct stat sb;
+    h3_status_code rc = H3_OK;
+    if (fstat(fd, &sb) != 0) rc = h3_fail(status, H3_ERR_IO, "image '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        rc = h3_fail(status, H3_ERR_IO, "image '%s' is not a regular file", path);
+    else if ((uint64_t)sb.st_size > H3_IMAGE_FILE_MAX_BYTES)
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "image '%s' is %lld bytes: at most %zu", path,
+                     (long long)sb.st_size, H3_IMAGE_FILE_MAX_BYTES);
+    uint8_t *buf = rc == H3_OK ? malloc((size_t)sb.st_size + 1) : NULL;
+    if (rc == H3_OK && !buf) rc = h3_fail(status, H3_ERR_NO_MEMORY, "image '%s': out of memory", path);
+    size_t got = 0;
+    while (rc == H3_OK && got < (size_t)sb.st_size) {
+        ssize_t k = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) rc = h3_fail(status, H3_ERR_IO, "image '%s': read failed after %zu bytes: %s", path, got,
+                                 k < 0 ? strerror(errno) : "unexpected end of file");
+        else got += (size_t)k;
+    }
+    close(fd);
+    if (rc != H3_OK) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *n = got;
+    return H3_OK;
+}
+
+/* The size the header announces, checked before GdkPixbuf allocates it: a
+ * refused size is shrunk to 1x1 so nothing large is made, and said after. */
+typedef struct announced {
+    int width, height, refused;
+} announced;
+
+static void on_size(GdkPixbufLoader *loader, int width, int height, gpointer user) {
+    announced *a = user;
+    a->width = width;
+    a->height = height;
+    if (width < 1 || height < 1 || width > H3_MAX_IMAGE_SIDE || height > H3_MAX_IMAGE_SIDE ||
+        (int64_t)width * height > H3_MAX_IMAGE_PIXELS) {
+        a->refused = 1;
+        gdk_pixbuf_loader_set_size(loader, 1, 1);
+    }
+}
+
+static h3_status_code size_error(const char *name, const announced *a, h3_status *status) {
+    if (a->width < 1 || a->height < 1)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "image '%s' is %dx%d: it has no pixels", name, a->width,
+                       a->height);
+    return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                   "image '%s' is %dx%d: at most %d pixels a side and %lld in all", name, a->width, a->height,
+                   H3_MAX_IMAGE_SIDE, (long long)H3_MAX_IMAGE_PIXELS);
+}
+
+/* Packed RGB from a pixbuf of 8-bit RGB or RGBA (alpha dropped). */
+static h3_status_code to_rgb(const char *name, GdkPixbuf *pb, h3_image_file *out, h3_status *status) {
+    int w = gdk_pixbuf_get_width(pb), h = gdk_pixbuf_get_height(pb), nc = gdk_pixbuf_get_n_channels(pb);
+    if (gdk_pixbuf_get_colorspace(pb) != GDK_COLORSPACE_RGB || gdk_pixbuf_get_bits_per_sample(pb) != 8 ||
+        (nc != 3 && nc != 4))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "image '%s': %d channels of %d bits: only 8-bit RGB or RGBA", name,
+                       nc, gdk_pixbuf_get_bits_per_sample(pb));
+    size_t stride = (size_t)w * 3;
+    out->pixels = malloc(stride * (size_t)h + 1);
+    if (!out->pixels) return h3_fail(status, H3_ERR_NO_MEMORY, "image '%s': out of memory", name);
+    const guint8 *src = gdk_pixbuf_read_pixels(pb);
+    int row = gdk_pixbuf_get_rowstride(pb);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            memcpy(out->pixels + (size_t)y * stride + (size_t)x * 3, src + (size_t)y * row + (size_t)x * nc, 3);
+    out->image = (h3_image){w, h, stride, out->pixels};
+    return H3_OK;
+}
+
+h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *name, h3_image_file *out,
+                                    h3_status *status) {
+    memset(out, 0, sizeof *out);
+    if (n == 0) return h3_fail(status, H3_ERR_FORMAT, "image '%s' is empty", name);
+    GdkPixbufLoader *loader = gdk_pixbuf_loader_new();
+    announced a = {0, 0, 0};
+    g_signal_connect(loader, "size-prepared", G_CALLBACK(on_size), &a);
+    GError *err = NULL;
+    gboolean ok = gdk_pixbuf_loader_write(loader, bytes, n, &err);
+    if (ok) ok = gdk_pixbuf_loader_close(loader, &err);
+    else gdk_pixbuf_loader_close(loader, NULL);
+    h3_status_code rc = H3_OK;
+    GdkPixbuf *pb = ok ? gdk_pixbuf_loader_get_pixbuf(loader) : NULL;
+    if (a.refused) rc = size_error(name, &a, status);
+    else if (!ok || !pb)
+        rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' cannot be decoded (PNG, JPEG, ...): %s", name,
+                     err ? err->message : "no image");
+    else rc = to_rgb(name, pb, out, status);
+    if (err) g_error_free(err);
+    g_object_unref(loader);
+    if (rc != H3_OK) h3_image_file_clear(out);
+    return rc;
+}
+
+h3_status_code h3_image_file_load(const char *path, h3_image_file *out, h3_status *status) {
+    memset(out, 0, sizeof *out);
+    uint8_t *bytes;
+    size_t n;
+    h3_status_code rc = read_file(path, &bytes, &n, status);
+    if (rc == H3_OK) rc = h3_image_file_decode(bytes, n, path, out, status);
+    free(bytes);
+    return rc;
+}
+
+void h3_image_file_clear(h3_image_file *f) {
+    free(f->pixels);
+    memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,179 @@
+/* test_image_file.c - keyframe files (media/h3_image_file.c): the golden
+ * PNG decodes to the pixels the reference read from it; JPEG and RGBA PNG
+ * decode (alpha dropped); and each bad file is refused by name without
+ * blocking or allocating what its header claims: missing, a FIFO, a
+ * directory, empty, not an image, truncated, a 0x0 or 20000x20000 header. */
+#include <gdk-pixbuf/gdk-pixbuf.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "h3_image_file.h"
+#include "base/h3_safetensors.h"
+#include "h3_test.h"
+
+static char *tmp_dir;
+
+static char *tmp_path(const char *name) { return g_build_filename(tmp_dir, name, NULL); }
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    CHECK(g_file_set_contents(path, data, (gssize)n, NULL), "writing %s", path);
+}
+
+/* The bytes of a pixbuf saved in `type` ("png", "jpeg"). */
+static gchar *encoded(GdkPixbuf *pb, const char *type, gsize *n) {
+    gchar *buf = NULL;
+    GError *err = NULL;
+    CHECK(gdk_pixbuf_save_to_buffer(pb, &buf, n, type, &err, NULL), "saving %s: %s", type, err ? err->message : "");
+    if (err) g_error_free(err);
+    return buf;
+}
+
+static void test_golden_png(void) {
+    h3_image_file f;
+    h3_status st = {0};
+    const char *png = h3_test_data("goldens/tiny-h3/e2e_fl2va_keyframe.png");
+    CHECK(h3_image_file_load(png, &f, &st) == H3_OK, "golden PNG: %s", st.message);
+    h3_st_file *g = NULL;
+    if (h3_st_open(h3_test_data("goldens/tiny-h3/e2e_fl2va_3steps.safetensors"), &g, &st) != H3_OK) {
+        CHECK(0, "golden: %s", st.message);
+        h3_image_file_clear(&f);
+        return;
+    }
+    const h3_st_tensor *t = h3_st_find(g, "keyframe.input_uint8"); /* [H, W, 3], as PIL read the PNG */
+    CHECK(t && f.image.height == t->shape[0] && f.image.width == t->shape[1] && f.image.stride == (size_t)f.image.width * 3,
+          "golden PNG is %dx%d", f.image.width, f.image.height);
+    if (t && f.pixels && (size_t)t->numel == (size_t)f.image.width * f.image.height * 3)
+        CHECK(memcmp(f.pixels, t->data, (size_t)t->numel) == 0, "golden PNG pixels differ from PIL's");
+    printf("golden PNG %dx%d: the pixels PIL read\n", f.image.width, f.image.height);
+    h3_st_close(g);
+    h3_image_file_clear(&f);
+}
+
+static void test_formats(void) {
+    GdkPixbuf *rgba = gdk_pixbuf_new(GDK_COLORSPACE_RGB, TRUE, 8, 37, 21);
+    guchar *px = gdk_pixbuf_get_pixels(rgba);
+    int row = gdk_pixbuf_get_rowstride(rgba);
+    for (int y = 0; y < 21; y++)
+        for (int x = 0; x < 37; x++) {
+            guchar *p = px + y * row + x * 4;
+            p[0] = (guchar)(x * 7), p[1] = (guchar)(y * 11), p[2] = (guchar)(x + y), p[3] = (guchar)(x * 3);
+        }
+    gsize n;
+    gchar *png = encoded(rgba, "png", &n);
+    h3_image_file f;
+    h3_status st = {0};
+    CHECK(png && h3_image_file_decode((const uint8_t *)png, n, "rgba.png", &f, &st) == H3_OK, "RGBA PNG: %s",
+          st.message);
+    int same = f.pixels && f.image.width == 37 && f.image.height == 21;
+    for (int y = 0; same && y < 21; y++)
+        for (int x = 0; x < 37; x++)
+            same &= memcmp(f.pixels + (size_t)y * f.image.stride + (size_t)x * 3, px + y * row + x * 4, 3) == 0;
+    CHECK(same, "RGBA PNG: the colour channels are not kept as they were (alpha must be dropped, not composited)");
+    h3_image_file_clear(&f);
+    g_free(png);
+    GdkPixbuf *rgb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, 64, 48);
+    gdk_pixbuf_fill(rgb, 0x3080c0ff);
+    gchar *jpeg = encoded(rgb, "jpeg", &n);
+    CHECK(jpeg && h3_image_file_decode((const uint8_t *)jpeg, n, "flat.jpg", &f, &st) == H3_OK, "JPEG: %s",
+          st.message);
+    CHECK(f.image.width == 64 && f.image.height == 48 && f.pixels && abs(f.pixels[0] - 0x30) <= 2 &&
+              abs(f.pixels[1] - 0x80) <= 2 && abs(f.pixels[2] - 0xc0) <= 2,
+          "JPEG: %dx%d, first pixel %d,%d,%d", f.image.width, f.image.height, f.pixels ? f.pixels[0] : -1,
+          f.pixels ? f.pixels[1] : -1, f.pixels ? f.pixels[2] : -1);
+    h3_image_file_clear(&f);
+    /* truncated: the first half of the JPEG */
+    h3_status_code rc = h3_image_file_decode((const uint8_t *)jpeg, n / 2, "half.jpg", &f, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "half.jpg"), "truncated JPEG: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    g_free(jpeg);
+    g_object_unref(rgba);
+    g_object_unref(rgb);
+}
+
+static uint32_t crc32_of(const uint8_t *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+/* A PNG signature and an IHDR chunk claiming w x h, 8-bit RGB, and nothing else. */
+static size_t png_header(uint8_t *out, uint32_t w, uint32_t h) {
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(out, sig, 8);
+    uint8_t *c = out + 8;
+    put32(c, 13);
+    memcpy(c + 4, "IHDR", 4);
+    put32(c + 8, w);
+    put32(c + 12, h);
+    c[16] = 8, c[17] = 2, c[18] = 0, c[19] = 0, c[20] = 0;
+    put32(c + 21, crc32_of(c + 4, 17));
+    /* an empty IDAT: libpng reports the header once image data begins */
+    uint8_t *d = c + 25;
+    put32(d, 0);
+    memcpy(d + 4, "IDAT", 4);
+    put32(d + 8, crc32_of(d + 4, 4));
+    return 8 + 25 + 12;
+}
+
+static void test_refusals(void) {
+    h3_image_file f;
+    h3_status st = {0};
+    char *missing = tmp_path("missing.png");
+    h3_status_code rc = h3_image_file_load(missing, &f, &st);
+    CHECK(rc == H3_ERR_NOT_FOUND && strstr(st.message, missing), "missing: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    char *fifo = tmp_path("fifo.png");
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    alarm(10); /* the old way (fopen) blocks here for a writer */
+    rc = h3_image_file_load(fifo, &f, &st);
+    alarm(0);
+    CHECK(rc == H3_ERR_IO && strstr(st.message, "not a regular file"), "FIFO: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    rc = h3_image_file_load(tmp_dir, &f, &st);
+    CHECK(rc == H3_ERR_IO && strstr(st.message, "not a regular file"), "directory: %s '%s'", h3_status_code_name(rc),
+          st.message);
+    char *empty = tmp_path("empty.png"), *text = tmp_path("notes.png");
+    write_bytes(empty, "", 0);
+    write_bytes(text, "this is not an image\n", 21);
+    rc = h3_image_file_load(empty, &f, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "empty"), "empty: %s '%s'", h3_status_code_name(rc), st.message);
+    rc = h3_image_file_load(text, &f, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "cannot be decoded") && strstr(st.message, text),
+          "text file: %s '%s'", h3_status_code_name(rc), st.message);
+    uint8_t hdr[64];
+    size_t n = png_header(hdr, 20000, 20000);
+    rc = h3_image_file_decode(hdr, n, "huge.png", &f, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "20000x20000") && strstr(st.message, "16384"),
+          "20000x20000 header: %s '%s'", h3_status_code_name(rc), st.message);
+    n = png_header(hdr, 0, 0);
+    rc = h3_image_file_decode(hdr, n, "zero.png", &f, &st);
+    CHECK(rc != H3_OK && strstr(st.message, "zero.png"), "0x0 header: %s '%s'", h3_status_code_name(rc), st.message);
+    printf("refused: missing, FIFO, directory, empty, not an image, truncated, 20000x20000, 0x0\n");
+    g_unlink(empty);
+    g_unlink(text);
+    g_unlink(fifo);
+    g_free(missing);
+    g_free(fifo);
+    g_free(empty);
+    g_free(text);
+}
+
+int main(void) {
+    tmp_dir = g_dir_make_tmp("h3-image-XXXXXX", NULL);
+    test_golden_png();
+    test_formats();
+    test_refusals();
+    g_rmdir(tmp_dir);
+    g_free(tmp_dir);
+    return h3_test_finish("test_image_file");
+}

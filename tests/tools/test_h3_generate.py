@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""h3-generate --image on the tiny model reproduces the official FL2VA
+end-to-end golden (e2e_fl2va_3steps: the PNG keyframe, seed 42, 2 forwards):
+uint8 frames within 1, audio rel-L2 <= 1e-4; and bad keyframe files are
+refused at once, by name, with exit status 2 (python3, stdlib only).
+usage: test_h3_generate.py H3_GENERATE_EXE TEST_DATA_DIR"""
+import array
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+exe, data = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        blob = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = t["data_offsets"]
+        out[name] = (t["dtype"], t["shape"], blob[lo:hi])
+    return out
+
+
+golden_json = json.load(open(os.path.join(data, "goldens/tiny-h3/e2e_fl2va_3steps.json")))
+q = golden_json["request"]
+png = os.path.join(data, q["image"])
+tmp = tempfile.mkdtemp(prefix="h3-generate-")
+out = os.path.join(tmp, "fl2va.safetensors")
+base = [exe, "--model", os.path.join(data, "models/tiny-h3"), "--compute", "cpu", "--prompt", q["prompt"],
+        "--seed", str(q["seed"]), "--width", str(q["width"]), "--height", str(q["height"]),
+        "--num-frames", str(q["num_frames"]), "--steps", str(golden_json["forwards"]), "--quiet"]
+r = subprocess.run(base + ["--image", png, "--output", out], capture_output=True, timeout=600)
+check(r.returncode == 0, "h3-generate --image: exit %d: %s" % (r.returncode, r.stderr.decode()))
+if r.returncode == 0:
+    mine = read_safetensors(out)
+    gold = read_safetensors(os.path.join(data, "goldens/tiny-h3/e2e_fl2va_3steps.safetensors"))
+    v, gv = mine["video"][2], gold["videos_uint8"][2]
+    check(len(v) == len(gv), "video bytes %d vs golden %d" % (len(v), len(gv)))
+    maxd = max((abs(a - b) for a, b in zip(v, gv)), default=99)
+    check(maxd <= 1, "uint8 frames differ by up to %d" % maxd)
+    a, ga = array.array("f", mine["audio"][2]), array.array("f", gold["audio"][2])
+    num = sum((x - y) ** 2 for x, y in zip(a, ga))
+    den = sum(y * y for y in ga) or 1.0
+    rel = math.sqrt(num / den)
+    check(len(a) == len(ga) and rel <= 1e-4, "audio rel L2 %.3g (%d vs %d samples)" % (rel, len(a), len(ga)))
+    print("h3-generate --image: uint8 max |diff| %d, audio rel L2 %.3g" % (maxd, rel))
+
+# bad keyframes: refused before the model loads, naming the file
+bad_text = os.path.join(tmp, "notes.png")
+with open(bad_text, "w") as f:
+    f.write("not an image\n")
+fifo = os.path.join(tmp, "fifo.png")
+os.mkfifo(fifo)
+for flag, path, want in [("--image", os.path.join(tmp, "missing.png"), "missing.png"),
+                         ("--image", bad_text, "cannot be decoded"),
+                         ("--last-image", fifo, "not a regular file")]:
+    r = subprocess.run(base + [flag, path, "--output", out], capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    check(r.returncode == 2 and want in err and flag in err, "%s %s: exit %d: %s" % (flag, path, r.returncode, err))
+os.unlink(fifo)
+os.unlink(bad_text)
+if os.path.exists(out):
+    os.unlink(out)
+os.rmdir(tmp)
+print("test_h3_generate: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

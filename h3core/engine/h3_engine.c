@@ -304,8 +304,13 @@ static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status
         rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, e->dummy.text_encoder, e->text_layer,
                                        &text_tp, &r->text_encoder, status);
     r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
-    if (rc == H3_OK)
+    if (rc == H3_OK) {
         rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
+        /* Every weight is counted as it loads (h3_weight_load); one that the
+         * adapter was fused into may owe its NaN to the adapter: say so. */
+        if (rc == H3_ERR_NONFINITE && e->adapter)
+            h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    }
     r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
     if (rc == H3_OK) rc = h3_video_vae_load_from(r->backend, e->vae_dir, e->dummy.video_vae, &r->video_vae, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);

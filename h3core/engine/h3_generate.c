@@ -101,6 +101,49 @@ static h3_status_code check_cancel(generation *g, h3_status *status) {
     return H3_OK;
 }
 
+/* ---- non-finite values -----------------------------------------------------------
+ * Every stage's output is counted before the next stage takes it, so a NaN
+ * or Inf (a damaged weight the load check could not see, an overflow) ends
+ * the request as H3_ERR_NONFINITE naming the stage, never as black frames
+ * or silent samples. Device tensors are counted where they live
+ * (h3_tensor_count_nonfinite); the latents and samples are on the host. */
+
+static int64_t count_nonfinite_host(const float *x, size_t n) {
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
+static h3_status_code check_text_states(h3_backend *b, const h3_tensor *t, int layer, h3_status *status) {
+    int64_t bad = 0;
+    h3_status_code rc = h3_tensor_count_nonfinite(b, t, &bad, status);
+    if (rc == H3_OK && bad > 0)
+        rc = h3_fail(status, H3_ERR_NONFINITE,
+                     "text encoder: its output (hidden_states[%d]) holds %lld NaN or Inf values of %lld; the "
+                     "text encoder's weights are damaged or overflow",
+                     layer, (long long)bad, (long long)h3_tensor_numel(t));
+    return rc;
+}
+
+static h3_status_code check_latents(const generation *g, int step, size_t nv, size_t na, h3_status *status) {
+    int64_t bv = count_nonfinite_host(g->video_rows, nv), ba = count_nonfinite_host(g->audio_rows, na);
+    if (bv == 0 && ba == 0) return H3_OK;
+    return h3_fail(status, H3_ERR_NONFINITE,
+                   "denoising step %d/%d: the latents hold NaN or Inf values (%lld of %zu video, %lld of %zu "
+                   "audio); the transformer's weights (or the adapter's) are damaged or overflow",
+                   step + 1, g->plan.steps, (long long)bv, nv, (long long)ba, na);
+}
+
+/* The contract of audio_samples: finite and within [-1, 1], whatever the
+ * backend's clamp did. */
+static h3_status_code check_samples(const float *x, size_t n, h3_status *status) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !(x[i] >= -1.0f && x[i] <= 1.0f);
+    if (bad == 0) return H3_OK;
+    return h3_fail(status, H3_ERR_NONFINITE, "audio decode: %zu of %zu samples are NaN, Inf or outside [-1, 1]", bad,
+                   n);
+}
+
 static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
     h3_backend *b = g->r->backend;
@@ -118,6 +161,7 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
         h3_tp_broadcast(&g->tp, b, text_states, 0);
         rc = h3_backend_check(b, status);
     }
+    if (rc == H3_OK) rc = check_text_states(b, text_states, e->text_layer, status);
     if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
     return rc;
 }
@@ -211,6 +255,7 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         if (rc != H3_OK) return h3_status_prefix(status, "denoising step %d/%d", i + 1, steps);
         h3_sigma_grid_step(&g->video_grid, i, g->video_rows, g->video_velocity, (size_t)(nv * fv));
         h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
+        if ((rc = check_latents(g, i, (size_t)(nv * fv), (size_t)(na * fa), status)) != H3_OK) return rc;
         progress(g, H3_PHASE_DENOISE, i + 1, steps);
     }
     double dt = h3_engine_now() - t0;
@@ -240,7 +285,9 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
         progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
         h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
         rc = h3_audio_vae_decode(g->r->audio_vae, lat, Na, planar, &e->cancel, status);
+        if (rc != H3_OK && rc != H3_ERR_CANCELLED) h3_status_prefix(status, "audio decode");
     }
+    if (rc == H3_OK) rc = check_samples(planar, (size_t)(2 * n), status);
     if (rc == H3_OK) {
         for (int64_t i = 0; i < n; i++) {
             inter[2 * i] = planar[i];
@@ -258,7 +305,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
 
 typedef struct video_emit {
     generation *g;
-    int windows_done, windows_total;
+    int windows_done, windows_total; /* done: windows finished, so the failing one is done + 1 */
 } video_emit;
 
 static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
@@ -270,6 +317,7 @@ static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
 
 static void video_window_progress(void *opaque, int done, int total) {
     video_emit *v = opaque;
+    v->windows_done = done;
     progress(v->g, H3_PHASE_DECODE_VIDEO, done, total);
 }
 
@@ -294,6 +342,10 @@ static h3_status_code decode_video(generation *g, h3_status *status) {
                              status);
     h3_video_vae_set_progress(vae, NULL, NULL);
     free(z);
+    /* A NaN window is refused before its frames are emitted (the RGB
+     * conversion reports it): say which window. */
+    if (rc != H3_OK && rc != H3_ERR_CANCELLED)
+        h3_status_prefix(status, "video decode, window %d of %d", v.windows_done + 1, v.windows_total);
     return rc;
 }
 

@@ -455,6 +455,16 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     return H3_OK;
 }
 
+/* A tokenizer file h3core cannot use (an unknown model type or normalizer
+ * is UNSUPPORTED to the tokenizer) is a problem of the model's files, not
+ * of a setting: FORMAT, so the caller is told to fix the file it names. */
+static h3_status_code load_tokenizer(h3_engine *e, h3_status *status) {
+    h3_status_code rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc != H3_ERR_UNSUPPORTED && rc != H3_ERR_INVALID_ARGUMENT) return rc;
+    if (status) status->code = H3_ERR_FORMAT;
+    return H3_ERR_FORMAT;
+}
+
 static void discard_log(void *opaque, h3_log_level level, const char *message) {
     (void)opaque, (void)level, (void)message;
 }
@@ -491,7 +501,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     if (rc == H3_OK && o->load_format == H3_LOAD_DUMMY) rc = make_dummy(e, o, status);
     if (rc == H3_OK) rc = parse_devices(e, o, status);
     if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
-    if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc == H3_OK) rc = load_tokenizer(e, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
     e->adapter = NULL;

@@ -53,6 +53,14 @@ h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p,
     rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
     free(ids);
     if (rc != H3_OK) return rc;
+    /* The text encoder has no positions past this; refused here, in tokens,
+     * before any costly stage (and as a setting: the prompt is at fault). */
+    int64_t limit = h3_text_encoder_get_config(e->text_encoder)->max_positions;
+    if ((int64_t)n > limit)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "prompt: %zu tokens, more than the %lld this model's text encoder takes "
+                       "(max_position_embeddings); shorten the prompt",
+                       n, (long long)limit);
     p->text_tokens = (int)n;
     const h3_dit_config *c = h3_dit_get_config(e->dit);
     int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);

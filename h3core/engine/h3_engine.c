@@ -485,11 +485,15 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
      * so that a stray variable is never a silent failure. */
     const char *fault = measure ? NULL : g_getenv("H3_INJECT_FAULT");
     if (fault && *fault) {
-        if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
-            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
-                       e->fault_rank, e->fault_step);
+        int n = sscanf(fault, "%d:%d:%ld", &e->fault_rank, &e->fault_step, &e->fault_ops);
+        if (n == 2 || n == 3)
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d, %ld ops into its "
+                          "forward (test hook)", fault, e->fault_rank, e->fault_step, n == 3 ? e->fault_ops : 0L);
         else
-            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP", fault);
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP or RANK:STEP:OPS",
+                          fault);
+        if (n != 2 && n != 3) e->fault_rank = -1;
+        if (n != 3) e->fault_ops = 0;
     }
     double t0 = h3_engine_now();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
@@ -569,7 +573,10 @@ void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
     g_mutex_unlock(&e->lock);
 }
 
-void h3_engine_inject_fault(h3_engine *e, int rank, int step) {
+void h3_engine_inject_fault(h3_engine *e, int rank, int step) { h3_engine_inject_fault_mid_forward(e, rank, step, 0); }
+
+void h3_engine_inject_fault_mid_forward(h3_engine *e, int rank, int step, long ops) {
     e->fault_rank = rank;
     e->fault_step = step;
+    e->fault_ops = ops > 0 ? ops : 0;
 }

@@ -91,6 +91,7 @@ struct h3_engine {
     int cpu_threads;
     h3_tp_decision decision;
     int fault_rank, fault_step;     /* test hook: h3_engine_inject_fault */
+    long fault_ops;                 /* > 0: that many ops into the step's forward (..._mid_forward) */
 
     /* The memory plan (h3_memory_plan.c): measure is set on an engine whose
      * ranks run on measuring backends; shadow is a CUDA engine's measuring

@@ -88,6 +88,7 @@ typedef struct generation {
     int32_t *row_timestep_index;
     h3_sigma_grid video_grid, audio_grid;
     size_t arena_mark;
+    int fault_fired;          /* the test hook's fault was armed on this rank (h3_engine_inject_fault) */
     const h3_request *request;
     double times[5];          /* start, text, denoise, audio, video done */
 } generation;
@@ -248,8 +249,11 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     double t0 = h3_engine_now();
     for (int i = 0; i < steps; i++) {
         if ((rc = check_cancel(g, status)) != H3_OK) return rc;
-        if (g->tp.rank == e->fault_rank && i == e->fault_step)
-            h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
+        if (g->tp.rank == e->fault_rank && i == e->fault_step) {
+            g->fault_fired = 1;
+            if (e->fault_ops > 0) h3_backend_inject_fault(b, e->fault_ops); /* lands inside the forward */
+            else h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
+        }
         float ts[H3_DIT_MAX_TIMESTEPS];
         int n_ts = 0;
         rc = h3_dit_layout_timesteps(g->layout, g->video_grid.timesteps[i], g->audio_grid.timesteps[i], ts, &n_ts,
@@ -391,6 +395,7 @@ static void generation_clear(generation *g) {
     free(g->audio_velocity);
     free(g->row_timestep_index);
     h3_arena_reset(g->r->backend, g->arena_mark);
+    h3_backend_inject_fault(g->r->backend, 0); /* an injected fault the run never reached stays in it */
     /* A failed op leaves a sticky error in the backend; clear it so the
      * engine can serve the next request. */
     h3_status sticky;
@@ -445,6 +450,10 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
         rc = generate_rank(&single, gens, status);
     }
     h3_memory_end(e);
+    /* The test hook is one shot: the request it failed disarms it, so the
+     * next one shows that the engine recovered. */
+    for (int i = 0; i < e->n_ranks; i++)
+        if (gens[i].fault_fired) e->fault_rank = -1;
     const double *t = gens[0].times;
     g_mutex_lock(&e->lock);
     e->stats.text = t[1] - t[0];

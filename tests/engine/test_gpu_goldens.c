@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "h3.h"
+#include "engine/h3_engine.h" /* h3_engine_inject_fault_mid_forward */
 #include "model/h3_audio_vae.h"
 #include "backend/h3_backend.h"
 #ifdef H3_HAVE_CUDA
@@ -413,6 +414,33 @@ static void test_vsa_engine(h3_compute compute) {
     h3_engine_close(e);
 }
 
+/* A CUDA error in the middle of a forward (issue 14, item 7): the backend
+ * reports a faulted launch 40 ops into the first denoising step's forward
+ * (h3_engine_inject_fault_mid_forward, through the launch check every op
+ * uses), the request ends in H3_ERR_DEVICE naming it with no frame sent,
+ * and the same engine then gives the clip it gave before. */
+static void test_engine_fault(void) {
+    h3_engine *e = open_engine(H3_COMPUTE_CUDA, NULL);
+    if (!e) return;
+    h3_request r = golden_request();
+    h3_test_capture ref = {0}, c = {0};
+    h3_status st = {0};
+    CHECK(h3_test_generate(e, &r, &ref, NULL, &st) == H3_OK, "reference: %s", st.message);
+    h3_engine_inject_fault_mid_forward(e, 0, 0, 40);
+    h3_status_code rc = h3_test_generate(e, &r, &c, NULL, &st);
+    CHECK(rc == H3_ERR_DEVICE && strstr(st.message, "cudaErrorLaunchFailure") && c.frames == 0,
+          "cuda fault mid-forward: rc %d, %d frames, '%s'", rc, c.frames, st.message);
+    printf("cuda fault 40 ops into step 1: %s\n", st.message);
+    h3_test_capture_free(&c);
+    rc = h3_test_generate(e, &r, &c, NULL, &st);
+    size_t fb = (size_t)c.plan.width * c.plan.height * 3;
+    CHECK(rc == H3_OK && c.frames == ref.frames && memcmp(c.video, ref.video, fb * (size_t)c.frames) == 0,
+          "after the cuda fault: rc %d '%s'", rc, st.message);
+    h3_test_capture_free(&c);
+    h3_test_capture_free(&ref);
+    h3_engine_close(e);
+}
+
 int main(void) {
 #ifndef H3_HAVE_CUDA
     printf("SKIP: this build has no CUDA backend (meson -Dcuda=enabled with nvcc)\n");
@@ -439,6 +467,7 @@ int main(void) {
     test_engine(H3_COMPUTE_CUDA_F32);
     test_vsa_engine(H3_COMPUTE_CUDA);
     test_vsa_engine(H3_COMPUTE_CUDA_F32);
+    test_engine_fault();
     return h3_test_finish("test_gpu_goldens");
 #endif
 }

@@ -368,7 +368,10 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
         /* load-format dummy: drawn where it lives, no host copy */
         h3_op_fill_random(b, out, &src->random, src->dtype);
         rc = h3_backend_check(b, status);
-        if (rc == H3_OK) rc = check_weight_finite(b, src, out, status);
+        if (rc == H3_OK && (rc = check_weight_finite(b, src, out, status)) == H3_ERR_NONFINITE) {
+            h3_weight_free(b, out);
+            return rc; /* it names the tensor */
+        }
         if (rc != H3_OK) {
             h3_weight_free(b, out);
             return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
@@ -394,7 +397,6 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
         free(tmp);
         free(conv);
     }
-    if (rc == H3_OK) rc = check_weight_finite(b, src, out, status);
     if (rc != H3_OK) {
         h3_weight_free(b, out);
         if (rc == H3_ERR_NO_MEMORY || rc == H3_ERR_DEVICE)
@@ -402,7 +404,12 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
                            h3_status_code_name(rc));
         return rc;
     }
-    return H3_OK;
+    rc = check_weight_finite(b, src, out, status);
+    if (rc != H3_OK) {
+        h3_weight_free(b, out);
+        if (rc != H3_ERR_NONFINITE) h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
+    }
+    return rc;
 }
 
 void h3_weight_free(h3_backend *b, h3_tensor *t) {

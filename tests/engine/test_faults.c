@@ -85,6 +85,39 @@ static void test_allocation_failures(void) {
     h3_test_capture_free(&ref);
 }
 
+/* The same on devices=cpu:2, where the ranks allocate on their own threads
+ * (so which rank meets the n-th allocation may vary): a sample of them,
+ * each failing one rank while the other goes on. The run ends in
+ * H3_ERR_NO_MEMORY naming the rank, no rank hangs, nothing leaks. */
+static void test_allocation_failures_tp(void) {
+    h3_status st = {0};
+    long before = h3_backend_alloc_count();
+    h3_engine *e = NULL;
+    h3_request r = small_request();
+    h3_test_capture ref = {0};
+    CHECK(open_engine("cpu:2", &e, &st) == H3_OK && h3_test_generate(e, &r, &ref, NULL, &st) == H3_OK,
+          "cpu:2 reference: %s", st.message);
+    h3_engine_close(e);
+    long total = h3_backend_alloc_count() - before;
+    int wrong = 0, runs = 0;
+    for (long n = 1; n <= total; n += 29, runs++) {
+        h3_test_capture c = {0};
+        e = NULL;
+        h3_backend_inject_alloc_fault(n);
+        h3_status_code rc = open_engine("cpu:2", &e, &st);
+        if (rc == H3_OK) rc = h3_test_generate(e, &r, &c, NULL, &st);
+        h3_backend_inject_alloc_fault(0);
+        h3_engine_close(e);
+        if (!(rc == H3_ERR_NO_MEMORY && strstr(st.message, "rank ") && c.frames == 0) && wrong++ < 5)
+            CHECK(0, "cpu:2, allocation %ld of %ld failed: rc %d, %d frames, '%s'", n, total, rc, c.frames,
+                  st.message);
+        h3_test_capture_free(&c);
+    }
+    printf("cpu:2: %d of its %ld allocations failed in turn, each a clear error: %s\n", runs, total, st.message);
+    CHECK(wrong == 0, "%d of %d failed allocations on cpu:2 did not end in a clear error", wrong, runs);
+    h3_test_capture_free(&ref);
+}
+
 /* One request with a fault armed on `rank`, `ops` ops into the forward of
  * denoising step `step`. */
 static void fail_rank(h3_engine *e, int rank, int step, long ops, const h3_test_capture *ref) {
@@ -133,5 +166,6 @@ static void test_rank_failure(void) {
 int main(void) {
     test_rank_failure();
     test_allocation_failures();
+    test_allocation_failures_tp();
     return h3_test_finish("test_faults");
 }

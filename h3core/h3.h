@@ -106,6 +106,13 @@ typedef struct h3_engine_options {
     h3_load_format load_format;    /* default H3_LOAD_SAFETENSORS */
     h3_dummy_adapter dummy_adapter; /* H3_LOAD_DUMMY only */
     uint64_t dummy_seed;           /* H3_LOAD_DUMMY: the weights' generator seed */
+    /* The most device memory the engine may use on each GPU, in bytes, the
+     * CUDA context included (0: what is free). The memory plan holds every
+     * request to the lesser of this and the free memory, and each GPU
+     * backend refuses an allocation past it (minus the plan's reserve for
+     * the context), so an 80, 48 or 24 GB card can be stood for on a larger
+     * one. */
+    uint64_t max_gpu_memory;
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;
@@ -183,6 +190,9 @@ typedef struct h3_stats {
     uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
                                  its backend's allocation tally (weights, arena, its own buffers such as
                                  cuBLASLt's workspace and op scratch), not the CUDA context */
+    int text_encoder_released; /* 1: the last generation freed the text encoder after encoding (it did
+                                  not fit resident, h3_memory_plan.text_encoder_released); the next
+                                  loads it again, which its text time includes */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------
@@ -197,7 +207,8 @@ typedef struct h3_memory_device {
     uint64_t text_encoder, transformer, video_vae, audio_vae; /* weight bytes on this rank */
     uint64_t arena;              /* activation high-water for the request */
     uint64_t workspace;          /* backend scratch outside the arena */
-    uint64_t total;              /* the sum of the above */
+    uint64_t total;              /* the sum of the above; with the text encoder released (below), the
+                                    highest the weights, arena and workspace reach together */
     uint64_t available;          /* free bytes on the device when planned (0: unknown, e.g. the CPU) */
 } h3_memory_device;
 
@@ -205,6 +216,11 @@ typedef struct h3_memory_plan {
     int n_devices;
     h3_memory_device devices[H3_MAX_DEVICES];
     int fits;                    /* every device's total <= available (or available unknown) */
+    /* 1: the request does not fit with the text encoder resident through the
+     * denoising, so its weights are freed after the text stage and loaded
+     * again (from the files, or drawn again) before the next request; the
+     * engine decides this itself, per request, and logs it. */
+    int text_encoder_released;
 } h3_memory_plan;
 
 /* The plan for `request` on the engine `options` would open, reading only

@@ -36,7 +36,7 @@ static void usage(FILE *f) {
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
             "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
-            "                   [--quiet] --output OUT.safetensors\n"
+            "                   [--max-gpu-memory GIB] [--quiet] --output OUT.safetensors\n"
             "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
             "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
@@ -52,6 +52,9 @@ static void usage(FILE *f) {
             "  --dummy-adapter A with --load-format dummy: behave as a FastH3 adapter of kind dense or vsa\n"
             "                   (4 forwards, its attention mode; vsa adds random gates); default none\n"
             "  --dummy-seed N   with --load-format dummy: the weights' seed (default 0)\n"
+            "  --max-gpu-memory GIB  use at most this much memory on each GPU (GiB, the CUDA context included;\n"
+            "                   default: what is free), as on a smaller card: the plan holds requests to it and\n"
+            "                   allocations past it fail\n"
             "  --plan           print what these settings need on each device (weights per component, arena,\n"
             "                   workspace) against its free memory, loading nothing; exit 1 if it does not fit\n");
 }
@@ -189,6 +192,13 @@ int main(int argc, char **argv) {
             unsigned long long s = strtoull(v, &end, 10);
             if (errno || !*v || *end || v[0] == '-') return die("--dummy-seed '%s': not a non-negative integer", v);
             opt.dummy_seed = s;
+        } else if (!strcmp(a, "--max-gpu-memory")) {
+            char *end;
+            errno = 0;
+            double gib = strtod(v, &end);
+            if (errno || !*v || *end || !(gib > 0 && gib <= 1048576))
+                return die("--max-gpu-memory '%s': GiB, a positive number", v);
+            opt.max_gpu_memory = (uint64_t)(gib * 1073741824.0);
         } else if (!strcmp(a, "--compute")) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;

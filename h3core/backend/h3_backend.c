@@ -74,6 +74,20 @@ static void mem_add(uint64_t *counter, int64_t delta) {
     *counter = delta < 0 && (uint64_t)-delta > *counter ? 0 : *counter + (uint64_t)delta;
 }
 
+void h3_backend_set_memory_limit(h3_backend *b, uint64_t bytes) { b->mem_limit = bytes; }
+
+int h3_backend_limit_refuses(h3_backend *b, size_t bytes, size_t released, const char *what) {
+    if (!b->mem_limit) return 0;
+    uint64_t held = b->mem_weights + b->mem_arena + b->mem_scratch;
+    held = held > released ? held - released : 0;
+    if (held + bytes <= b->mem_limit) return 0;
+    h3_backend_fail(b, H3_ERR_NO_MEMORY,
+                    "%s: %.2f GiB more for %s would pass the memory limit of %.2f GiB (max-gpu-memory; %.2f GiB held)",
+                    b->ops->name, (double)bytes / 1073741824.0, what, (double)b->mem_limit / 1073741824.0,
+                    (double)held / 1073741824.0);
+    return 1;
+}
+
 void h3_backend_track_scratch(h3_backend *b, int64_t delta) {
     mem_add(&b->mem_scratch, delta);
     mem_update(b);
@@ -100,6 +114,7 @@ int h3_backend_holds_data(const h3_backend *b) { return !b->ops->no_data; }
 /* Every persistent allocation goes through these two, so the tally knows
  * each one's size when it is freed. */
 static void *persistent_new(h3_backend *b, size_t bytes) {
+    if (h3_backend_limit_refuses(b, bytes, 0, "weights")) return NULL;
     void *p = backend_alloc(b, bytes);
     if (!p) return NULL;
     g_hash_table_insert(b->persistent, p, (gpointer)(uintptr_t)bytes);
@@ -182,6 +197,18 @@ void h3_arena_reset(h3_backend *b, size_t mark) {
 
 size_t h3_arena_high_water(const h3_backend *b) { return b->high_water; }
 
+void h3_backend_trim(h3_backend *b) {
+    int keep = h3_arena_mark(b) == 0 ? 0 : b->cur_chunk + 1;
+    for (int i = keep; i < b->n_chunks; i++) {
+        b->ops->free(b, b->chunks[i].data);
+        mem_add(&b->mem_arena, -(int64_t)b->chunks[i].size);
+    }
+    if (keep < b->n_chunks) b->n_chunks = keep;
+    if (keep == 0) b->cur_chunk = 0, b->cur_offset = 0;
+    mem_update(b);
+    if (b->ops->trim_scratch) b->ops->trim_scratch(b);
+}
+
 static void *arena_alloc(h3_backend *b, size_t bytes) {
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (bytes == 0) bytes = ARENA_ALIGN;
@@ -204,6 +231,7 @@ static void *arena_alloc(h3_backend *b, size_t bytes) {
         /* Grow: a new chunk right after the current one. Later chunks that
          * are too small are dropped; this only happens while warming up. */
         size_t size = bytes > b->chunk_min_size ? bytes : b->chunk_min_size;
+        if (h3_backend_limit_refuses(b, size, 0, "activations")) return NULL;
         /* the chunk table first: a failure then leaves the arena as it was */
         h3_arena_chunk *table = realloc(b->chunks, (size_t)(b->n_chunks + 1) * sizeof *b->chunks);
         if (table) b->chunks = table;
@@ -296,6 +324,7 @@ static h3_status_code persistent_alloc(h3_backend *b, h3_dtype dtype, int ndim, 
     memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
     size_t bytes = h3_tensor_nbytes(out);
     out->data = persistent_new(b, bytes ? bytes : 1);
+    if (!out->data && h3_backend_failed(b)) return h3_backend_check(b, status); /* the limit's message */
     if (!out->data) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", b->ops->name, bytes);
     return H3_OK;
 }

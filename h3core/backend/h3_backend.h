@@ -84,6 +84,19 @@ h3_tensor h3_new_1d(h3_backend *b, h3_dtype dtype, int64_t n);
 size_t h3_arena_mark(h3_backend *b);
 void h3_arena_reset(h3_backend *b, size_t mark);
 size_t h3_arena_high_water(const h3_backend *b);
+/* Gives back what the arena and the backend's op scratch hold beyond what is
+ * in use (arena chunks past the current position; all of them when the arena
+ * is empty), so a phase that needs the room for weights can have it (the
+ * engine's text encoder between requests, h3_generate.c). They grow again on
+ * first use, as after creation. */
+void h3_backend_trim(h3_backend *b);
+
+/* At most `bytes` in the tally below (weights, arena and the backend's own
+ * buffers together; 0: no limit): an allocation past it fails like an
+ * out-of-memory one (the sticky H3_ERR_NO_MEMORY), naming the limit. The
+ * engine sets it from h3_engine_options.max_gpu_memory, so a smaller GPU can
+ * be stood for on a large one. */
+void h3_backend_set_memory_limit(h3_backend *b, uint64_t bytes);
 
 /* The device memory a backend holds, tallied at every allocation and free
  * (bytes as asked for, before the driver's rounding). The CPU backend counts

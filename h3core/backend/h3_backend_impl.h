@@ -24,6 +24,9 @@ typedef struct h3_backend_ops {
     int (*upload)(h3_backend *b, void *dst, const void *src, size_t bytes);
     int (*download)(h3_backend *b, void *dst, const void *src, size_t bytes);
     int (*synchronize)(h3_backend *b);
+    /* Frees the backend's op scratch (it grows again on the next op that
+     * needs it); NULL: the backend keeps none worth freeing. */
+    void (*trim_scratch)(h3_backend *b);
 
     void (*linear)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
     void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);
@@ -111,6 +114,7 @@ struct h3_backend {
     uint64_t mem_weights, mem_arena, mem_scratch;
     uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
     uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
+    uint64_t mem_limit;        /* h3_backend_set_memory_limit; 0: none */
     long fault_ops; /* h3_backend_inject_fault: ops left until the injected failure; 0 none */
 };
 
@@ -133,6 +137,10 @@ void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
 /* For backends: their own device buffers (GEMM workspace, scratch) grew
  * (delta > 0) or shrank, for h3_backend_memory. */
 void h3_backend_track_scratch(h3_backend *b, int64_t delta);
+/* For a backend's own buffers (CUDA's scratch): 1, with the sticky error
+ * set, when holding `bytes` more, after giving back `released`, would pass
+ * the memory limit (h3_backend_set_memory_limit). */
+int h3_backend_limit_refuses(h3_backend *b, size_t bytes, size_t released, const char *what);
 
 /* ---- measuring backends (backend/measure/) ---------------------------------
  * A measuring backend stands for a real one, described by its target: the

@@ -242,6 +242,7 @@ static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h
         int device = 0;
         h3_status cs = {0};
         if (create_cuda(o->compute, device, &e->backend, &cs) == H3_OK) {
+            h3_memory_limit_backend(e, e->backend, device);
             snprintf(e->stats.compute, sizeof e->stats.compute, "cuda:%d%s", device,
                      o->compute == H3_COMPUTE_CUDA_F32 ? " (f32)" : "");
             return H3_OK;
@@ -293,16 +294,39 @@ static uint64_t took(h3_backend *b, uint64_t *at) {
  * one on it), its transformer shard, the video VAE (tiles split by rank), and
  * on rank 0 the audio VAE; what each took is kept for the memory plan. */
 
-static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
+h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     h3_tp text_tp = h3_tp_text(&e->plan, tp);
+    if (text_tp.size == 0 || r->text_encoder) return H3_OK;
+    /* load-format dummy: the open's dummy checkpoint, or (loading again
+     * after a release) a new one of the same names, seed and values */
+    h3_checkpoint *dummy = e->dummy.text_encoder, *own = NULL;
     h3_status_code rc = H3_OK;
+    if (e->load_format == H3_LOAD_DUMMY && !dummy) {
+        rc = h3_text_encoder_dummy_checkpoint(e->text_encoder_dir, e->text_layer, e->dummy_seed, &own, status);
+        dummy = own;
+    }
+    if (rc == H3_OK)
+        rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, dummy, e->text_layer, &text_tp,
+                                       &r->text_encoder, status);
+    h3_checkpoint_close(own);
+    if (tp->rank == 0) e->text_encoder = r->text_encoder;
+    return rc;
+}
+
+void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    h3_text_encoder_free(r->text_encoder);
+    r->text_encoder = NULL;
+    if (tp->rank == 0) e->text_encoder = NULL;
+}
+
+static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
     /* e->dummy.*: NULL (the files) unless load-format dummy */
     uint64_t at = 0;
     took(r->backend, &at);
-    if (text_tp.size > 0)
-        rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, e->dummy.text_encoder, e->text_layer,
-                                       &text_tp, &r->text_encoder, status);
+    h3_status_code rc = h3_engine_text_encoder_load(e, tp, status);
     r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
     if (rc == H3_OK) {
         rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
@@ -393,6 +417,7 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
     } else {
 #ifdef H3_HAVE_CUDA
         rc = create_cuda(e->compute, device, &r->backend, &bs);
+        if (rc == H3_OK) h3_memory_limit_backend(e, r->backend, device);
 #else
         rc = h3_fail(&bs, H3_ERR_UNSUPPORTED, "no CUDA backend in this build");
 #endif
@@ -480,6 +505,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     e->log = measure ? discard_log : o->log; /* a measuring engine repeats what the real one says */
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
+    e->max_gpu_memory = o->max_gpu_memory;
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */
@@ -510,9 +536,10 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
     e->adapter = NULL;
     free_dummy(e); /* drawn on every rank's device by now */
-    if (rc == H3_OK && h3_text_encoder_hidden_size(e->text_encoder) != h3_dit_get_config(e->dit)->text_dim)
+    if (rc == H3_OK) e->text_hidden = h3_text_encoder_hidden_size(e->text_encoder);
+    if (rc == H3_OK && e->text_hidden != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
-                     h3_text_encoder_hidden_size(e->text_encoder), h3_dit_get_config(e->dit)->text_dim);
+                     e->text_hidden, h3_dit_get_config(e->dit)->text_dim);
     if (rc != H3_OK) {
         h3_engine_close(e);
         return rc;
@@ -572,6 +599,8 @@ void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
     *stats = e->stats;
     g_mutex_unlock(&e->lock);
 }
+
+void h3_engine_force_text_release(h3_engine *e, int on) { e->text_release = on != 0; }
 
 void h3_engine_inject_fault(h3_engine *e, int rank, int step) { h3_engine_inject_fault_mid_forward(e, rank, step, 0); }
 

@@ -30,6 +30,12 @@ void h3_engine_inject_fault_mid_forward(h3_engine *engine, int rank, int step, l
  * plus the CUDA reserves in workspace (engine/h3_memory_plan.c). */
 h3_status_code h3_engine_memory(h3_engine *engine, int rank, h3_memory_device *out, h3_status *status);
 
+/* Makes every request of this engine free the text encoder after encoding
+ * and load it again for the next (on = 1), as a GPU engine does by itself
+ * when a request does not fit with it resident (h3_memory_plan); 0 keeps
+ * it, as a CPU engine does. For tests on the CPU, which has no free count. */
+void h3_engine_force_text_release(h3_engine *engine, int on);
+
 /* For tests of the refusals without a GPU: from now on the memory plan sees
  * a GPU of compute capability 9.0 with `bytes` free at every CUDA ordinal
  * instead of asking NVML; 0 asks NVML again. Process-wide. */

@@ -50,6 +50,15 @@ typedef struct h3_memory_target {
 
 _Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one tensor-parallel group");
 
+/* h3_engine.c: the calling rank's share of the text conditioner, loaded
+ * (again: the files, or the dummy draw) when it has none; and freed. Ranks
+ * outside the conditioner's group hold none and do nothing. */
+h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
+/* h3_memory_plan.c: max_gpu_memory as a limit on a GPU backend's tally (the
+ * plan's reserve for the context taken off); applied to real backends. */
+void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
+void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp);
+
 struct h3_engine {
     char *model_dir;
     char *transformer_dir, *vae_dir, *audio_vae_dir, *text_encoder_dir, *tokenizer_dir;
@@ -98,6 +107,14 @@ struct h3_engine {
      * twin, which runs each request first to check it against free memory. */
     const h3_memory_target *measure;
     h3_engine *shadow;
+    /* The text encoder between requests: when a request does not fit with
+     * it resident, h3_memory_check_request sets text_release, and
+     * h3_generate.c frees its weights after the text stage (after giving the
+     * arena and scratch back, so they load beside the weights alone); the
+     * next request loads them again. text_released_last: the last request did. */
+    int text_release, text_released_last;
+    int text_hidden; /* the text encoder's width, known while its weights are away */
+    uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
     h3_memory_target shadow_target; /* what the shadow stands for */
     int generated;        /* a generation ran: the backends' peaks are its */
 

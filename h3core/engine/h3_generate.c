@@ -160,8 +160,7 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
     h3_status_code rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
     if (rc != H3_OK) return rc;
     if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
-    *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids,
-                             h3_text_encoder_hidden_size(e->text_encoder));
+    *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids, e->text_hidden);
     rc = h3_backend_check(b, status);
     if (rc == H3_OK && g->r->text_encoder)
         rc = h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
@@ -173,6 +172,34 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
     if (rc == H3_OK) rc = check_text_states(b, text_states, e->text_layer, status);
     if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
     return rc;
+}
+
+/* The text encoder's weights for this request: still resident, or loaded
+ * again after the previous request freed them. A request that frees them
+ * afterwards first gives back the arena and scratch the last one grew, so
+ * the weights load beside the other weights alone, as at open. */
+static h3_status_code text_encoder_ready(generation *g, h3_status *status) {
+    h3_engine *e = g->e;
+    if (e->text_release) {
+        h3_backend_trim(g->r->backend);
+        h3_backend_memory_mark(g->r->backend); /* this generation's peak starts from what is left */
+    }
+    if (g->r->text_encoder || h3_tp_text(&e->plan, &g->tp).size == 0) return H3_OK;
+    double t0 = h3_engine_now();
+    h3_status_code rc = h3_engine_text_encoder_load(e, &g->tp, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "loading the text encoder again");
+    if (g->tp.rank == 0)
+        h3_engine_log(e, H3_LOG_INFO, "text encoder loaded again in %.2f s (the previous request freed it)",
+                      h3_engine_now() - t0);
+    return H3_OK;
+}
+
+/* After the text stage of a request that does not fit with the text
+ * encoder resident (h3_memory_check_request): its weights make room for the
+ * denoising. Every rank of its group frees its own share. */
+static void text_encoder_done(generation *g) {
+    if (!g->e->text_release || !g->r->text_encoder) return;
+    h3_engine_text_encoder_free(g->e, &g->tp);
 }
 
 /* Initial noise exactly as diffusers draws it: one generator seeded with the
@@ -410,7 +437,9 @@ static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *stat
     g->arena_mark = h3_arena_mark(g->r->backend);
     g->times[0] = h3_engine_now();
     h3_tensor text_states;
-    h3_status_code rc = encode_text(g, r, &text_states, status);
+    h3_status_code rc = text_encoder_ready(g, status);
+    if (rc == H3_OK) rc = encode_text(g, r, &text_states, status);
+    if (rc == H3_OK) text_encoder_done(g);
     g->times[1] = h3_engine_now();
     if (rc == H3_OK) rc = check_cancel(g, status);
     if (rc == H3_OK) rc = draw_noise(g, r->seed, status);
@@ -450,12 +479,14 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
         rc = generate_rank(&single, gens, status);
     }
     h3_memory_end(e);
+    e->text_released_last = e->text_release;
     /* The test hook is one shot: the request it failed disarms it, so the
      * next one shows that the engine recovered. */
     for (int i = 0; i < e->n_ranks; i++)
         if (gens[i].fault_fired) e->fault_rank = -1;
     const double *t = gens[0].times;
     g_mutex_lock(&e->lock);
+    e->stats.text_encoder_released = e->text_release;
     e->stats.text = t[1] - t[0];
     e->stats.decode_audio = t[3] - t[2];
     e->stats.decode_video = t[4] - t[3];

@@ -143,6 +143,10 @@ static void measured(const h3_engine *e, int rank, h3_memory_device *d) {
     d->arena = e->generated ? m.peak_activations : m.arena;
     d->workspace = e->generated ? m.peak_scratch : m.scratch;
     d->total = d->text_encoder + d->transformer + d->video_vae + d->audio_vae + d->arena + d->workspace;
+    /* The text encoder freed after the text stage: its weights and the
+     * denoising's arena are never there together, so the sum overstates;
+     * the tally's own peak is what the device holds at its fullest. */
+    if (e->generated && e->text_released_last) d->total = m.peak;
 }
 
 h3_status_code h3_engine_memory(h3_engine *e, int rank, h3_memory_device *out, h3_status *status) {
@@ -159,8 +163,14 @@ static uint64_t reserve(const h3_engine *e, int device) {
     return device < 0 ? 0 : CUDA_CONTEXT_BYTES + (e->n_ranks > 1 ? NCCL_BYTES : 0);
 }
 
+void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device) {
+    uint64_t r = reserve(e, device);
+    if (device < 0 || !e->max_gpu_memory || e->measure) return;
+    h3_backend_set_memory_limit(b, e->max_gpu_memory > r ? e->max_gpu_memory - r : 1);
+}
+
 /* The plan of a measuring engine: each rank's tally, the reserves, and the
- * free memory NVML reports now. */
+ * free memory NVML reports now (at most max_gpu_memory). */
 static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
     h3_gpu_info gpus[H3_MAX_DEVICES];
     char why[256];
@@ -175,8 +185,57 @@ static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
         d->total += reserve(m, d->device);
         int g = d->device >= 0 ? nvml_gpu(d->device, gpus, n_gpus) : -1;
         d->available = g >= 0 ? gpus[g].free_bytes : 0;
+        if (d->device >= 0 && m->max_gpu_memory && (!d->available || d->available > m->max_gpu_memory))
+            d->available = m->max_gpu_memory;
         if (d->available && d->total > d->available) plan->fits = 0;
     }
+}
+
+/* Whether the measuring engine m holds a text encoder to free. */
+static int has_text_weights(const h3_engine *m) {
+    for (int r = 0; r < m->n_ranks; r++)
+        if (m->ranks[r].weight_bytes[H3_PART_TEXT]) return 1;
+    return 0;
+}
+
+/* Free to a request on rank i: what its GPU has left, plus, for a running
+ * engine e (NULL: none yet), what e holds there already (it counts in the
+ * plan) and the reserves it has taken. */
+static uint64_t room(const h3_engine *e, int i, const h3_memory_device *d) {
+    if (!e) return d->available;
+    h3_backend_memory held;
+    h3_backend_memory_get(e->ranks[i].backend, &held);
+    uint64_t r = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
+    return e->max_gpu_memory && d->device >= 0 && r > e->max_gpu_memory ? e->max_gpu_memory : r;
+}
+
+static int fits_in(const h3_engine *e, const h3_memory_plan *plan) {
+    for (int i = 0; i < plan->n_devices; i++) {
+        const h3_memory_device *d = &plan->devices[i];
+        if (d->available && d->total > room(e, i, d)) return 0;
+    }
+    return 1;
+}
+
+/* The request on the measuring engine m as the engine e (NULL: one not yet
+ * open) would run it: with the text encoder resident when that fits, else
+ * freed after the text stage. m is left as after the run that was chosen,
+ * so a twin follows its engine. */
+static h3_status_code plan_request(h3_engine *m, const h3_engine *e, const h3_request *request,
+                                   h3_memory_plan *plan, h3_status *status) {
+    m->text_release = 0;
+    h3_status_code rc = h3_engine_generate(m, request, NULL, status);
+    if (rc != H3_OK) return rc;
+    fill_plan(m, plan);
+    plan->fits = fits_in(e, plan);
+    if (plan->fits || !has_text_weights(m)) return H3_OK;
+    m->text_release = 1;
+    rc = h3_engine_generate(m, request, NULL, status);
+    if (rc != H3_OK) return rc;
+    fill_plan(m, plan);
+    plan->fits = fits_in(e, plan);
+    plan->text_encoder_released = 1;
+    return H3_OK;
 }
 
 h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
@@ -188,8 +247,8 @@ h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_re
     h3_status_code rc = make_target(options, &t, status);
     h3_engine *m = NULL;
     if (rc == H3_OK) rc = h3_engine_open_measuring(options, &t, &m, status);
-    if (rc == H3_OK && request) rc = h3_engine_generate(m, request, NULL, status);
-    if (rc == H3_OK) fill_plan(m, plan);
+    if (rc == H3_OK && request) rc = plan_request(m, NULL, request, plan, status);
+    else if (rc == H3_OK) fill_plan(m, plan);
     h3_engine_close(m);
     return rc;
 }
@@ -250,29 +309,31 @@ h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_sta
         e->shadow = NULL;
         return H3_OK;
     }
-    h3_status_code rc = h3_engine_generate(e->shadow, r, NULL, status);
-    if (rc != H3_OK) return h3_status_prefix(status, "memory plan of the request");
     h3_memory_plan plan;
-    fill_plan(e->shadow, &plan);
+    h3_status_code rc = plan_request(e->shadow, e, r, &plan, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "memory plan of the request");
+    e->text_release = plan.text_encoder_released;
     for (int i = 0; i < plan.n_devices; i++) {
         const h3_memory_device *d = &plan.devices[i];
-        if (!d->available) continue;
-        /* Free to this request: what the GPU has left, what this rank holds
-         * already (it counts in the plan), and the reserves it has taken. */
-        h3_backend_memory held;
-        h3_backend_memory_get(e->ranks[i].backend, &held);
-        uint64_t have = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
-        if (d->total <= have) continue;
+        uint64_t have = room(e, i, d);
+        if (!d->available || d->total <= have) continue;
         char w[16], ws[160];
         where(d, w, sizeof w);
         weights_text(d, ws, sizeof ws);
         return h3_fail(status, H3_ERR_NO_MEMORY,
-                       "%s needs %.2f GiB for this request (%s; arena %.2f; workspace %.2f) but %.2f GiB are free "
+                       "%s needs %.2f GiB for this request%s (%s; arena %.2f; workspace %.2f) but %.2f GiB are free "
                        "to it (%.2f free on the device, %.2f held by this engine); ask for fewer frames or a "
                        "smaller size, or spread the model over more GPUs",
-                       w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB,
-                       (double)have / GIB, (double)d->available / GIB, (double)(have - d->available) / GIB);
+                       w, (double)d->total / GIB,
+                       plan.text_encoder_released ? " even with the text encoder freed after encoding" : "", ws,
+                       (double)d->arena / GIB, (double)d->workspace / GIB, (double)have / GIB,
+                       (double)d->available / GIB, (double)(have - d->available) / GIB);
     }
+    if (plan.text_encoder_released)
+        h3_engine_log(e, H3_LOG_INFO,
+                      "this request does not fit with the text encoder resident, so its weights (%.2f GiB on "
+                      "rank 0) are freed after encoding and loaded again for the next request (peak %.2f GiB)",
+                      (double)plan.devices[0].text_encoder / GIB, (double)plan.devices[0].total / GIB);
     return H3_OK;
 }
 
@@ -311,6 +372,7 @@ char *h3_memory_plan_describe(const h3_memory_plan *plan) {
         if (plan->n_devices > 1) g_string_append_printf(s, "device: %s (rank %d of %d)\n", w, i, plan->n_devices);
         else g_string_append_printf(s, "device: %s\n", w);
         line(s, "text-encoder", d->text_encoder);
+        if (plan->text_encoder_released) g_string_append(s, "text-encoder-released: yes (after encoding)\n");
         line(s, "transformer", d->transformer);
         line(s, "video-vae", d->video_vae);
         line(s, "audio-vae", d->audio_vae);

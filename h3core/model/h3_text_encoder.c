@@ -18,6 +18,7 @@
 
 #include "base/h3_config.h"
 #include "base/h3_safetensors.h"
+#include "model/h3_vision.h"
 
 #define PREFIX "model.language_model."
 
@@ -39,6 +40,12 @@ typedef struct layer_weights {
     h3_tensor down;
 } layer_weights;
 
+/* The FL2VA side: the vision tower and the token ids that place its output. */
+typedef struct h3_text_vision {
+    h3_vision *tower;
+    int32_t image_token_id, video_token_id, vision_start_id, vision_end_id;
+} h3_text_vision;
+
 struct h3_text_encoder {
     h3_backend *b;
     h3_text_encoder_config cfg;
@@ -49,6 +56,7 @@ struct h3_text_encoder {
     h3_tensor embed;
     layer_weights *layers; /* tap_layer entries */
     float *inv_freq;       /* head_dim/2 rotary frequencies */
+    h3_text_vision vis;    /* the vision tower and its token ids (FL2VA); vis.tower NULL: none */
 };
 
 /* ---- config -------------------------------------------------------------------- */
@@ -317,6 +325,68 @@ static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, c
     return load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);
 }
 
+/* ---- the vision tower (FL2VA) ------------------------------------------------------ */
+
+#define VISION_PROBE "model.visual.patch_embed.proj.weight"
+
+static h3_status_code load_config_of(const char *dir, h3_config **c, h3_status *status) {
+    char *path = g_build_filename(dir, "config.json", NULL);
+    h3_status_code rc = h3_config_load(path, c, status);
+    g_free(path);
+    return rc;
+}
+
+/* The top-level token ids that mark a vision block (config.json). */
+static h3_status_code read_vision_ids(const h3_config *c, int64_t vocab, h3_text_vision *vis, h3_status *status) {
+    const struct { const char *key; int32_t *dst; } ids[] = {
+        {"image_token_id", &vis->image_token_id},
+        {"video_token_id", &vis->video_token_id},
+        {"vision_start_token_id", &vis->vision_start_id},
+        {"vision_end_token_id", &vis->vision_end_id},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i++) {
+        int64_t v = 0;
+        h3_status_code rc = h3_config_int(c, ids[i].key, &v, status);
+        if (rc != H3_OK) return rc;
+        if (v < 0 || v >= vocab)
+            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld is outside the vocabulary [0, %lld)",
+                           h3_config_path(c), ids[i].key, (long long)v, (long long)vocab);
+        *ids[i].dst = (int32_t)v;
+    }
+    return H3_OK;
+}
+
+/* Loads the tower when the config describes one and the checkpoint holds
+ * it; a text-only checkpoint (no model.visual.*) loads without. */
+static h3_status_code load_vision(h3_text_encoder *te, const char *dir, const h3_checkpoint *ck, h3_status *status) {
+    h3_config *c = NULL;
+    h3_status_code rc = load_config_of(dir, &c, status);
+    if (rc != H3_OK) return rc;
+    h3_vision_config vc;
+    if (h3_config_has(c, "vision_config") && h3_checkpoint_find(ck, VISION_PROBE)) {
+        rc = read_vision_ids(c, te->cfg.vocab_size, &te->vis, status);
+        if (rc == H3_OK) rc = h3_vision_config_read(c, &vc, status);
+        if (rc == H3_OK && vc.out_hidden_size != te->cfg.hidden_size)
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: vision_config.out_hidden_size %lld differs from hidden_size %lld",
+                         h3_config_path(c), (long long)vc.out_hidden_size, (long long)te->cfg.hidden_size);
+        if (rc == H3_OK) rc = h3_vision_load(te->b, &vc, ck, &te->vis.tower, status);
+    }
+    h3_config_free(c);
+    return rc;
+}
+
+static h3_status_code dummy_add_vision(const char *dir, h3_checkpoint *ck, h3_status *status) {
+    h3_config *c = NULL;
+    h3_status_code rc = load_config_of(dir, &c, status);
+    h3_vision_config vc;
+    if (rc == H3_OK && h3_config_has(c, "vision_config")) {
+        rc = h3_vision_config_read(c, &vc, status);
+        if (rc == H3_OK) rc = h3_vision_dummy_add(&vc, ck, status);
+    }
+    h3_config_free(c);
+    return rc;
+}
+
 /* torch's fp32 inv_freq for theta 5e6 at exponents 2j/128, as torch 2.11
  * computes it on the CPU (docs/spec/h3-conditioner.md §3.3). glibc's powf differs by one ulp at
  * j = 19, so the table wins wherever an exponent falls on its grid. */
@@ -354,6 +424,7 @@ void h3_text_encoder_free(h3_text_encoder *te) {
         }
     free(te->layers);
     free(te->inv_freq);
+    h3_vision_free(te->vis.tower);
     free(te);
 }
 
@@ -374,6 +445,7 @@ static h3_status_code load_weights(h3_text_encoder *te, const char *dir, const h
     }
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++)
         rc = load_layer(te, ck, &info[1 + l * W_PER_LAYER], &te->layers[l], status);
+    if (rc == H3_OK) rc = load_vision(te, dir, ck, status);
     h3_checkpoint_close(own);
     free(info);
     return rc;
@@ -401,6 +473,7 @@ h3_status_code h3_text_encoder_dummy_checkpoint(const char *dir, int tap_layer, 
         rc = h3_checkpoint_dummy_add(ck, info[i].name, H3_ST_BF16, info[i].ndim, info[i].shape, lo, hi, status);
     }
     free(info);
+    if (rc == H3_OK) rc = dummy_add_vision(dir, ck, status);
     if (rc != H3_OK) {
         h3_checkpoint_close(ck);
         return rc;
@@ -553,9 +626,29 @@ static h3_status_code check_inputs(const h3_text_encoder *te, const int32_t *ids
     return H3_OK;
 }
 
-/* Embeds ids and runs the loaded layers with the given M-RoPE positions. */
+/* The image rows of an FL2VA forward: the merger outputs that replace their
+ * embeddings and the DeepStack features added after the first layers. */
+typedef struct vision_rows {
+    const h3_tensor *rows;      /* I32 [T]: the <|image_pad|> positions, in order */
+    const h3_tensor *embeds;    /* [T, D] */
+    const h3_tensor *deepstack; /* n_deepstack x [T, D] */
+    int n_deepstack;
+} vision_rows;
+
+/* x[rows] += feature (transformers _deepstack_process, in the compute dtype). */
+static void add_at_rows(h3_backend *b, h3_tensor *x, const vision_rows *vr, const h3_tensor *feature) {
+    size_t mark = h3_arena_mark(b);
+    h3_tensor t = h3_new_2d(b, x->dtype, h3_tensor_rows(feature), h3_tensor_cols(x));
+    h3_op_gather_rows(b, &t, x, vr->rows);
+    h3_op_add(b, &t, &t, feature);
+    h3_op_scatter_rows(b, x, &t, vr->rows);
+    h3_arena_reset(b, mark);
+}
+
+/* Embeds ids and runs the loaded layers with the given M-RoPE positions;
+ * vr (NULL: text only) places the vision features. */
 static h3_status_code forward_positions(h3_text_encoder *te, const int32_t *ids, const int32_t *const pos[3], int n,
-                                        h3_tensor *out, h3_status *status) {
+                                        const vision_rows *vr, h3_tensor *out, h3_status *status) {
     h3_backend *b = te->b;
     int64_t dh = te->cfg.head_dim;
     h3_status_code rc = h3_backend_check(b, status);
@@ -576,10 +669,14 @@ static h3_status_code forward_positions(h3_text_encoder *te, const int32_t *ids,
     h3_tensor x = h3_tensor_2d(out, n, te->cfg.hidden_size);
     if (rc == H3_OK) {
         h3_op_gather_rows(b, &x, &te->embed, &idx);
+        if (vr) h3_op_scatter_rows(b, &x, vr->embeds, vr->rows);
         rc = h3_backend_check(b, status);
     }
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++) {
         layer_forward(te, &te->layers[l], &x, &cos_t, &sin_t);
+        /* hidden_states[l + 1] is layer l's output as transformers records
+         * it, before the DeepStack add; the add feeds the next layer */
+        if (vr && l < vr->n_deepstack && l + 1 < te->tap_layer) add_at_rows(b, &x, vr, &vr->deepstack[l]);
         if ((rc = h3_backend_check(b, status)) != H3_OK) h3_status_prefix(status, "text encoder layer %d", l);
     }
     h3_arena_reset(b, mark);
@@ -595,7 +692,289 @@ h3_status_code h3_text_encoder_forward(h3_text_encoder *te, const int32_t *ids, 
     for (int i = 0; i < n; i++) arange[i] = i;
     /* Text only: get_rope_index gives the same arange on all three axes. */
     const int32_t *pos[3] = {arange, arange, arange};
-    rc = forward_positions(te, ids, pos, n, out, status);
+    rc = forward_positions(te, ids, pos, n, NULL, out, status);
     free(arange);
+    return rc;
+}
+
+/* ---- FL2VA: the presentation and its forward ------------------------------------- */
+
+int h3_text_encoder_has_vision(const h3_text_encoder *te) { return te->vis.tower != NULL; }
+
+void h3_text_presentation_clear(h3_text_presentation *p) {
+    if (!p) return;
+    free(p->ids);
+    free(p->tags);
+    free(p->mm_types);
+    free(p->positions);
+    free(p->pixel_values);
+    memset(p, 0, sizeof *p);
+}
+
+/* A growing token list with its tags. */
+typedef struct token_list {
+    int32_t *ids, *tags;
+    size_t n, cap;
+} token_list;
+
+static int token_list_add(token_list *t, const int32_t *ids, size_t n, int32_t tag) {
+    if (t->n + n > t->cap) {
+        size_t cap = (t->n + n) * 2 + 16;
+        int32_t *a = realloc(t->ids, cap * sizeof *a);
+        if (a) t->ids = a;
+        int32_t *b = realloc(t->tags, cap * sizeof *b);
+        if (b) t->tags = b;
+        if (!a || !b) return 0;
+        t->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t->ids[t->n + i] = ids[i];
+        t->tags[t->n + i] = tag;
+    }
+    t->n += n;
+    return 1;
+}
+
+static int token_list_repeat(token_list *t, int32_t id, int64_t count, int32_t tag) {
+    for (int64_t i = 0; i < count; i++)
+        if (!token_list_add(t, &id, 1, tag)) return 0;
+    return 1;
+}
+
+/* tok(text) appended with tag. */
+static h3_status_code add_text(token_list *t, const h3_tokenizer *tok, const char *text, int32_t tag,
+                               h3_status *status) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    h3_status_code rc = h3_tokenizer_encode(tok, text, &ids, &n, status);
+    if (rc == H3_OK && !token_list_add(t, ids, n, tag))
+        rc = h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory for the presentation");
+    free(ids);
+    return rc;
+}
+
+static const char *const vision_specials[] = {"<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+                                              "<|image_pad|>", "<|video_pad|>"};
+
+/* The prompt alone, tokenized, may hold no vision special token: a keyframe
+ * is passed as an image, never as tokens. */
+static h3_status_code check_prompt_tokens(const h3_text_encoder *te, const h3_tokenizer *tok, const int32_t *ids,
+                                          size_t n, h3_status *status) {
+    const h3_text_vision *v = &te->vis;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = NULL;
+        for (size_t k = 0; k < G_N_ELEMENTS(vision_specials) && !name; k++)
+            if (ids[i] == h3_tokenizer_token_to_id(tok, vision_specials[k])) name = vision_specials[k];
+        if (!name && v->tower && (ids[i] == v->image_token_id || ids[i] == v->video_token_id ||
+                                  ids[i] == v->vision_start_id || ids[i] == v->vision_end_id))
+            name = h3_tokenizer_id_to_token(tok, ids[i]);
+        if (name)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                           "prompt: contains the vision special token %s (id %d, token %zu); keyframes are passed as "
+                           "images, not as tokens, so remove it from the prompt",
+                           name, ids[i], i);
+    }
+    return H3_OK;
+}
+
+/* The special ids of a vision block, from the tokenizer (as diffusers takes
+ * them), which must agree with the checkpoint's config. */
+static h3_status_code block_ids(const h3_text_encoder *te, const h3_tokenizer *tok, int32_t ids[3],
+                                h3_status *status) {
+    const char *names[3] = {"<|vision_start|>", "<|image_pad|>", "<|vision_end|>"};
+    const int32_t want[3] = {te->vis.vision_start_id, te->vis.image_token_id, te->vis.vision_end_id};
+    for (int i = 0; i < 3; i++) {
+        ids[i] = h3_tokenizer_token_to_id(tok, names[i]);
+        if (ids[i] != want[i])
+            return h3_fail(status, H3_ERR_FORMAT,
+                           "tokenizer: %s is id %d but the text encoder's config says %d; the tokenizer and the "
+                           "checkpoint do not belong together",
+                           names[i], ids[i], want[i]);
+    }
+    return H3_OK;
+}
+
+/* Each keyframe through the processor, its pixel rows stacked. */
+static h3_status_code process_keyframes(const h3_text_encoder *te, const h3_image_processor_config *proc,
+                                        const h3_rgb_image *kf, int n, h3_text_presentation *p, h3_status *status) {
+    float *pix[H3_TEXT_MAX_KEYFRAMES] = {0};
+    h3_status_code rc = H3_OK;
+    int64_t rows = 0, cols = (int64_t)3 * proc->temporal_patch_size * proc->patch_size * proc->patch_size;
+    for (int i = 0; i < n && rc == H3_OK; i++) {
+        rc = h3_image_process(proc, &kf[i], &pix[i], p->grid_thw[i], status);
+        if (rc != H3_OK) h3_status_prefix(status, "keyframe %d of %d", i + 1, n);
+        else if (h3_vision_tokens(te->vis.tower, p->grid_thw[i]) < 0)
+            rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "keyframe %d: grid [%lld, %lld, %lld] does not fit the tower", i,
+                         (long long)p->grid_thw[i][0], (long long)p->grid_thw[i][1], (long long)p->grid_thw[i][2]);
+        else rows += p->grid_thw[i][0] * p->grid_thw[i][1] * p->grid_thw[i][2];
+    }
+    const h3_vision_config *vc = h3_vision_get_config(te->vis.tower);
+    if (rc == H3_OK && cols != vc->in_channels * vc->temporal_patch_size * vc->patch_size * vc->patch_size)
+        rc = h3_fail(status, H3_ERR_FORMAT, "image processor: %lld values per patch, the vision tower takes %lld",
+                     (long long)cols, (long long)(vc->in_channels * vc->temporal_patch_size * vc->patch_size * vc->patch_size));
+    if (rc == H3_OK && !(p->pixel_values = malloc((size_t)(rows * cols) * sizeof(float))))
+        rc = h3_fail(status, H3_ERR_NO_MEMORY, "keyframes: no host memory for %lld pixel rows", (long long)rows);
+    for (int i = 0, r = 0; i < n && rc == H3_OK; i++) {
+        int64_t ri = p->grid_thw[i][0] * p->grid_thw[i][1] * p->grid_thw[i][2];
+        memcpy(p->pixel_values + (size_t)r * cols, pix[i], (size_t)(ri * cols) * sizeof(float));
+        r += (int)ri;
+    }
+    for (int i = 0; i < n; i++) free(pix[i]);
+    p->n_images = rc == H3_OK ? n : 0;
+    p->pixel_rows = rows;
+    p->pixel_cols = cols;
+    return rc;
+}
+
+/* get_rope_index: text runs count up one by one; an image block of merged
+ * grid (t, h', w') starting where the next text position would be, s, gets
+ * (s + t, s + r, s + c) in raster order, and the text after it resumes at
+ * s + max(t, h', w'). */
+static void rope_positions(const h3_text_encoder *te, h3_text_presentation *p) {
+    int32_t *T = p->positions, *Hp = T + p->n, *Wp = Hp + p->n;
+    int64_t next = 0, m = te->vis.tower ? h3_vision_get_config(te->vis.tower)->spatial_merge_size : 1;
+    int img = 0;
+    for (int i = 0; i < p->n;) {
+        if (p->mm_types[i] != 1 || img >= p->n_images) {
+            T[i] = Hp[i] = Wp[i] = (int32_t)next++;
+            i++;
+            continue;
+        }
+        int64_t gt = p->grid_thw[img][0], gh = p->grid_thw[img][1] / m, gw = p->grid_thw[img][2] / m, s = next;
+        for (int64_t t = 0; t < gt; t++)
+            for (int64_t r = 0; r < gh; r++)
+                for (int64_t c = 0; c < gw; c++, i++) {
+                    T[i] = (int32_t)(s + t);
+                    Hp[i] = (int32_t)(s + r);
+                    Wp[i] = (int32_t)(s + c);
+                }
+        int64_t span = gt > gh ? gt : gh;
+        next = s + (span > gw ? span : gw);
+        img++;
+    }
+}
+
+/* The token list with a label and a vision block per keyframe, then the prompt. */
+static h3_status_code build_tokens(const h3_text_encoder *te, const h3_tokenizer *tok, const char *prompt,
+                                   h3_text_presentation *p, token_list *t, h3_status *status) {
+    int32_t block[3];
+    h3_status_code rc = p->n_images ? block_ids(te, tok, block, status) : H3_OK;
+    int64_t m = p->n_images ? h3_vision_get_config(te->vis.tower)->spatial_merge_size : 1;
+    for (int i = 0; i < p->n_images && rc == H3_OK; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "<Picture %d>: ", i + 1);
+        int64_t pads = p->grid_thw[i][0] * p->grid_thw[i][1] * p->grid_thw[i][2] / (m * m);
+        rc = add_text(t, tok, label, H3_TEXT_TAG_TEXT, status);
+        if (rc == H3_OK && !(token_list_add(t, &block[0], 1, H3_TEXT_TAG_VISION) &&
+                             token_list_repeat(t, block[1], pads, H3_TEXT_TAG_VISION) &&
+                             token_list_add(t, &block[2], 1, H3_TEXT_TAG_VISION)))
+            rc = h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory for the presentation");
+    }
+    size_t before = t->n;
+    if (rc == H3_OK) rc = add_text(t, tok, prompt, H3_TEXT_TAG_TEXT, status);
+    if (rc == H3_OK) rc = check_prompt_tokens(te, tok, t->ids + before, t->n - before, status);
+    if (rc == H3_OK && t->n == 0)
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt: produced no tokens (an empty prompt needs a keyframe)");
+    if (rc == H3_OK && (int64_t)t->n > te->cfg.max_positions)
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt: the presentation has %zu tokens, over %lld", t->n,
+                     (long long)te->cfg.max_positions);
+    return rc;
+}
+
+/* mm_token_type_ids and positions of the finished token list. */
+static h3_status_code finish_rows(const h3_text_encoder *te, h3_text_presentation *p, h3_status *status) {
+    p->mm_types = malloc((size_t)p->n * sizeof *p->mm_types);
+    p->positions = malloc((size_t)p->n * 3 * sizeof *p->positions);
+    if (!p->mm_types || !p->positions)
+        return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory for the presentation");
+    for (int i = 0; i < p->n; i++) {
+        int32_t id = p->ids[i];
+        p->mm_types[i] = te->vis.tower && id == te->vis.image_token_id ? 1
+                       : te->vis.tower && id == te->vis.video_token_id ? 2
+                                                                       : 0;
+    }
+    rope_positions(te, p);
+    return H3_OK;
+}
+
+h3_status_code h3_text_presentation_build(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                          const h3_image_processor_config *proc, const char *prompt,
+                                          const h3_rgb_image *keyframes, int n_keyframes, h3_text_presentation *out,
+                                          h3_status *status) {
+    memset(out, 0, sizeof *out);
+    if (!prompt) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt: missing");
+    if (n_keyframes < 0 || n_keyframes > H3_TEXT_MAX_KEYFRAMES || (n_keyframes && (!keyframes || !proc)))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: %d keyframes; want 0..%d, with pixels and a "
+                       "processor config", n_keyframes, H3_TEXT_MAX_KEYFRAMES);
+    if (n_keyframes && !te->vis.tower)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "keyframes need a vision tower, and this text encoder checkpoint has none (no vision_config or "
+                       "no model.visual.* tensors)");
+    h3_status_code rc = n_keyframes ? process_keyframes(te, proc, keyframes, n_keyframes, out, status) : H3_OK;
+    token_list t = {0};
+    if (rc == H3_OK) rc = build_tokens(te, tok, prompt, out, &t, status);
+    out->ids = t.ids;
+    out->tags = t.tags;
+    out->n = (int)t.n;
+    if (rc == H3_OK) rc = finish_rows(te, out, status);
+    if (rc != H3_OK) h3_text_presentation_clear(out);
+    return rc;
+}
+
+/* The <|image_pad|> rows, which must be as many as the images' tokens. */
+static h3_status_code image_rows(const h3_text_encoder *te, const h3_text_presentation *p, int32_t **rows, int *n,
+                                 h3_status *status) {
+    int64_t want = 0;
+    int count = 0;
+    for (int i = 0; i < p->n_images; i++) want += h3_vision_tokens(te->vis.tower, p->grid_thw[i]);
+    for (int i = 0; i < p->n; i++) count += p->ids[i] == te->vis.image_token_id;
+    if (count != want)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "text encoder: %d image tokens in the presentation but the %d images give %lld features", count,
+                       p->n_images, (long long)want);
+    *rows = malloc((size_t)(count > 0 ? count : 1) * sizeof **rows);
+    if (!*rows) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
+    *n = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->ids[i] == te->vis.image_token_id) (*rows)[(*n)++] = i;
+    return H3_OK;
+}
+
+/* The vision features of p's images and the rows they go to, in the arena. */
+static h3_status_code run_vision(h3_text_encoder *te, const h3_text_presentation *p, h3_tensor *rows,
+                                 h3_tensor *embeds, h3_tensor *deepstack, h3_status *status) {
+    h3_backend *b = te->b;
+    const h3_vision_config *vc = h3_vision_get_config(te->vis.tower);
+    int32_t *host = NULL;
+    int n = 0;
+    h3_status_code rc = image_rows(te, p, &host, &n, status);
+    if (rc != H3_OK) return rc;
+    h3_dtype dt = h3_backend_compute_dtype(b);
+    *rows = h3_new_1d(b, H3_I32, n);
+    *embeds = h3_new_2d(b, dt, n, te->cfg.hidden_size);
+    for (int k = 0; k < vc->n_deepstack; k++) deepstack[k] = h3_new_2d(b, dt, n, te->cfg.hidden_size);
+    rc = h3_backend_check(b, status);
+    if (rc == H3_OK) rc = h3_tensor_upload_i32(b, rows, host, status);
+    free(host);
+    if (rc == H3_OK)
+        rc = h3_vision_forward(te->vis.tower, p->pixel_values, (const int64_t(*)[3])p->grid_thw, p->n_images, embeds,
+                               deepstack, status);
+    return rc;
+}
+
+h3_status_code h3_text_encoder_encode(h3_text_encoder *te, const h3_text_presentation *p, h3_tensor *out,
+                                      h3_status *status) {
+    h3_status_code rc = check_inputs(te, p->ids, p->n, out, status);
+    if (rc != H3_OK) return rc;
+    const int32_t *pos[3] = {p->positions, p->positions + p->n, p->positions + 2 * p->n};
+    if (p->n_images == 0) return forward_positions(te, p->ids, pos, p->n, NULL, out, status);
+    if (!te->vis.tower)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "text encoder: the presentation has keyframes but no vision tower");
+    size_t mark = h3_arena_mark(te->b);
+    h3_tensor rows, embeds, deepstack[H3_VISION_MAX_DEEPSTACK];
+    rc = run_vision(te, p, &rows, &embeds, deepstack, status);
+    vision_rows vr = {&rows, &embeds, deepstack, h3_vision_get_config(te->vis.tower)->n_deepstack};
+    if (rc == H3_OK) rc = forward_positions(te, p->ids, pos, p->n, &vr, out, status);
+    h3_arena_reset(te->b, mark);
     return rc;
 }

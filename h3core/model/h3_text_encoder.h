@@ -13,6 +13,8 @@
 #include "backend/h3_backend.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_status.h"
+#include "model/h3_image.h"
+#include "model/h3_tokenizer.h"
 #include "parallel/h3_tp.h"
 
 #ifdef __cplusplus
@@ -81,6 +83,59 @@ const h3_text_encoder_config *h3_text_encoder_get_config(const h3_text_encoder *
  * (text only). */
 h3_status_code h3_text_encoder_forward(h3_text_encoder *te, const int32_t *ids, int n, h3_tensor *out,
                                        h3_status *status);
+
+/* ---- FL2VA: keyframes in the presentation (docs/spec/h3-conditioner.md §2.1, §5) ----
+ *
+ * The conditioner's input for one request, built on the host:
+ *   for each keyframe i (packed order: first, then last; a lone last one is
+ *   picture 1): tok("<Picture i>: ") <|vision_start|> <|image_pad|>·N_i <|vision_end|>
+ *   then tok(prompt), each segment tokenized on its own.
+ * With no keyframe it is tok(prompt) alone (T2VA). The engine allocates the
+ * [n, hidden] output from p.n and runs h3_text_encoder_encode. */
+#define H3_TEXT_MAX_KEYFRAMES 2
+
+/* H3's per-row modality tags of the conditioner output (the DiT layout's
+ * text_token_tags): a vision block's rows are tagged as video. */
+enum { H3_TEXT_TAG_VISION = 0, H3_TEXT_TAG_TEXT = 1 };
+
+typedef struct h3_text_presentation {
+    int n;              /* L, rows of the hidden state */
+    int32_t *ids;       /* [L] input_ids */
+    int32_t *tags;      /* [L] H3 tags: 1 text, 0 <|vision_start|> / <|image_pad|> / <|vision_end|> */
+    int32_t *mm_types;  /* [L] Qwen mm_token_type_ids: 1 <|image_pad|>, 2 <|video_pad|>, else 0 */
+    int32_t *positions; /* [3·L] M-RoPE positions, axis-major (T row, H row, W row) */
+    int n_images;
+    int64_t grid_thw[H3_TEXT_MAX_KEYFRAMES][3];
+    float *pixel_values; /* [Σ t·h·w, 3·tp·ps²] the processor's patches, images stacked */
+    int64_t pixel_rows, pixel_cols;
+} h3_text_presentation;
+
+/* 1 when the loaded checkpoint has a vision tower (config vision_config and
+ * the model.visual.* tensors), so it can take keyframes. */
+int h3_text_encoder_has_vision(const h3_text_encoder *te);
+
+/* Builds the presentation of prompt with n_keyframes (0..2) keyframes that
+ * are already on the canvas (h3_image_fit_keyframe), run through the image
+ * processor `proc` (processor/preprocessor_config.json; unused and may be
+ * NULL without keyframes). A prompt whose tokens include a vision special
+ * token (<|vision_start|>, <|vision_end|>, <|vision_pad|>, <|image_pad|>,
+ * <|video_pad|>) is an H3_ERR_INVALID_ARGUMENT naming it; keyframes with a
+ * checkpoint without a vision tower are H3_ERR_UNSUPPORTED; a presentation of
+ * no tokens is H3_ERR_INVALID_ARGUMENT. On error *out is left cleared. */
+h3_status_code h3_text_presentation_build(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                          const h3_image_processor_config *proc, const char *prompt,
+                                          const h3_rgb_image *keyframes, int n_keyframes, h3_text_presentation *out,
+                                          h3_status *status);
+void h3_text_presentation_clear(h3_text_presentation *p);
+
+/* The hidden state of a presentation: out [p->n, hidden] (caller-allocated,
+ * compute dtype). The vision tower's merger outputs replace the
+ * <|image_pad|> rows' embeddings, in order; its DeepStack features are added
+ * to those rows after decoder layers 0..n_deepstack-1; the M-RoPE positions
+ * are p->positions. Under tensor parallelism all ranks call it together with
+ * the same presentation (each runs the whole vision tower). */
+h3_status_code h3_text_encoder_encode(h3_text_encoder *te, const h3_text_presentation *p, h3_tensor *out,
+                                      h3_status *status);
 
 #ifdef __cplusplus
 }

@@ -73,6 +73,7 @@ const char *h3_comm_group_name(const h3_comm_group *g) { return g->ops->name; }
 void h3_comm_group_set_timeout(h3_comm_group *g, double seconds) { g->timeout = seconds > 0 ? seconds : DEFAULT_TIMEOUT_SECONDS; }
 
 int h3_comm_rank(const h3_comm *c) { return c->rank; }
+void h3_comm_traffic_get(const h3_comm *c, h3_comm_traffic *out) { *out = c->traffic; }
 int h3_comm_size(const h3_comm *c) { return c->group->size; }
 h3_comm_group *h3_comm_get_group(h3_comm *c) { return c->group; }
 
@@ -134,6 +135,7 @@ h3_status_code h3_comm_group_reset(h3_comm_group *g, h3_status *status) {
     g->device_aborted = 0;
     for (int r = 0; r < g->size; r++) {
         g->ranks[r].calls = 0;
+        memset(&g->ranks[r].traffic, 0, sizeof g->ranks[r].traffic);
         g->present[r] = 0;
     }
     pthread_mutex_unlock(&g->lock);
@@ -279,6 +281,7 @@ static h3_status_code enter(h3_comm *c, h3_backend *b, h3_comm_slot *slot, const
         if (status) *status = why;
         return why.code;
     }
+    if (g->ops->solo) return H3_OK; /* no other rank runs */
     return h3_comm_rendezvous(c, slot, status);
 }
 
@@ -299,6 +302,8 @@ h3_status_code h3_comm_all_reduce_sum(h3_comm *c, h3_backend *b, h3_tensor *t, h
     h3_comm_slot s = tensor_slot(H3_CALL_ALL_REDUCE, t, 0);
     h3_status_code rc = enter(c, b, &s, t, status);
     if (rc != H3_OK) return rc;
+    c->traffic.all_reduce_calls++;
+    c->traffic.all_reduce_bytes += s.bytes;
     return finish(c, c->group->ops->all_reduce_sum(c, b, t, status), status);
 }
 
@@ -306,6 +311,8 @@ h3_status_code h3_comm_all_gather(h3_comm *c, h3_backend *b, h3_tensor *t, h3_st
     h3_comm_slot s = tensor_slot(H3_CALL_ALL_GATHER, t, 0);
     h3_status_code rc = enter(c, b, &s, t, status);
     if (rc != H3_OK) return rc;
+    c->traffic.all_gather_calls++;
+    c->traffic.all_gather_bytes += s.bytes;
     return finish(c, c->group->ops->all_gather(c, b, t, status), status);
 }
 
@@ -320,6 +327,8 @@ h3_status_code h3_comm_broadcast(h3_comm *c, h3_backend *b, h3_tensor *t, int ro
     }
     h3_status_code rc = enter(c, b, &s, t, status);
     if (rc != H3_OK) return rc;
+    c->traffic.broadcast_calls++;
+    c->traffic.broadcast_bytes += s.bytes;
     return finish(c, c->group->ops->broadcast(c, b, t, root, status), status);
 }
 
@@ -333,8 +342,9 @@ h3_status_code h3_comm_exchange(h3_comm *c, const void *mine, void *all, size_t 
     h3_status_code rc = enter(c, NULL, &s, NULL, status);
     if (rc != H3_OK) return rc;
     h3_comm_group *g = c->group;
-    for (int r = 0; r < g->size; r++) memcpy((char *)all + (size_t)r * bytes, g->slots[r].data, bytes);
-    h3_comm_complete(c);
+    for (int r = 0; r < g->size; r++)
+        memcpy((char *)all + (size_t)r * bytes, g->ops->solo ? mine : g->slots[r].data, bytes);
+    if (!g->ops->solo) h3_comm_complete(c);
     return H3_OK;
 }
 

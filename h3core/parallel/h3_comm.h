@@ -55,6 +55,16 @@ h3_status_code h3_comm_group_create_nccl(int size, const int *devices, h3_comm_g
 /* For measuring ranks (backend/measure/, the memory plan): the rendezvous of
  * every collective, and no data moved. */
 h3_status_code h3_comm_group_create_measure(int size, h3_comm_group **out, h3_status *status);
+/* A projection of a group of `size` ranks onto one device: rank 0 runs
+ * alone, holding its shard of everything, and each collective is replaced
+ * by a device copy of the bytes it would move (an all-reduce copies its
+ * tensor once, an all-gather the chunks of the other ranks, a broadcast the
+ * whole tensor on the ranks that receive it). What a rank of a real group
+ * computes is then timed on one GPU; the link time is not, it is computed
+ * from h3_comm_traffic by whoever assumes a bandwidth. Rank 0's data is not
+ * the group's result (the other ranks' partial sums are missing): for
+ * timing and traffic only. */
+h3_status_code h3_comm_group_create_projection(int size, h3_comm_group **out, h3_status *status);
 /* Whether this build has the NCCL implementation. */
 int h3_comm_have_nccl(void);
 void h3_comm_group_destroy(h3_comm_group *g);
@@ -78,6 +88,17 @@ h3_status_code h3_comm_group_reset(h3_comm_group *g, h3_status *status);
 void h3_comm_group_inject_fault(h3_comm_group *g, int rank, long call);
 
 /* ---- one rank --------------------------------------------------------------- */
+/* What a rank's collectives carried since the group was made or reset: the
+ * calls and the bytes of their tensors (an all-gather counts the whole
+ * gathered tensor). The bytes a ring algorithm puts on each link follow from
+ * these: 2·(N−1)/N of an all-reduce's, (N−1)/N of an all-gather's. */
+typedef struct h3_comm_traffic {
+    uint64_t all_reduce_calls, all_reduce_bytes;
+    uint64_t all_gather_calls, all_gather_bytes;
+    uint64_t broadcast_calls, broadcast_bytes;
+} h3_comm_traffic;
+void h3_comm_traffic_get(const h3_comm *c, h3_comm_traffic *out);
+
 int h3_comm_rank(const h3_comm *c);
 int h3_comm_size(const h3_comm *c);
 h3_comm_group *h3_comm_get_group(h3_comm *c);

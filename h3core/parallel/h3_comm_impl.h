@@ -32,6 +32,10 @@ typedef struct h3_comm_slot {
 
 typedef struct h3_comm_ops {
     const char *name;
+    /* Non-zero: rank 0 stands for the whole group and is the only rank that
+     * runs (a projection, h3_comm_project.c): no rendezvous, and an exchange
+     * hands every rank's slot rank 0's record. */
+    int solo;
     /* May this rank's backend and tensor take part? Runs before the
      * rendezvous, so a refusal fails the group cleanly. NULL: always. */
     h3_status_code (*check)(h3_comm *c, h3_backend *b, h3_comm_call kind, const h3_tensor *t, h3_status *status);
@@ -51,6 +55,7 @@ struct h3_comm {
     h3_comm_group *group;
     int rank;
     long calls;
+    h3_comm_traffic traffic; /* written by this rank's thread only */
 };
 
 struct h3_comm_group {

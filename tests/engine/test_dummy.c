@@ -565,18 +565,22 @@ static void test_release_text_encoder(const char *dir) {
     GHashTable *index = read_index(index_rel, &total);
     const char *missing;
     size_t named = in_index(c, index, &missing);
-    /* every language-model tensor of the tapped layers, and nothing else */
-    size_t wanted = 0;
+    /* every language-model tensor of the tapped layers, the vision tower
+     * (FL2VA keyframes), and nothing else */
+    size_t wanted = 0, visual = 0;
     GHashTableIter it;
     gpointer key;
     g_hash_table_iter_init(&it, index);
     while (g_hash_table_iter_next(&it, &key, NULL)) {
         int layer = -1;
         if (sscanf(key, "model.language_model.layers.%d.", &layer) == 1 && layer < tap) wanted++;
+        if (g_str_has_prefix(key, "model.visual.")) visual++;
     }
-    CHECK(named == h3_checkpoint_count(c) && named == 1 + wanted && wanted == (size_t)tap * 11,
-          "%s: %zu dummy tensors, %zu in the index, %zu tapped-layer tensors there; first stranger '%s'", dir,
-          h3_checkpoint_count(c), named, wanted, missing ? missing : "-");
+    CHECK(named == h3_checkpoint_count(c) && named == 1 + wanted + visual && wanted == (size_t)tap * 11 &&
+              visual == 351,
+          "%s: %zu dummy tensors, %zu in the index, %zu tapped-layer and %zu vision tensors there; first stranger "
+          "'%s'",
+          dir, h3_checkpoint_count(c), named, wanted, visual, missing ? missing : "-");
     has_shape(c, "model.language_model.embed_tokens.weight", H3_ST_BF16, 2, (int64_t[]){151936, 5120});
     has_shape(c, "model.language_model.layers.49.self_attn.q_proj.weight", H3_ST_BF16, 2, (int64_t[]){8192, 5120});
     has_shape(c, "model.language_model.layers.49.self_attn.k_proj.weight", H3_ST_BF16, 2, (int64_t[]){1024, 5120});

@@ -28,8 +28,11 @@
 #include "h3_test.h"
 #include "h3_test_golden.h"
 #include "h3_test_capture.h"
+#include "model/h3_image.h"
 #include "model/h3_text_encoder.h"
+#include "model/h3_tokenizer.h"
 #include "model/h3_video_vae.h"
+#include "model/h3_vision.h"
 
 #define BF16_TOLERANCE 1e-2
 #define F32_TOLERANCE 1e-4
@@ -186,6 +189,134 @@ static void test_text_encoder(void) {
     free(want);
     h3_st_close(f);
     h3_text_encoder_free(te);
+}
+
+/* The golden keyframe (on the 64x32 canvas) twice: FL2VA first + last. */
+static int fl2va_keyframes(h3_st_file *f, h3_rgb_image kf[2]) {
+    const h3_st_tensor *t = f ? h3_st_find(f, "fl2va.keyframe_uint8") : NULL;
+    if (!t || t->dtype != H3_ST_U8 || t->ndim != 3) return 0;
+    kf[0] = (h3_rgb_image){(int)t->shape[1], (int)t->shape[0], (size_t)t->shape[1] * 3, (uint8_t *)t->data};
+    kf[1] = kf[0];
+    return 1;
+}
+
+/* The vision tower alone on one and two keyframes, against the CPU float32
+ * reference on the same weights: merger and DeepStack outputs. */
+static void test_vision_tower(void) {
+    h3_status st = {0};
+    h3_backend *cpu = NULL;
+    h3_checkpoint *ck = NULL;
+    h3_config *c = NULL;
+    h3_vision_config vc;
+    h3_vision *vg = NULL, *vr = NULL;
+    h3_st_file *f = open_golden("text_encoder");
+    h3_image_processor_config proc;
+    h3_rgb_image kf[2];
+    const char *dir = h3_test_data("models/tiny-h3/text_encoder");
+    char *cfg_path = g_build_filename(dir, "config.json", NULL);
+    h3_status_code rc = h3_backend_cpu_create(2, &cpu, &st);
+    if (rc == H3_OK) rc = h3_config_load(cfg_path, &c, &st);
+    if (rc == H3_OK) rc = h3_vision_config_read(c, &vc, &st);
+    if (rc == H3_OK) rc = h3_checkpoint_open(dir, &ck, &st);
+    if (rc == H3_OK) rc = h3_vision_load(gpu, &vc, ck, &vg, &st);
+    if (rc == H3_OK) rc = h3_vision_load(cpu, &vc, ck, &vr, &st);
+    if (rc == H3_OK) rc = h3_image_processor_config_load(h3_test_data("models/tiny-h3/processor"), &proc, &st);
+    if (rc == H3_OK && !fl2va_keyframes(f, kf)) rc = h3_fail(&st, H3_ERR_NOT_FOUND, "fl2va.keyframe_uint8");
+    CHECK(rc == H3_OK, "vision tower setup: %s", st.message);
+    float *pv = NULL;
+    int64_t grid[2][3];
+    if (rc == H3_OK) rc = h3_image_process(&proc, &kf[0], &pv, grid[0], &st);
+    for (int n_img = 1; n_img <= 2 && rc == H3_OK; n_img++) {
+        memcpy(grid[1], grid[0], sizeof grid[0]);
+        int64_t rows = grid[0][0] * grid[0][1] * grid[0][2], tokens = n_img * h3_vision_tokens(vg, grid[0]);
+        float *pix = malloc((size_t)(n_img * rows * 1536) * sizeof *pix);
+        for (int i = 0; i < n_img; i++) memcpy(pix + i * rows * 1536, pv, (size_t)(rows * 1536) * sizeof *pix);
+        int64_t O = vc.out_hidden_size;
+        size_t n_out = (size_t)(tokens * O);
+        float *got = malloc(n_out * sizeof *got), *want = malloc(n_out * sizeof *want);
+        for (int k = 0; k <= vc.n_deepstack && rc == H3_OK; k++) {
+            h3_backend *bs[2] = {gpu, cpu};
+            h3_vision *vs[2] = {vg, vr};
+            float *dst[2] = {got, want};
+            for (int j = 0; j < 2 && rc == H3_OK; j++) {
+                h3_dtype dt = h3_backend_compute_dtype(bs[j]);
+                size_t mark = h3_arena_mark(bs[j]);
+                h3_tensor e = h3_new_2d(bs[j], dt, tokens, O), d[H3_VISION_MAX_DEEPSTACK];
+                for (int q = 0; q < vc.n_deepstack; q++) d[q] = h3_new_2d(bs[j], dt, tokens, O);
+                rc = h3_vision_forward(vs[j], pix, (const int64_t(*)[3])grid, n_img, &e, d, &st);
+                if (rc == H3_OK) rc = h3_tensor_download_f32(bs[j], k ? &d[k - 1] : &e, dst[j], &st);
+                h3_arena_reset(bs[j], mark);
+            }
+            CHECK(rc == H3_OK, "vision forward: %s", st.message);
+            if (rc != H3_OK) break;
+            double err = h3_test_rel_l2(got, want, n_out);
+            printf("gpu vision tower (%s), %d keyframe(s), %s: rel L2 %.3e\n", mode_name(), n_img,
+                   k ? "deepstack" : "merger", err);
+            CHECK(err <= (exact ? F32_TOLERANCE : BF16_TOLERANCE), "vision tower (%s) output %d rel L2 %.3e",
+                  mode_name(), k, err);
+        }
+        free(got);
+        free(want);
+        free(pix);
+    }
+    free(pv);
+    g_free(cfg_path);
+    h3_vision_free(vg);
+    h3_vision_free(vr);
+    h3_checkpoint_close(ck);
+    h3_config_free(c);
+    h3_st_close(f);
+    if (cpu) h3_backend_destroy(cpu);
+}
+
+/* The FL2VA conditioner end to end (presentation, vision tower, image rows,
+ * DeepStack, 50 layers) against the float32 golden fl2va.prompt_embeds. */
+static void test_text_encoder_fl2va(void) {
+    h3_status st = {0};
+    h3_text_encoder *te = NULL;
+    h3_tokenizer *tok = NULL;
+    h3_image_processor_config proc;
+    h3_text_presentation p = {0};
+    h3_rgb_image kf[2];
+    h3_st_file *f = open_golden("text_encoder");
+    h3_status_code rc = h3_text_encoder_load(gpu, h3_test_data("models/tiny-h3/text_encoder"), 50, &te, &st);
+    if (rc == H3_OK) rc = h3_tokenizer_load(h3_test_data("models/tiny-h3/tokenizer"), &tok, &st);
+    if (rc == H3_OK) rc = h3_image_processor_config_load(h3_test_data("models/tiny-h3/processor"), &proc, &st);
+    if (rc == H3_OK && !fl2va_keyframes(f, kf)) rc = h3_fail(&st, H3_ERR_NOT_FOUND, "fl2va.keyframe_uint8");
+    if (rc == H3_OK) rc = h3_text_presentation_build(te, tok, &proc, "a robot dancing", kf, 1, &p, &st);
+    CHECK(rc == H3_OK, "fl2va setup: %s", st.message);
+    size_t ne = 0;
+    float *want = rc == H3_OK ? read_golden(f, "fl2va.prompt_embeds", &ne) : NULL;
+    if (want && ne == (size_t)p.n * (size_t)h3_text_encoder_hidden_size(te)) {
+        int D = h3_text_encoder_hidden_size(te);
+        size_t mark = h3_arena_mark(gpu);
+        h3_tensor out = h3_new_2d(gpu, h3_backend_compute_dtype(gpu), p.n, D);
+        float *got = malloc(ne * sizeof *got);
+        rc = h3_text_encoder_encode(te, &p, &out, &st);
+        if (rc == H3_OK) rc = h3_tensor_download_f32(gpu, &out, got, &st);
+        CHECK(rc == H3_OK, "fl2va encode: %s", st.message);
+        if (rc == H3_OK) {
+            double e = h3_test_rel_l2(got, want, ne), worst = 1;
+            for (int r = 0; r < p.n; r++) {
+                double cs = h3_test_cosine(got + (size_t)r * D, want + (size_t)r * D, (size_t)D);
+                worst = cs < worst ? cs : worst;
+            }
+            printf("gpu text encoder fl2va (%s): rel L2 %.3e, min row cosine %.6f\n", mode_name(), e, worst);
+            /* bf16: the t2va bound (fifty bf16 layers) plus the tower's rows; cosine a little looser */
+            CHECK(e <= (exact ? F32_TOLERANCE : TEXT_BF16_TOLERANCE), "fl2va text encoder (%s) rel L2 %.3e",
+                  mode_name(), e);
+            CHECK(exact || worst >= 0.998, "fl2va text encoder (bf16) min row cosine %.6f", worst);
+        }
+        free(got);
+        h3_arena_reset(gpu, mark);
+    } else if (want) {
+        CHECK(0, "fl2va golden has %zu values, the presentation %d rows", ne, p.n);
+    }
+    free(want);
+    h3_text_presentation_clear(&p);
+    h3_tokenizer_free(tok);
+    h3_text_encoder_free(te);
+    h3_st_close(f);
 }
 
 static void test_video_vae(void) {
@@ -457,6 +588,8 @@ int main(void) {
             break;
         }
         test_text_encoder();
+        test_vision_tower();
+        test_text_encoder_fl2va();
         test_dit();
         test_video_vae();
         test_audio_vae();

@@ -20,6 +20,7 @@
 #include "engine/h3_engine.h"
 #include "model/h3_dit.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
 
 #define VSA_ADAPTER "adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"
 
@@ -299,7 +300,191 @@ static void test_errors(void) {
     CHECK(h3_memory_plan_make(NULL, &r, &plan, &st) == H3_ERR_INVALID_ARGUMENT, "no options");
 }
 
+/* Freeing the text encoder after encoding and loading it again: on a CPU
+ * engine (forced, h3_engine_force_text_release), the clips are identical to
+ * those with it resident, request after request, with the files and with
+ * dummy weights; after a request the engine holds the other weights only. */
+static void check_release(h3_load_format format, const char *devices) {
+    char what[96];
+    snprintf(what, sizeof what, "text release, %s, devices=%s", format == H3_LOAD_DUMMY ? "dummy" : "files",
+             devices);
+    h3_engine_options o = options_for(0, devices, H3_COMPUTE_CPU);
+    o.load_format = format;
+    h3_request r = request_for(&SIZES[0], 0);
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "%s: open: %s", what, st.message);
+        return;
+    }
+    h3_memory_device at_open;
+    h3_engine_memory(e, 0, &at_open, &st);
+    h3_test_capture keep = {0}, c[2];
+    memset(c, 0, sizeof c);
+    CHECK(h3_test_generate(e, &r, &keep, NULL, &st) == H3_OK, "%s: resident: %s", what, st.message);
+    h3_stats kept;
+    h3_engine_get_stats(e, &kept);
+    uint64_t keep_peak = kept.peak_bytes;
+    CHECK(at_open.text_encoder > 0 && kept.text_encoder_released == 0, "%s: text encoder %llu at open", what,
+          (unsigned long long)at_open.text_encoder);
+    h3_engine_force_text_release(e, 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK(h3_test_generate(e, &r, &c[i], NULL, &st) == H3_OK, "%s: released #%d: %s", what, i, st.message);
+        size_t vb = (size_t)keep.plan.num_frames * keep.plan.width * keep.plan.height * 3;
+        CHECK(c[i].frames == keep.frames && c[i].video && keep.video && memcmp(c[i].video, keep.video, vb) == 0 &&
+                  c[i].samples == keep.samples &&
+                  memcmp(c[i].audio, keep.audio, (size_t)(2 * keep.samples) * sizeof(float)) == 0,
+              "%s: request %d differs from the resident one", what, i);
+        h3_stats stats;
+        h3_engine_get_stats(e, &stats);
+        CHECK(stats.text_encoder_released == 1, "%s: stats.text_encoder_released %d", what,
+              stats.text_encoder_released);
+        /* the peak: the text encoder and the denoising's arena were never held together */
+        CHECK(stats.peak_bytes < keep_peak && stats.peak_bytes + at_open.text_encoder >= keep_peak,
+              "%s: request %d peaked at %llu, resident %llu, text encoder %llu", what, i,
+              (unsigned long long)stats.peak_bytes, (unsigned long long)keep_peak,
+              (unsigned long long)at_open.text_encoder);
+    }
+    h3_engine_force_text_release(e, 0);
+    h3_test_capture again = {0};
+    CHECK(h3_test_generate(e, &r, &again, NULL, &st) == H3_OK, "%s: resident again: %s", what, st.message);
+    CHECK(again.video && memcmp(again.video, keep.video, (size_t)keep.frames * keep.plan.width * keep.plan.height * 3) == 0,
+          "%s: resident after release differs", what);
+    h3_stats stats;
+    h3_engine_get_stats(e, &stats);
+    CHECK(stats.text_encoder_released == 0, "%s: stats after resident run %d", what, stats.text_encoder_released);
+    printf("%s: 2 requests with the text encoder freed and loaded again match the resident clip\n", what);
+    h3_test_capture_free(&keep);
+    h3_test_capture_free(&c[0]);
+    h3_test_capture_free(&c[1]);
+    h3_test_capture_free(&again);
+    h3_engine_close(e);
+}
+
+/* The release's 15 s clip on one GPU with 139.8 GiB free (an H200's): it
+ * does not fit with the 46.9 GiB text encoder resident through the
+ * denoising, so the plan frees it after encoding, and then it fits; with room
+ * enough it stays resident; with too little it does not fit either way. */
+static void test_release_plan(void) {
+#ifdef H3_HAVE_CUDA
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("official");
+    o.compute = H3_COMPUTE_CUDA;
+    o.load_format = H3_LOAD_DUMMY;
+    o.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
+    h3_request r = h3_request_default();
+    r.prompt = "a red fox in snow";
+    r.width = 1344;
+    r.height = 768;
+    r.num_frames = 362;
+    const struct {
+        double free_gib;
+        int released, fits;
+    } cases[] = {{139.8, 1, 1}, {200.0, 0, 1}, {60.0, 1, 0}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        h3_engine_fake_gpu_free((uint64_t)(cases[i].free_gib * 1073741824.0));
+        h3_memory_plan plan;
+        h3_status st = {0};
+        if (h3_memory_plan_make(&o, &r, &plan, &st) != H3_OK) {
+            CHECK(0, "15 s plan at %.1f GiB: %s", cases[i].free_gib, st.message);
+            continue;
+        }
+        const h3_memory_device *d = &plan.devices[0];
+        printf("15 s fa plan, %.1f GiB free: total %.2f GiB, text encoder %s, fits %d\n", cases[i].free_gib,
+               d->total / 1073741824.0, plan.text_encoder_released ? "released" : "resident", plan.fits);
+        CHECK(plan.text_encoder_released == cases[i].released && plan.fits == cases[i].fits,
+              "15 s at %.1f GiB: released %d, fits %d", cases[i].free_gib, plan.text_encoder_released, plan.fits);
+        uint64_t weights = weights_of(d);
+        if (plan.text_encoder_released)
+            CHECK(d->total < weights + d->arena + d->workspace && d->total > weights - d->text_encoder + d->arena,
+                  "15 s released: peak %llu not between the denoising's %llu and the sum %llu",
+                  (unsigned long long)d->total, (unsigned long long)(weights - d->text_encoder + d->arena),
+                  (unsigned long long)(weights + d->arena + d->workspace));
+        else
+            CHECK(d->total == weights + d->arena + d->workspace, "15 s resident: total is not the sum");
+        char *text = h3_memory_plan_describe(&plan);
+        CHECK(text && (strstr(text, "text-encoder-released: yes") != NULL) == cases[i].released, "description:\n%s",
+              text ? text : "(null)");
+        free(text);
+    }
+    h3_engine_fake_gpu_free(0);
+#endif
+}
+
+/* max_gpu_memory: a backend refuses past its limit with a message naming
+ * it, and works again without one; the plan holds requests to it. */
+static void test_memory_limit(void) {
+    h3_backend *b = NULL;
+    h3_status st = {0};
+    if (h3_backend_cpu_create(1, &b, &st) != H3_OK) {
+        CHECK(0, "cpu backend: %s", st.message);
+        return;
+    }
+    h3_backend_set_memory_limit(b, (uint64_t)1 << 20);
+    size_t mark = h3_arena_mark(b);
+    h3_tensor big = h3_new_2d(b, H3_F32, 1024, 1024); /* 4 MiB */
+    h3_status_code rc = h3_backend_check(b, &st);
+    CHECK(big.data == NULL && rc == H3_ERR_NO_MEMORY && strstr(st.message, "max-gpu-memory") &&
+              strstr(st.message, "activations"),
+          "arena past the limit: %s '%s'", h3_status_code_name(rc), st.message);
+    h3_backend_clear_error(b);
+    float *host = calloc(1 << 19, sizeof *host);
+    int64_t shape[2] = {512, 1024};
+    h3_tensor w;
+    rc = h3_weight_from_f32(b, host, H3_F32, 2, shape, &w, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && strstr(st.message, "memory limit of 0.00 GiB") && strstr(st.message, "weights"),
+          "weights past the limit: %s '%s'", h3_status_code_name(rc), st.message);
+    h3_backend_clear_error(b);
+    h3_backend_set_memory_limit(b, 0);
+    h3_arena_reset(b, mark);
+    big = h3_new_2d(b, H3_F32, 1024, 1024);
+    CHECK(big.data != NULL && h3_backend_check(b, &st) == H3_OK, "no limit: %s", st.message);
+    rc = h3_weight_from_f32(b, host, H3_F32, 2, shape, &w, &st);
+    CHECK(rc == H3_OK, "weights without a limit: %s", st.message);
+    if (rc == H3_OK) h3_weight_free(b, &w);
+    free(host);
+    h3_backend_destroy(b);
+#ifdef H3_HAVE_CUDA
+    /* The release's 5 s VSA clip (129.0 GiB resident) on an 80 GB card and on a 130 GiB budget. */
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("official");
+    o.compute = H3_COMPUTE_CUDA;
+    o.load_format = H3_LOAD_DUMMY;
+    o.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
+    h3_request r = h3_request_default();
+    r.prompt = "a red fox in snow";
+    r.width = 1280;
+    r.height = 736;
+    r.num_frames = 124;
+    r.attention = H3_ATTENTION_VSA;
+    const struct {
+        double cap_gib;
+        int fits, released;
+    } cases[] = {{80.0, 0, 1}, {130.0, 1, 0}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        o.max_gpu_memory = (uint64_t)(cases[i].cap_gib * 1073741824.0);
+        h3_memory_plan plan;
+        if (h3_memory_plan_make(&o, &r, &plan, &st) != H3_OK) {
+            CHECK(0, "5 s vsa plan at %.0f GiB: %s", cases[i].cap_gib, st.message);
+            continue;
+        }
+        printf("5 s vsa plan with max_gpu_memory %.0f GiB: total %.2f GiB, available %.2f, fits %d, text encoder %s\n",
+               cases[i].cap_gib, plan.devices[0].total / 1073741824.0, plan.devices[0].available / 1073741824.0,
+               plan.fits, plan.text_encoder_released ? "released" : "resident");
+        CHECK(plan.devices[0].available == o.max_gpu_memory && plan.fits == cases[i].fits &&
+                  plan.text_encoder_released == cases[i].released,
+              "5 s vsa at %.0f GiB: available %llu, fits %d, released %d", cases[i].cap_gib,
+              (unsigned long long)plan.devices[0].available, plan.fits, plan.text_encoder_released);
+    }
+#endif
+}
+
 int main(void) {
+    test_memory_limit();
+    check_release(H3_LOAD_SAFETENSORS, "auto");
+    check_release(H3_LOAD_DUMMY, "auto");
+    check_release(H3_LOAD_SAFETENSORS, "cpu:2");
+    test_release_plan();
     for (size_t s = 0; s < G_N_ELEMENTS(SIZES); s++)
         for (int vsa = 0; vsa < 2; vsa++) {
             check_against_engine(&SIZES[s], vsa, "auto");

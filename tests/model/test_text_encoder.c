@@ -10,7 +10,9 @@
 #include "base/h3_config.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "model/h3_image.h"
 #include "model/h3_text_encoder.h"
+#include "model/h3_tokenizer.h"
 
 #define TINY_DIR "models/tiny-h3/text_encoder"
 #define GOLDEN "goldens/tiny-h3/text_encoder.safetensors"
@@ -120,6 +122,160 @@ static void check_fl2va_text_prefix(int tap) {
     free(got);
     free(ids);
     free(types);
+    h3_text_encoder_free(te);
+}
+
+/* ---- FL2VA: the presentation with a keyframe and its hidden state ------------------- */
+
+#define TINY_TOKENIZER "models/tiny-h3/tokenizer"
+#define TINY_PROCESSOR "models/tiny-h3/processor"
+
+/* The golden keyframe (already on the 64x32 canvas) as an image. */
+static int golden_keyframe(h3_rgb_image *img) {
+    const h3_st_tensor *t = h3_st_find(golden, "fl2va.keyframe_uint8");
+    if (!t || t->dtype != H3_ST_U8 || t->ndim != 3) return 0;
+    *img = (h3_rgb_image){(int)t->shape[1], (int)t->shape[0], (size_t)t->shape[1] * 3, (uint8_t *)t->data};
+    return 1;
+}
+
+/* How many of n int32 values differ from the golden I64 tensor `name` (which
+ * must have n values); -1 when it is missing. */
+static int diff_ids(const char *name, const int32_t *got, int n) {
+    int m = 0;
+    int32_t *want = golden_ids(name, &m);
+    if (!want || m != n) {
+        free(want);
+        return -1;
+    }
+    int d = 0;
+    for (int i = 0; i < n; i++) d += got[i] != want[i];
+    free(want);
+    return d;
+}
+
+static int build_fl2va(h3_text_encoder *te, const h3_tokenizer *tok, h3_text_presentation *p, h3_status *st) {
+    h3_image_processor_config proc;
+    h3_rgb_image kf;
+    if (!golden_keyframe(&kf)) return 0;
+    if (h3_image_processor_config_load(h3_test_data(TINY_PROCESSOR), &proc, st) != H3_OK) return 0;
+    return h3_text_presentation_build(te, tok, &proc, "a robot dancing", &kf, 1, p, st) == H3_OK;
+}
+
+/* input_ids, mm_token_type_ids, tags and M-RoPE positions of the golden. */
+static void check_fl2va_presentation(const h3_text_presentation *p) {
+    CHECK(p->n == 21 && p->n_images == 1, "fl2va presentation: %d rows, %d images", p->n, p->n_images);
+    CHECK(p->grid_thw[0][0] == 1 && p->grid_thw[0][1] == 2 && p->grid_thw[0][2] == 4, "grid");
+    CHECK(diff_ids("fl2va.input_ids", p->ids, p->n) == 0, "input_ids differ");
+    CHECK(diff_ids("fl2va.mm_token_type_ids", p->mm_types, p->n) == 0, "mm_token_type_ids differ");
+    CHECK(diff_ids("fl2va.text_token_tags", p->tags, p->n) == 0, "text_token_tags differ");
+    CHECK(diff_ids("fl2va.rope_position_ids", p->positions, 3 * p->n) == 0, "M-RoPE positions differ");
+    printf("fl2va presentation:");
+    for (int i = 0; i < p->n; i++) printf(" %d/%d@(%d,%d,%d)", p->ids[i], p->tags[i], p->positions[i],
+                                          p->positions[p->n + i], p->positions[2 * p->n + i]);
+    printf("\n");
+}
+
+static float *encode_presentation(h3_text_encoder *te, const h3_text_presentation *p, h3_status *st) {
+    int D = h3_text_encoder_hidden_size(te);
+    size_t mark = h3_arena_mark(be);
+    h3_tensor out = h3_new_2d(be, h3_backend_compute_dtype(be), p->n, D);
+    float *host = malloc((size_t)p->n * D * sizeof *host);
+    h3_status_code rc = h3_text_encoder_encode(te, p, &out, st);
+    if (rc == H3_OK) rc = h3_tensor_download_f32(be, &out, host, st);
+    h3_arena_reset(be, mark);
+    if (rc != H3_OK) {
+        free(host);
+        return NULL;
+    }
+    return host;
+}
+
+/* hidden_states[tap] of the fl2va case: the vision tower, the image rows and
+ * the DeepStack adds, against transformers. Taps 1..3 check where DeepStack
+ * enters (after layers 0 and 1 for the tiny model). */
+static void check_fl2va_tap(const h3_tokenizer *tok, int tap, const char *golden_name, int plane_index) {
+    h3_status st = {0};
+    h3_text_encoder *te = NULL;
+    if (h3_text_encoder_load(be, h3_test_data(TINY_DIR), tap, &te, &st) != H3_OK) {
+        CHECK(0, "load tap %d: %s", tap, st.message);
+        return;
+    }
+    CHECK(h3_text_encoder_has_vision(te), "the tiny text encoder has a vision tower");
+    h3_text_presentation p;
+    int ok = build_fl2va(te, tok, &p, &st);
+    CHECK(ok, "fl2va presentation: %s", st.message);
+    if (ok && tap == golden_tap()) check_fl2va_presentation(&p);
+    float *got = ok ? encode_presentation(te, &p, &st) : NULL;
+    CHECK(got != NULL, "fl2va encode tap %d: %s", tap, st.message);
+    float *want = NULL;
+    const h3_st_tensor *info;
+    if (got && h3_st_read_f32(golden, golden_name, &want, &info, &st) == H3_OK) {
+        size_t plane = (size_t)p.n * 40;
+        double e = h3_test_rel_l2(got, want + (size_t)plane_index * plane, plane);
+        printf("fl2va %s[%d] (tap %d): rel L2 %.3g\n", golden_name, plane_index, tap, e);
+        CHECK(e < 1e-4, "fl2va tap %d rel L2 %g", tap, e);
+    }
+    free(want);
+    free(got);
+    h3_text_presentation_clear(&p);
+    h3_text_encoder_free(te);
+}
+
+/* T2VA through the presentation equals the plain forward; vision special
+ * tokens in a prompt are refused. */
+static void check_presentation_rules(const h3_tokenizer *tok) {
+    h3_status st = {0};
+    h3_text_encoder *te = NULL;
+    if (h3_text_encoder_load(be, h3_test_data(TINY_DIR), 2, &te, &st) != H3_OK) {
+        CHECK(0, "load: %s", st.message);
+        return;
+    }
+    h3_text_presentation p;
+    h3_status_code rc = h3_text_presentation_build(te, tok, NULL, "a robot dancing", NULL, 0, &p, &st);
+    CHECK(rc == H3_OK && p.n == 8 && diff_ids("t2va.input_ids", p.ids, p.n) == 0 &&
+              diff_ids("t2va.text_token_tags", p.tags, p.n) == 0 &&
+              diff_ids("t2va.rope_position_ids", p.positions, 3 * p.n) == 0,
+          "t2va presentation: %s", st.message);
+    float *a = rc == H3_OK ? encode_presentation(te, &p, &st) : NULL;
+    float *b = rc == H3_OK ? encode(te, p.ids, p.n, &st) : NULL;
+    CHECK(a && b && memcmp(a, b, (size_t)p.n * 40 * sizeof *a) == 0, "t2va encode differs from forward");
+    free(a);
+    free(b);
+    h3_text_presentation_clear(&p);
+
+    const char *bad[] = {"a <|image_pad|> robot", "<|vision_start|>x", "dance<|vision_end|>", "<|video_pad|>",
+                         "<|vision_pad|>"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        rc = h3_text_presentation_build(te, tok, NULL, bad[i], NULL, 0, &p, &st);
+        CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "vision special token") && p.ids == NULL,
+              "'%s': %d %s", bad[i], rc, st.message);
+    }
+    printf("refused: %s\n", st.message);
+    rc = h3_text_presentation_build(te, tok, NULL, "", NULL, 0, &p, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "no tokens"), "empty prompt: %d %s", rc, st.message);
+    h3_rgb_image kf;
+    h3_image_processor_config proc;
+    golden_keyframe(&kf);
+    h3_image_processor_config_load(h3_test_data(TINY_PROCESSOR), &proc, &st);
+    rc = h3_text_presentation_build(te, tok, &proc, "", &kf, 1, &p, &st);
+    CHECK(rc == H3_OK && p.n == 13, "keyframe with an empty prompt: %d rows, %s", p.n, st.message);
+    h3_text_presentation_clear(&p);
+    /* two keyframes: Picture 1 and Picture 2, positions continue after the first block */
+    h3_rgb_image two[2] = {kf, kf};
+    rc = h3_text_presentation_build(te, tok, &proc, "x", two, 2, &p, &st);
+    CHECK(rc == H3_OK && p.n == 2 * 13 + 1 && p.n_images == 2 && p.pixel_rows == 16, "two keyframes: %s", st.message);
+    if (rc == H3_OK) {
+        /* label 0..8, <vs> 9, image (10, 10, 10..11), <ve> 12; label 2 from 13, its image at 23 */
+        const int32_t *T = p.positions, *W = p.positions + 2 * p.n;
+        CHECK(T[10] == 10 && T[11] == 10 && W[11] == 11 && T[12] == 12 && T[13] == 13 && p.ids[13] == p.ids[0] &&
+                  T[23] == 23 && T[24] == 23 && W[24] == 24 && T[25] == 25 && T[26] == 26 && p.tags[23] == 0 &&
+                  p.tags[26] == 1,
+              "two keyframes positions");
+        float *got = encode_presentation(te, &p, &st);
+        CHECK(got != NULL, "two keyframes encode: %s", st.message);
+        free(got);
+    }
+    h3_text_presentation_clear(&p);
     h3_text_encoder_free(te);
 }
 
@@ -338,6 +494,21 @@ static void test_load_errors(void) {
     /* the same copy at tap 0 never reads layer 0, so it loads */
     rc = h3_text_encoder_load(be, dir, 0, &te, &st);
     CHECK(rc == H3_OK && te, "tap 0 of the broken copy: %s", st.message);
+    if (te) {
+        /* the copy holds no model.visual.*: text only, keyframes refused */
+        h3_tokenizer *tok = NULL;
+        h3_image_processor_config proc;
+        h3_rgb_image kf;
+        h3_text_presentation p;
+        CHECK(!h3_text_encoder_has_vision(te), "a checkpoint without model.visual.* has no vision tower");
+        h3_tokenizer_load(h3_test_data(TINY_TOKENIZER), &tok, &st);
+        h3_image_processor_config_load(h3_test_data(TINY_PROCESSOR), &proc, &st);
+        golden_keyframe(&kf);
+        rc = h3_text_presentation_build(te, tok, &proc, "a robot", &kf, 1, &p, &st);
+        CHECK(rc == H3_ERR_UNSUPPORTED && strstr(st.message, "vision tower"), "keyframe without a tower: %d %s", rc,
+              st.message);
+        h3_tokenizer_free(tok);
+    }
     h3_text_encoder_free(te);
     te = NULL;
     remove_copy(dir);
@@ -433,6 +604,15 @@ int main(void) {
         check_tap(tap, 1);
         check_fl2va_text_prefix(tap);
     }
+    h3_tokenizer *tok = NULL;
+    if (h3_tokenizer_load(h3_test_data(TINY_TOKENIZER), &tok, &st) != H3_OK) {
+        fprintf(stderr, "tokenizer: %s\n", st.message);
+        return 1;
+    }
+    if (tap >= 0) check_fl2va_tap(tok, tap, "fl2va.prompt_embeds", 0);
+    for (int t = 1; t <= 3; t++) check_fl2va_tap(tok, t, "fl2va.hidden_states_all", t);
+    check_presentation_rules(tok);
+    h3_tokenizer_free(tok);
     check_tap(0, 0);  /* embeddings */
     check_tap(1, 0);
     check_tap(51, 0); /* last pre-norm hidden state stored in the golden */

@@ -90,8 +90,53 @@ static void test_forward(void) {
     free(v);
 }
 
+/* A projection of TP n (rank 0 alone, collectives as copies) carries exactly
+ * the collectives of rank 0 of a real group of n, and its velocities stay
+ * finite; its time is one rank's. */
+static void test_projection(void) {
+    h3_dit_config cfg = wide_config();
+    int32_t tags[5] = {1, 1, 1, 1, 1};
+    int cpu[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    h3_status st;
+    const int degrees[] = {2, 4, 7};
+    for (size_t k = 0; k < G_N_ELEMENTS(degrees); k++) {
+        int n = degrees[k];
+        h3_bench_tp_result real, proj;
+        h3_bench_tp_params p = small_params(&cfg, tags);
+        h3_status_code rc = h3_bench_tp_forward(&p, cpu, n, &real, &st);
+        CHECK(rc == H3_OK, "tp%d: %s", n, st.message);
+        p.project = 1;
+        h3_status_code rp = h3_bench_tp_forward(&p, cpu, n, &proj, &st);
+        CHECK(rp == H3_OK, "projected tp%d: %s", n, st.message);
+        if (rc != H3_OK || rp != H3_OK) continue;
+        const h3_comm_traffic *a = &real.fwd_traffic, *b = &proj.fwd_traffic;
+        printf("projection tp%d (cpu): %.2f ms for rank 0 alone (group %.2f ms); per forward %llu all-reduces, "
+               "%.3f MB; %llu all-gathers, %.3f MB\n", n, proj.fwd_ms, real.fwd_ms,
+               (unsigned long long)b->all_reduce_calls, b->all_reduce_bytes / 1e6,
+               (unsigned long long)b->all_gather_calls, b->all_gather_bytes / 1e6);
+        CHECK(!strcmp(proj.comm, "projection") && proj.size == n && proj.nonfinite == 0 && proj.fwd_ms > 0,
+              "projected tp%d: %s, %zu non-finite", n, proj.comm, proj.nonfinite);
+        /* 2 row-parallel sums per block (main + refiner), [S, hidden] f32 */
+        CHECK(a->all_reduce_calls >= 2u * (uint64_t)cfg.num_layers &&
+                  a->all_reduce_bytes == a->all_reduce_calls * (uint64_t)real.S * 56 * 4,
+              "tp%d: %llu all-reduces of %llu bytes", n, (unsigned long long)a->all_reduce_calls,
+              (unsigned long long)a->all_reduce_bytes);
+        CHECK(memcmp(a, b, sizeof *a) == 0,
+              "tp%d: the projection carries %llu/%llu/%llu calls, the group %llu/%llu/%llu", n,
+              (unsigned long long)b->all_reduce_calls, (unsigned long long)b->all_gather_calls,
+              (unsigned long long)b->broadcast_calls, (unsigned long long)a->all_reduce_calls,
+              (unsigned long long)a->all_gather_calls, (unsigned long long)a->broadcast_calls);
+    }
+    /* the degree is checked as for a real group */
+    h3_bench_tp_result r;
+    h3_bench_tp_params p = small_params(&cfg, tags);
+    p.project = 1;
+    CHECK(h3_bench_tp_forward(&p, cpu, 3, &r, &st) == H3_ERR_INVALID_ARGUMENT, "projected tp3: %s", st.message);
+}
+
 int main(void) {
     test_devices();
     test_forward();
+    test_projection();
     return h3_test_finish("test_bench_tp");
 }

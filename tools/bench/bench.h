@@ -36,6 +36,9 @@ typedef struct bench_options {
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
     int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
     int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
+    int tp_project[8], n_tp_project; /* --tp-project LIST: one rank's share of these TP degrees on the first
+                                        device, collectives replaced by device copies (a projection) */
+    double link_gbps;  /* --link-gbps: the all-reduce bus bandwidth the projection assumes (GB/s) */
     int fwd_vsa;       /* --backend fa|vsa: the forward's attention (vsa: VSA-H3, sparsity 0.9) */
     int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
     int attention_variant; /* --attention-variant: an h3_cuda_attention_variant; 0 AUTO, the backend's default */

@@ -29,7 +29,13 @@ int forward_tp_degree_ok(const bench_options *o) {
     release_dit_config(&cfg);
     h3_tp_plan plan;
     h3_status st;
-    if (o->tp_sweep || h3_tp_plan_make(o->n_devices, &cfg, NULL, 0, 2, 0, 0, &plan, &st) == H3_OK) return 1;
+    for (int i = 0; i < o->n_tp_project; i++)
+        if (h3_tp_plan_make(o->tp_project[i], &cfg, NULL, 0, 2, 0, 0, &plan, &st) != H3_OK) {
+            fprintf(stderr, "h3-bench: --tp-project: %s\n", st.message);
+            return 0;
+        }
+    if (o->n_tp_project || o->tp_sweep || h3_tp_plan_make(o->n_devices, &cfg, NULL, 0, 2, 0, 0, &plan, &st) == H3_OK)
+        return 1;
     fprintf(stderr, "h3-bench: --devices: %s\n", st.message);
     return 0;
 }
@@ -51,7 +57,7 @@ static void report_degree(const bench_options *o, const h3_dit_config *cfg, cons
                           const h3_bench_tp_result *res, int i, int t1) {
     const h3_bench_tp_result *r = &res[i];
     char devs[256];
-    devices_text(o->devices, r->size, devs, sizeof devs);
+    devices_text(o->devices, r->size < o->n_devices ? r->size : o->n_devices, devs, sizeof devs);
     printf("  TP%d on %s (%s, %s), S %lld, %d timesteps: random model built in %.1f s (slowest rank); begin "
            "%.1f ms\n", r->size, devs, r->device, r->comm, (long long)r->S, r->n_t, r->create_s, r->begin_ms);
     printf("    forward %.1f ms (median of %d between barriers; min %.1f, max %.1f) = %.2f ms/block; 50-block "
@@ -77,7 +83,7 @@ static void report_sweep(const bench_options *o, const h3_bench_tp_result *res, 
         if (!ok[i]) continue;
         const h3_bench_tp_result *r = &res[i];
         char devs[256];
-        devices_text(o->devices, degrees[i], devs, sizeof devs);
+        devices_text(o->devices, degrees[i] < o->n_devices ? degrees[i] : o->n_devices, devs, sizeof devs);
         double base = t1 >= 0 ? res[t1].fwd_ms : NAN;
         printf("  %-4d %-16s %10.1f %9.2f %11.2f %14.1f %7.2fx %9.1f%%\n", r->size, devs, r->fwd_ms,
                r->fwd_ms / o->blocks, r->fwd_ms * 50 / o->blocks / 1e3, r->comm_ms, base / r->fwd_ms,
@@ -85,11 +91,48 @@ static void report_sweep(const bench_options *o, const h3_bench_tp_result *res, 
     }
 }
 
+/* The projection's table: TP1 measured, then each degree's rank share with
+ * its link time computed from the bytes and the assumed bandwidth. A ring
+ * all-reduce puts 2·(N−1)/N of the tensor on each rank's link, an
+ * all-gather (N−1)/N; the link time is added to the rank's time, as if no
+ * collective overlapped compute (the forward's all-reduces sit between
+ * dependent GEMMs). */
+static void report_projection(const bench_options *o, const h3_bench_tp_result *res, const int *ok, int n_deg) {
+    const h3_bench_tp_result *t1 = ok[0] ? &res[0] : NULL;
+    printf("\nOne rank's share of a TP-N forward on one GPU: a PROJECTION, not a TP run. Each collective is a\n"
+           "device copy of its bytes; the link time is computed at an assumed all-reduce bus bandwidth of\n"
+           "%.0f GB/s per rank (--link-gbps) and added without overlap. %d of 50 blocks, scaled to 50.\n",
+           o->link_gbps, o->blocks);
+    printf("  %-4s %12s %11s %13s %14s %12s %13s %12s %9s\n", "TP", "rank fwd ms", "all-reduces", "AR GB/rank",
+           "link GB/rank", "link ms", "projected ms", "50-block s", "vs TP1");
+    for (int i = 0; i < n_deg; i++) {
+        if (!ok[i]) continue;
+        const h3_bench_tp_result *r = &res[i];
+        const h3_comm_traffic *tr = &r->fwd_traffic;
+        int n = r->size;
+        double ar = (double)tr->all_reduce_bytes, ag = (double)tr->all_gather_bytes;
+        double wire = n > 1 ? ar * 2.0 * (n - 1) / n + ag * (double)(n - 1) / n : 0.0;
+        double link_ms = wire / (o->link_gbps * 1e9) * 1e3;
+        double proj = r->fwd_ms + link_ms, scale = 50.0 / o->blocks;
+        printf("  %-4d %12.1f %11llu %13.2f %14.2f %12.1f %13.1f %12.2f %8.2fx\n", n, r->fwd_ms,
+               (unsigned long long)tr->all_reduce_calls, ar / 1e9, wire / 1e9, link_ms, proj,
+               proj * scale / 1e3, t1 ? t1->fwd_ms / proj : NAN);
+    }
+    printf("  (all-gathers per forward: %llu, %.3f GB; the rank fwd column includes the stand-in copies)\n",
+           n_deg > 1 && ok[n_deg - 1] ? (unsigned long long)res[n_deg - 1].fwd_traffic.all_gather_calls : 0ull,
+           n_deg > 1 && ok[n_deg - 1] ? (double)res[n_deg - 1].fwd_traffic.all_gather_bytes / 1e9 : 0.0);
+}
+
 int forward_tp_bench(const bench_options *o) {
     h3_dit_config cfg;
     release_dit_config(&cfg);
     int degrees[H3_COMM_MAX_RANKS];
     int n_deg = degrees_to_run(o, &cfg, degrees);
+    if (o->n_tp_project) { /* TP1 first, on the first device, then each projected degree there */
+        n_deg = 1 + o->n_tp_project;
+        degrees[0] = 1;
+        for (int i = 0; i < o->n_tp_project; i++) degrees[1 + i] = o->tp_project[i];
+    }
     /* 1280×736×124: 124 frames -> 37 latent frames of 46×80, 207 audio latents a channel */
     int32_t tags[256];
     for (int i = 0; i < 256; i++) tags[i] = H3_TAG_TEXT;
@@ -112,11 +155,12 @@ int forward_tp_bench(const bench_options *o) {
     }
     for (int i = 0; i < n_deg; i++) {
         char devs[256];
-        devices_text(o->devices, degrees[i], devs, sizeof devs);
+        devices_text(o->devices, degrees[i] < o->n_devices ? degrees[i] : o->n_devices, devs, sizeof devs);
         printf("forward: TP%d on %s, %d random blocks, attention %s...\n", degrees[i], devs, o->blocks,
                o->fwd_vsa ? "vsa" : "fa");
         fflush(stdout);
         h3_status st;
+        p.project = o->n_tp_project && degrees[i] > 1;
         ok[i] = h3_bench_tp_forward(&p, o->devices, degrees[i], &res[i], &st) == H3_OK;
         if (!ok[i]) fprintf(stderr, "h3-bench: forward tp%d: %s\n", degrees[i], st.message);
         if ((ce = cudaSetDevice(main_device)) != cudaSuccess) {
@@ -134,11 +178,12 @@ int forward_tp_bench(const bench_options *o) {
             report_degree(o, &cfg, &p, res, i, t1);
         } else {
             char devs[256];
-            devices_text(o->devices, degrees[i], devs, sizeof devs);
+            devices_text(o->devices, degrees[i] < o->n_devices ? degrees[i] : o->n_devices, devs, sizeof devs);
             printf("  TP%d on %s: failed (see above)\n", degrees[i], devs);
         }
     }
-    if (n_deg > 1) report_sweep(o, res, degrees, ok, n_deg, t1);
+    if (o->n_tp_project) report_projection(o, res, ok, n_deg);
+    else if (n_deg > 1) report_sweep(o, res, degrees, ok, n_deg, t1);
     fflush(stdout);
     return all_ok;
 }

@@ -62,6 +62,7 @@ typedef struct job {
     const float *ts;
     const int32_t *row_index;
     int n_t;
+    int project;                       /* 1: rank 0 alone through the projection communicator */
     double create_s[H3_COMM_MAX_RANKS];
     h3_bench_tp_result *r;             /* rank 0 writes */
 } job;
@@ -93,6 +94,15 @@ static h3_status_code rank_backend(const h3_bench_tp_params *p, int device, h3_b
 #else
     return h3_fail(status, H3_ERR_UNSUPPORTED, "device %d: this build of h3core has no CUDA backend", device);
 #endif
+}
+
+static void traffic_delta(const h3_comm_traffic *a, const h3_comm_traffic *b, h3_comm_traffic *d) {
+    d->all_reduce_calls = b->all_reduce_calls - a->all_reduce_calls;
+    d->all_reduce_bytes = b->all_reduce_bytes - a->all_reduce_bytes;
+    d->all_gather_calls = b->all_gather_calls - a->all_gather_calls;
+    d->all_gather_bytes = b->all_gather_bytes - a->all_gather_bytes;
+    d->broadcast_calls = b->broadcast_calls - a->broadcast_calls;
+    d->broadcast_bytes = b->broadcast_bytes - a->broadcast_bytes;
 }
 
 /* reps timed calls of what: 0 the forward, 1 the all-reduces alone; medians to r on rank 0. */
@@ -143,8 +153,12 @@ static h3_status_code run_rank(const h3_tp *tp, h3_backend *b, h3_dit *dit, job 
             fflush(p->log);
         }
     }
-    /* warm-up: grows the arena */
+    /* warm-up: grows the arena; what one forward's collectives carry */
+    h3_comm_traffic before = {0}, after = {0};
+    if (tp->comm) h3_comm_traffic_get(tp->comm, &before);
     if (rc == H3_OK) rc = h3_dit_forward(dit, &io[0], &io[1], j->ts, j->n_t, j->row_index, &io[2], &io[3], status);
+    if (tp->comm) h3_comm_traffic_get(tp->comm, &after);
+    if (lead) traffic_delta(&before, &after, &r->fwd_traffic);
     double *t = calloc((size_t)(p->reps > p->comm_reps ? p->reps : p->comm_reps) + 1, sizeof *t);
     if (rc == H3_OK && !t) rc = h3_fail(status, H3_ERR_NO_MEMORY, "out of host memory");
     if (rc == H3_OK) rc = timed(tp, b, dit, j, io, NULL, 0, p->reps, t, status);
@@ -192,10 +206,13 @@ static h3_status_code bench_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_status_clear(&bs);
     h3_status_code rc = rank_backend(p, device, &b, &bs);
     h3_tp_probe probe;
-    h3_tp_probe_rank(rc == H3_OK ? b : NULL, tp->rank, device, j->devices, tp->size, j->plan->rank_bytes[tp->rank],
-                     rc == H3_OK ? NULL : bs.message, &probe);
+    /* A projection agrees with itself: its one rank stands for the others,
+     * which would hold as much on devices of their own. */
+    h3_tp alone = H3_TP_SINGLE;
+    h3_tp_probe_rank(rc == H3_OK ? b : NULL, tp->rank, device, j->devices, j->project ? 1 : tp->size,
+                     j->plan->rank_bytes[tp->rank], rc == H3_OK ? NULL : bs.message, &probe);
     h3_tp_decision d;
-    rc = h3_tp_handshake(tp, b, &probe, &d, status);
+    rc = h3_tp_handshake(j->project ? &alone : tp, b, &probe, &d, status);
     if (rc == H3_OK && tp->rank == 0) {
         snprintf(j->r->fallback, sizeof j->r->fallback, "%s", d.fallback);
         snprintf(j->r->device, sizeof j->r->device, "%s", probe.name);
@@ -222,6 +239,19 @@ static h3_status_code bench_rank(const h3_tp *tp, void *user, h3_status *status)
 
 /* ---- the group ------------------------------------------------------------------------------ */
 
+/* Rank 0 of n on this thread and the first device, its collectives replaced
+ * by device copies (h3_comm_group_create_projection). */
+static h3_status_code project_rank0(job *j, int n, h3_status *status) {
+    h3_comm_group *group = NULL;
+    h3_status_code rc = h3_comm_group_create_projection(n, &group, status);
+    if (rc != H3_OK) return rc;
+    snprintf(j->r->comm, sizeof j->r->comm, "%s", h3_comm_group_name(group));
+    h3_tp tp = {0, n, h3_comm_group_rank(group, 0)};
+    rc = bench_rank(&tp, j, status);
+    h3_comm_group_destroy(group);
+    return rc;
+}
+
 static void host_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < n; i++) {
@@ -243,7 +273,7 @@ h3_status_code h3_bench_tp_forward(const h3_bench_tp_params *p, const int *devic
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "forward: VSA sparsity %g: must be in [0, 1)",
                        (double)p->vsa_sparsity);
     int cpu = devices[0] < 0;
-    for (int i = 1; i < n; i++)
+    for (int i = 1; i < (p->project ? 1 : n); i++)
         if ((devices[i] < 0) != cpu)
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "forward: CPU and GPU ranks in one group");
     /* The plan: the degree must divide the model; what each rank will hold. */
@@ -287,15 +317,18 @@ h3_status_code h3_bench_tp_forward(const h3_bench_tp_params *p, const int *devic
      * through a one-rank CPU group, which moves nothing. */
     h3_comm_group *group = NULL;
     h3_tp_team *team = NULL;
-    if (rc == H3_OK) {
+    j.project = p->project;
+    if (rc == H3_OK && p->project) {
+        rc = project_rank0(&j, n, status);
+    } else if (rc == H3_OK) {
         int nccl = !cpu && (h3_comm_have_nccl() || n > 1);
         rc = nccl ? h3_comm_group_create_nccl(n, devices, &group, status) : h3_comm_group_create_cpu(n, &group, status);
+        if (rc == H3_OK) {
+            snprintf(r->comm, sizeof r->comm, "%s", h3_comm_group_name(group));
+            rc = h3_tp_team_create(group, &team, status); /* owns the group, even on failure */
+        }
     }
-    if (rc == H3_OK) {
-        snprintf(r->comm, sizeof r->comm, "%s", h3_comm_group_name(group));
-        rc = h3_tp_team_create(group, &team, status); /* owns the group, even on failure */
-    }
-    if (rc == H3_OK) rc = h3_tp_team_run(team, bench_rank, &j, status);
+    if (rc == H3_OK && team) rc = h3_tp_team_run(team, bench_rank, &j, status);
     for (int i = 0; rc == H3_OK && i < n; i++)
         if (j.create_s[i] > r->create_s) r->create_s = j.create_s[i];
     h3_tp_team_destroy(team);

@@ -37,6 +37,10 @@ typedef struct h3_bench_tp_params {
     int attention_variant;          /* CUDA ranks: the h3_cuda_attention_variant to force (h3-bench
                                        --attention-variant); 0, AUTO: the backend's default */
     int vsa_pipelined;              /* CUDA ranks: the Hopper VSA kernel's consumer (0, the default) */
+    int project;                    /* 1: run only rank 0 of the n ranks, on devices[0], with every
+                                       collective replaced by a device copy of its bytes
+                                       (h3_comm_group_create_projection): one rank's share of a TP-n
+                                       forward on one GPU, a projection, not a TP run */
     FILE *log;                      /* rank 0's progress lines; NULL: silent */
     float *video_out;               /* optional: rank 0's video velocities of the last timed forward,
                                        [num_video_rows, in_channels·patch_h·patch_w] (tests compare degrees) */
@@ -56,6 +60,7 @@ typedef struct h3_bench_tp_result {
      * median wall per forward; 0 when not timed or one rank. */
     double comm_ms;
     uint64_t comm_bytes;     /* bytes of one all-reduce's tensor */
+    h3_comm_traffic fwd_traffic; /* rank 0's collectives in one forward (calls, tensor bytes) */
     size_t nonfinite;        /* non-finite video velocities on rank 0 */
     char fallback[512];      /* the handshake's departures, "" if none */
 } h3_bench_tp_result;

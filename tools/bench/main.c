@@ -36,7 +36,7 @@ static void usage(void) {
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
-            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
@@ -44,6 +44,10 @@ static void usage(void) {
             "                  the count must divide the 56 heads: 1, 2, 4, 7 or 8)\n"
             "  --tp-sweep      the forward at TP1 and every valid degree up to the device count (first devices\n"
             "                  of the list), with the speedup and efficiency against TP1\n"
+            "  --tp-project LIST  one rank's share of a TP forward at each degree of LIST (\"2,4,8\") on the first\n"
+            "                  device, every collective replaced by a device copy of its bytes: a projection, next\n"
+            "                  to TP1 measured in the same run, with the bytes each rank all-reduces per forward\n"
+            "  --link-gbps G   the all-reduce bus bandwidth the projection assumes, GB/s (default 360)\n"
             "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n"
             "  --attention-variant NAME  the attention kernel every section uses where it does not force one:\n"
             "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
@@ -99,6 +103,20 @@ static void set_defaults(bench_options *o) {
     o->vae = 1;
     o->vae_reps = 2;
     o->forward = 1;
+    o->link_gbps = 360.0;
+}
+
+/* "2,4,8" into o->tp_project; 0 on anything else. */
+static int parse_project(bench_options *o, const char *v) {
+    char *end;
+    o->n_tp_project = 0;
+    for (const char *q = v; *q;) {
+        long d = strtol(q, &end, 10);
+        if (end == q || d < 2 || d > H3_COMM_MAX_RANKS || (*end && *end != ',') || o->n_tp_project == 8) return 0;
+        o->tp_project[o->n_tp_project++] = (int)d;
+        q = *end ? end + 1 : end;
+    }
+    return o->n_tp_project > 0;
 }
 
 /* One option a with its value v; 0 when either is not understood. */
@@ -118,6 +136,8 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--devices")) *devices = v;
+    else if (!strcmp(a, "--tp-project")) return parse_project(o, v);
+    else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;
     else if (!strcmp(a, "--backend") && (!strcmp(v, "fa") || !strcmp(v, "vsa"))) o->fwd_vsa = !strcmp(v, "vsa");
     else if (!strcmp(a, "--attention-variant") && parse_variant(v, &o->attention_variant)) return 1;
     else if (!strcmp(a, "--vsa-pipelined") && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2")))
@@ -144,7 +164,7 @@ static int parse(int argc, char **argv, bench_options *o) {
         fprintf(stderr, "h3-bench: --devices: %s\n", o->n_devices ? "GPU ordinals only (cpu:N is for the tests)" : st.message);
         return 0;
     }
-    o->fwd_tp = o->tp_sweep || o->fwd_vsa || o->n_devices > 1 || o->devices[0] != 0;
+    o->fwd_tp = o->tp_sweep || o->fwd_vsa || o->n_devices > 1 || o->devices[0] != 0 || o->n_tp_project;
     return o->blocks >= 1 && o->blocks <= 50 && o->reps >= 1 && o->forward_reps >= 1 && o->vae_reps >= 1 &&
            o->vae_reps <= 16;
 }

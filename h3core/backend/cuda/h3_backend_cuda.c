@@ -212,6 +212,18 @@ static int cuda_synchronize(h3_backend *b) {
     return check_flag(b) || h3_backend_failed(b);
 }
 
+/* cudaFree waits for the work queued on the device, so no kernel still
+ * reads the buffer. */
+static void cuda_trim_scratch(h3_backend *b) {
+    cuda_impl *c = impl_of(b);
+    if (!c->scratch) return;
+    c->scratch_epoch++;
+    cudaFree(c->scratch);
+    h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
+    c->scratch = NULL;
+    c->scratch_size = 0;
+}
+
 /* Growing the scratch waits for the stream (cudaFree does), which happens
  * only while warming up. */
 void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
@@ -219,6 +231,7 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     c->scratch_epoch++;
     if (bytes <= c->scratch_size) return c->scratch;
     size_t want = H3_CUDA_SCRATCH_GROWN(bytes);
+    if (h3_backend_limit_refuses(b, want, c->scratch_size, "op scratch")) return NULL;
     cudaFree(c->scratch);
     h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
     c->scratch = NULL;
@@ -603,6 +616,7 @@ static const h3_backend_ops cuda_ops = {
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
+    .trim_scratch = cuda_trim_scratch,
     .synchronize = cuda_synchronize,
     .linear = cuda_linear,
     .rms_norm = cuda_rms_norm,

@@ -50,6 +50,13 @@ static void take_scratch(h3_backend *b, size_t need) {
 
 /* ---- memory ---------------------------------------------------------------- */
 
+/* As the real backend's trim: its grown scratch is given back. */
+static void measure_trim_scratch(h3_backend *b) {
+    measure_impl *m = impl_of(b);
+    h3_backend_track_scratch(b, -(int64_t)m->scratch);
+    m->scratch = 0;
+}
+
 static void measure_destroy(h3_backend *b) {
     free(b->impl);
     free(b);
@@ -281,6 +288,7 @@ h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_bac
     ops->upload = measure_upload;
     ops->download = measure_download;
     ops->synchronize = measure_synchronize;
+    ops->trim_scratch = measure_trim_scratch;
     mirror_ops(ops, target->ops);
     h3_backend_init(b, ops, m);
     b->compute_dtype = target->compute_dtype;

@@ -537,6 +537,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     e->adapter = NULL;
     free_dummy(e); /* drawn on every rank's device by now */
     if (rc == H3_OK) e->text_hidden = h3_text_encoder_hidden_size(e->text_encoder);
+    if (rc == H3_OK) e->text_positions = h3_text_encoder_get_config(e->text_encoder)->max_positions;
     if (rc == H3_OK && e->text_hidden != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
                      e->text_hidden, h3_dit_get_config(e->dit)->text_dim);

@@ -114,6 +114,7 @@ struct h3_engine {
      * next request loads them again. text_released_last: the last request did. */
     int text_release, text_released_last;
     int text_hidden; /* the text encoder's width, known while its weights are away */
+    int64_t text_positions; /* its max_position_embeddings: the prompt's limit in tokens (likewise) */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
     h3_memory_target shadow_target; /* what the shadow stands for */
     int generated;        /* a generation ran: the backends' peaks are its */

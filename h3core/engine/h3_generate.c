@@ -55,7 +55,7 @@ h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p,
     if (rc != H3_OK) return rc;
     /* The text encoder has no positions past this; refused here, in tokens,
      * before any costly stage (and as a setting: the prompt is at fault). */
-    int64_t limit = h3_text_encoder_get_config(e->text_encoder)->max_positions;
+    int64_t limit = e->text_positions;
     if ((int64_t)n > limit)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                        "prompt: %zu tokens, more than the %lld this model's text encoder takes "

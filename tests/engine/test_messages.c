@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "h3.h"
+#include "engine/h3_engine.h" /* h3_engine_force_text_release */
 #include "h3_test.h"
 #include "h3_test_capture.h"
 #include "h3_test_model.h"
@@ -115,6 +116,16 @@ int main(void) {
     h3_status st = {0};
     CHECK(open_engine(h3_test_data(TINY), NULL, &e, &st) == H3_OK, "open: %s", st.message);
     if (e) test_long_prompt(e);
+    if (e) {
+        /* the same while the text encoder's weights are away between requests */
+        h3_engine_force_text_release(e, 1);
+        h3_request r = small_request("a red fox runs through fresh snow");
+        h3_test_capture c = {0};
+        CHECK(h3_test_generate(e, &r, &c, NULL, &st) == H3_OK, "generate releasing the text encoder: %s",
+              st.message);
+        h3_test_capture_free(&c);
+        test_long_prompt(e);
+    }
     h3_engine_close(e);
     test_tokenizer("\"BPE\"", "\"XYZ\"", 0);
     test_tokenizer("\"NFC\"", "\"NFKD\"", 0);

@@ -70,6 +70,10 @@ typedef struct h3_backend_ops {
     /* mean/std hold C = src->shape[0] values. */
     void (*rgb8_from_planar)(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
                              const float *mean, const float *std);
+    /* The video VAE encoder's ops; NULL: not implemented. */
+    void (*im2col3d)(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0);
+    void (*group_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int groups, float eps, int silu);
     /* The audio VAE's ops (h3_ops_audio_vae.h); NULL: not implemented. */
     void (*conv1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                    int stride, int padding, int dilation, int groups);

@@ -1,6 +1,7 @@
-/* h3_ops_video_vae.h - the ops of the video VAE decoder: strided views,
- * the tile and window cross-fade, RGB conversion. Part of the op
- * interface: h3_backend.h includes it. */
+/* h3_ops_video_vae.h - the ops of the video VAE: strided views, the tile
+ * and window cross-fade, RGB conversion (the decoder); the causal 3-D
+ * convolution's gather and the per-frame GroupNorm (the encoder). Part of
+ * the op interface: h3_backend.h includes it. */
 #ifndef H3_OPS_VIDEO_VAE_H
 #define H3_OPS_VIDEO_VAE_H
 
@@ -53,6 +54,35 @@ void h3_op_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src,
 /* Copies the first nbytes of a tensor to the host as they are stored. */
 h3_status_code h3_tensor_download_bytes(h3_backend *b, const h3_tensor *src, void *host, size_t nbytes,
                                         h3_status *status);
+
+/* ---- the encoder (causal 3-D CNN, docs/spec/h3-vaes.md §3.4) ----------------
+ * Activations are channels last, [T, H, W, C] (frames, rows, columns,
+ * channels) for one clip of one tile, so a convolution is a gather (im2col)
+ * followed by h3_op_linear with the weight [Cout, Cin·kt·kh·kw] (PyTorch's
+ * Conv3d layout flattened), and a 1×1×1 convolution is h3_op_linear alone. */
+typedef struct h3_conv3d_geom {
+    int kt, kh, kw;                               /* kernel */
+    int st, sh, sw;                               /* stride */
+    int pad_t;                                    /* zero frames in front (causal); none at the back */
+    int pad_top, pad_bottom, pad_left, pad_right; /* reflect padding (torch 'reflect': no edge repeat) */
+} h3_conv3d_geom;
+
+/* x [T, H, W, C] float; the padded input xp is x with pad_t zero frames in
+ * front and reflect-padded rows and columns (each pad < that size). Output
+ * positions n = (t·Ho + y)·Wo + x, To = (T + pad_t − kt)/st + 1,
+ * Ho = (H + pad_top + pad_bottom − kh)/sh + 1, Wo likewise; for the rows of
+ * col, n in [n0, n0 + rows):
+ *   col[n − n0, ((c·kt + a)·kh + i)·kw + j] = xp[t·st + a, y·sh + i, x·sw + j, c]
+ * col [rows, C·kt·kh·kw] of any float dtype (values converted to it). */
+void h3_op_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0);
+/* GroupNorm of each frame on its own (the encoder's "temporally isolated"
+ * GroupNorm), channels last: x, y [F, P, C] float (P pixels per frame);
+ * for each frame f and group of C/groups consecutive channels, mean and
+ * biased variance over its P·C/groups values (accumulated in double), then
+ *   y = (x − mean)·(1/sqrt(var + eps))·w[c] + bias[c],   y = y·sigmoid(y) if silu.
+ * w and bias [C] float32. y may alias x. */
+void h3_op_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                      int groups, float eps, int silu);
 
 #ifdef __cplusplus
 }

@@ -118,3 +118,49 @@ h3_status_code h3_tensor_download_bytes(h3_backend *b, const h3_tensor *src, voi
         return h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name);
     return H3_OK;
 }
+
+/* The output extent of a causal 3-D convolution along one axis, or -1. */
+static int64_t conv_out_len(int64_t len, int pad, int k, int s) {
+    int64_t padded = len + pad;
+    return k >= 1 && s >= 1 && padded >= k ? (padded - k) / s + 1 : -1;
+}
+
+void h3_op_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0) {
+    GUARD(b);
+    NEED_IMPL(b, "im2col3d", im2col3d);
+    NEED(b, "im2col3d", "col", col); NEED(b, "im2col3d", "x", x);
+    REQUIRE(b, g, "im2col3d: no geometry");
+    REQUIRE(b, x->ndim == 4 && is_float(x) && is_float(col), "im2col3d: x must be float [T, H, W, C]");
+    int64_t T = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    REQUIRE(b, g->pad_t >= 0 && g->pad_top >= 0 && g->pad_bottom >= 0 && g->pad_left >= 0 && g->pad_right >= 0 &&
+                   g->pad_top < H && g->pad_bottom < H && g->pad_left < W && g->pad_right < W,
+            "im2col3d: reflect padding %d/%d/%d/%d needs more than %lldx%lld pixels", g->pad_top, g->pad_bottom,
+            g->pad_left, g->pad_right, (long long)H, (long long)W);
+    int64_t To = conv_out_len(T, g->pad_t, g->kt, g->st), Ho = conv_out_len(H, g->pad_top + g->pad_bottom, g->kh, g->sh);
+    int64_t Wo = conv_out_len(W, g->pad_left + g->pad_right, g->kw, g->sw);
+    REQUIRE(b, To > 0 && Ho > 0 && Wo > 0, "im2col3d: kernel %dx%dx%d does not fit %lldx%lldx%lld", g->kt, g->kh,
+            g->kw, (long long)T, (long long)H, (long long)W);
+    int64_t K = C * g->kt * g->kh * g->kw, rows = h3_tensor_rows(col);
+    REQUIRE(b, h3_tensor_cols(col) == K, "im2col3d: col has %lld columns, want %lld", (long long)h3_tensor_cols(col),
+            (long long)K);
+    REQUIRE(b, n0 >= 0 && n0 + rows <= To * Ho * Wo, "im2col3d: rows [%lld, %lld) outside %lld outputs",
+            (long long)n0, (long long)(n0 + rows), (long long)(To * Ho * Wo));
+    REQUIRE(b, col->data != x->data, "im2col3d: col aliases x");
+    b->ops->im2col3d(b, col, x, g, n0);
+}
+
+void h3_op_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                      int groups, float eps, int silu) {
+    GUARD(b);
+    NEED_IMPL(b, "group_norm", group_norm);
+    NEED(b, "group_norm", "y", y); NEED(b, "group_norm", "x", x);
+    NEED(b, "group_norm", "w", w); NEED(b, "group_norm", "bias", bias);
+    REQUIRE(b, x->ndim == 3 && is_float(x) && is_float(y), "group_norm: x must be float [F, P, C]");
+    REQUIRE(b, h3_tensor_numel(y) == h3_tensor_numel(x), "group_norm: y and x differ in size");
+    int64_t C = x->shape[2];
+    REQUIRE(b, groups >= 1 && C % groups == 0, "group_norm: %d groups do not divide %lld channels", groups,
+            (long long)C);
+    REQUIRE(b, w->dtype == H3_F32 && bias->dtype == H3_F32 && h3_tensor_numel(w) == C && h3_tensor_numel(bias) == C,
+            "group_norm: w and bias must be float32 [%lld]", (long long)C);
+    b->ops->group_norm(b, y, x, w, bias, groups, eps, silu);
+}

@@ -2,8 +2,16 @@
 #include "base/h3_config.h"
 
 #include <json-glib/json-glib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/h3_file.h"
+#include "base/h3_json_impl.h"
+
+/* A config.json or index file larger than this is no config (the release's
+ * largest, an index of every tensor name, is well under 1 MiB). */
+#define H3_CONFIG_MAX_BYTES (64u << 20)
 
 struct h3_config {
     char *path;
@@ -23,35 +31,40 @@ static h3_status_code finish_load(h3_config *c, h3_config **out, h3_status *stat
     return H3_OK;
 }
 
-h3_status_code h3_config_load(const char *path, h3_config **out, h3_status *status) {
-    *out = NULL;
-    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) return h3_fail(status, H3_ERR_NOT_FOUND, "%s: no such file", path);
+/* Parses json into a new config named `name`; a repeated member is an error. */
+static h3_status_code parse(const char *json, gssize len, const char *name, h3_config **out, h3_status *status) {
     h3_config *c = calloc(1, sizeof *c);
-    c->path = g_strdup(path);
+    if (!c) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", name);
+    c->path = g_strdup(name);
     c->parser = json_parser_new();
     GError *err = NULL;
-    if (!json_parser_load_from_file(c->parser, path, &err)) {
-        h3_status_code rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
-        g_error_free(err);
+    char *dup = NULL;
+    if (!h3_json_load(c->parser, json, len, &dup, &err)) {
+        h3_status_code rc = err ? h3_fail(status, H3_ERR_FORMAT, "%s: %s", name, err->message)
+                                : h3_fail(status, H3_ERR_FORMAT, "%s: the key \"%s\" appears twice in one object",
+                                          name, dup);
+        if (err) g_error_free(err);
+        g_free(dup);
         h3_config_free(c);
         return rc;
     }
     return finish_load(c, out, status);
 }
 
+h3_status_code h3_config_load(const char *path, h3_config **out, h3_status *status) {
+    *out = NULL;
+    char *text;
+    size_t len;
+    h3_status_code rc = h3_file_read(path, H3_CONFIG_MAX_BYTES, &text, &len, status);
+    if (rc != H3_OK) return rc;
+    rc = parse(text, (gssize)len, path, out, status);
+    g_free(text);
+    return rc;
+}
+
 h3_status_code h3_config_parse(const char *json, const char *name, h3_config **out, h3_status *status) {
     *out = NULL;
-    h3_config *c = calloc(1, sizeof *c);
-    c->path = g_strdup(name);
-    c->parser = json_parser_new();
-    GError *err = NULL;
-    if (!json_parser_load_from_data(c->parser, json, -1, &err)) {
-        h3_status_code rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", name, err->message);
-        g_error_free(err);
-        h3_config_free(c);
-        return rc;
-    }
-    return finish_load(c, out, status);
+    return parse(json, -1, name, out, status);
 }
 
 void h3_config_free(h3_config *c) {
@@ -170,4 +183,50 @@ h3_status_code h3_config_int_or(const h3_config *c, const char *key, int64_t *ou
 
 h3_status_code h3_config_double_or(const h3_config *c, const char *key, double *out, h3_status *status) {
     return h3_config_has(c, key) ? h3_config_double(c, key, out, status) : H3_OK;
+}
+
+/* ---- ranges ---------------------------------------------------------------- */
+
+h3_status_code h3_config_check_range(const char *file, const char *key, int64_t value, int64_t min, int64_t max,
+                                     h3_status *status) {
+    if (value >= min && value <= max) return H3_OK;
+    return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %lld, outside [%lld, %lld]", file, key, (long long)value,
+                   (long long)min, (long long)max);
+}
+
+h3_status_code h3_config_int_range(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                   h3_status *status) {
+    int64_t v;
+    h3_status_code rc = h3_config_int(c, key, &v, status);
+    if (rc == H3_OK) rc = h3_config_check_range(c->path, key, v, min, max, status);
+    if (rc == H3_OK) *out = v;
+    return rc;
+}
+
+h3_status_code h3_config_int_range_or(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                      h3_status *status) {
+    return h3_config_has(c, key) ? h3_config_int_range(c, key, min, max, out, status) : H3_OK;
+}
+
+h3_status_code h3_config_int_array_range(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                         int max_n, int *n, h3_status *status) {
+    h3_status_code rc = h3_config_int_array(c, key, out, max_n, n, status);
+    for (int i = 0; rc == H3_OK && i < *n; i++) {
+        char entry[256];
+        snprintf(entry, sizeof entry, "%s[%d]", key, i);
+        rc = h3_config_check_range(c->path, entry, out[i], min, max, status);
+    }
+    return rc;
+}
+
+h3_status_code h3_config_double_range_or(const h3_config *c, const char *key, double min, double max, double *out,
+                                         h3_status *status) {
+    if (!h3_config_has(c, key)) return H3_OK; /* the caller's default, not checked here */
+    double v;
+    h3_status_code rc = h3_config_double(c, key, &v, status);
+    if (rc != H3_OK) return rc;
+    if (!(v >= min && v <= max))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %g, outside [%g, %g]", c->path, key, v, min, max);
+    *out = v;
+    return H3_OK;
 }

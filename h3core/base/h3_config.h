@@ -31,4 +31,24 @@ h3_status_code h3_config_double_array(const h3_config *c, const char *key, doubl
 h3_status_code h3_config_int_or(const h3_config *c, const char *key, int64_t *out, h3_status *status);
 h3_status_code h3_config_double_or(const h3_config *c, const char *key, double *out, h3_status *status);
 
+/* Ranges. Every integer a loader takes from a model folder has a documented
+ * [min, max] (docs/RELIABILITY.md, "Ranges and files"): small enough that
+ * the sizes computed from it fit (h3_size.h) and an allocation it drives is
+ * sane, so a hostile value is an error naming it, never a wrapped int, a
+ * zero divisor or "out of memory". Out of range is H3_ERR_FORMAT
+ *   "<file>: \"<key>\" is <value>, outside [min, max]". */
+h3_status_code h3_config_check_range(const char *file, const char *key, int64_t value, int64_t min, int64_t max,
+                                     h3_status *status);
+h3_status_code h3_config_int_range(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                   h3_status *status);
+/* Absent or null: *out untouched (the caller's default). */
+h3_status_code h3_config_int_range_or(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                      h3_status *status);
+/* Every entry in [min, max]; the message names the entry ("key[2]"). */
+h3_status_code h3_config_int_array_range(const h3_config *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                                         int max_n, int *n, h3_status *status);
+/* Doubles: [min, max] (a value past float's range would become inf). */
+h3_status_code h3_config_double_range_or(const h3_config *c, const char *key, double min, double max, double *out,
+                                         h3_status *status);
+
 #endif

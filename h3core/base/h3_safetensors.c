@@ -4,7 +4,17 @@
  * {"name": {"dtype": "BF16", "shape": [..], "data_offsets": [b, e]}, ...,
  *  "__metadata__": {"k": "v"}}, then the data section. Offsets are relative
  * to the data section. We refuse anything the format does not allow instead
- * of guessing, because a bad offset here becomes a wild read later. */
+ * of guessing, because a bad offset here becomes a wild read later:
+ *  - a name twice in one object (the format: "Duplicate keys are
+ *    disallowed"; json-glib would keep the last silently);
+ *  - sizes that overflow (shape x dtype, through h3_size.h);
+ *  - data_offsets that do not tile the data section: sorted by begin, each
+ *    tensor starts where the one before ends, the first at 0, the last ends
+ *    at the end of the file. That is the reference reader's rule (its
+ *    InvalidOffset and MetadataIncompleteBuffer errors: the buffer is
+ *    entirely indexed, no holes), and the only one under which no two
+ *    tensors share a byte: a zero-size tensor is a point between two others,
+ *    never inside one, and no byte of the file belongs to no tensor. */
 #include "base/h3_safetensors.h"
 
 #include <errno.h>
@@ -18,7 +28,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/h3_file.h"
+#include "base/h3_json_impl.h"
 #include "base/h3_random.h"
+#include "base/h3_size.h"
 
 struct h3_st_file {
     char *path;
@@ -113,10 +126,13 @@ uint16_t h3_f32_to_f16(float f) {
     return (uint16_t)half;
 }
 
+/* By begin, then by end: a zero-size tensor sorts before one that starts
+ * at the same offset, as the reference reader sorts (begin, end) pairs. */
 static int cmp_by_offset(const void *a, const void *b) {
     const h3_st_tensor *x = *(const h3_st_tensor *const *)a, *y = *(const h3_st_tensor *const *)b;
     const char *px = x->data, *py = y->data;
-    return px < py ? -1 : px > py ? 1 : 0;
+    if (px != py) return px < py ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes ? 1 : 0;
 }
 
 static h3_status_code parse_tensor(h3_st_file *f, const char *name, JsonNode *node,
@@ -138,16 +154,17 @@ static h3_status_code parse_tensor(h3_st_file *f, const char *name, JsonNode *no
     if (nd > H3_ST_MAX_DIMS)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': %u dims (max %d)", f->path, name, nd, H3_ST_MAX_DIMS);
     t->ndim = (int)nd;
-    t->numel = 1;
+    uint64_t numel = 1;
     for (guint i = 0; i < nd; i++) {
         JsonNode *d = json_array_get_element(sa, i);
         if (!JSON_NODE_HOLDS_VALUE(d) || json_node_get_value_type(d) != G_TYPE_INT64 || json_node_get_int(d) < 0)
             return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': shape[%u] is not a non-negative integer", f->path, name, i);
         t->shape[i] = json_node_get_int(d);
-        if (t->shape[i] != 0 && t->numel > INT64_MAX / t->shape[i])
-            return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': shape overflows", f->path, name);
-        t->numel *= t->shape[i];
+        h3_status_code rc = h3_size_mul_max(numel, (uint64_t)t->shape[i], INT64_MAX, &numel, status,
+                                            "%s: tensor '%s': shape overflows at shape[%u]", f->path, name, i);
+        if (rc != H3_OK) return rc;
     }
+    t->numel = (int64_t)numel;
     if (json_array_get_length(oa) != 2)
         return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': data_offsets must have 2 entries", f->path, name);
     int64_t be[2];
@@ -161,16 +178,45 @@ static h3_status_code parse_tensor(h3_st_file *f, const char *name, JsonNode *no
         return h3_fail(status, H3_ERR_FORMAT,
                        "%s: tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data section (truncated file?)",
                        f->path, name, (long long)be[0], (long long)be[1], data_size);
-    size_t esz = h3_st_dtype_size(t->dtype);
-    if ((uint64_t)t->numel > (uint64_t)INT64_MAX / esz || (uint64_t)t->numel * esz != (uint64_t)(be[1] - be[0]))
-        return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': shape needs %lld bytes of %s but data_offsets span %lld",
-                       f->path, name, (long long)(t->numel * (int64_t)esz), h3_st_dtype_name(t->dtype),
+    uint64_t bytes;
+    h3_status_code rc = h3_size_mul_max(numel, h3_st_dtype_size(t->dtype), data_size, &bytes, status,
+                                        "%s: tensor '%s': bytes of its shape (elements x %s size) beyond the "
+                                        "data section", f->path, name, h3_st_dtype_name(t->dtype));
+    if (rc != H3_OK) return rc;
+    if (bytes != (uint64_t)(be[1] - be[0]))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: tensor '%s': shape needs %llu bytes of %s but data_offsets span %lld",
+                       f->path, name, (unsigned long long)bytes, h3_st_dtype_name(t->dtype),
                        (long long)(be[1] - be[0]));
     t->data = data + be[0];
     t->nbytes = (size_t)(be[1] - be[0]);
     t->name = name;
     t->file_path = f->path;
     return H3_OK;
+}
+
+/* The data offsets tile the data section (the rule at the top of this file). */
+static h3_status_code check_tiling(h3_st_file *f, const char *data, size_t data_size, h3_status *status) {
+    h3_st_tensor **order = malloc((f->count ? f->count : 1) * sizeof *order);
+    if (!order) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", f->path);
+    for (size_t k = 0; k < f->count; k++) order[k] = &f->tensors[k];
+    qsort(order, f->count, sizeof *order, cmp_by_offset);
+    h3_status_code rc = H3_OK;
+    size_t end = 0; /* where the tensors so far end */
+    for (size_t k = 0; k < f->count && rc == H3_OK; k++) {
+        size_t begin = (size_t)((const char *)order[k]->data - data);
+        if (begin < end)
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap (bytes %zu..%zu of the data section)",
+                         f->path, order[k - 1]->name, order[k]->name, begin, end);
+        else if (begin > end)
+            rc = h3_fail(status, H3_ERR_FORMAT, "%s: bytes %zu..%zu of the data section, before tensor '%s', belong "
+                         "to no tensor (the format allows no gaps)", f->path, end, begin, order[k]->name);
+        end = begin + order[k]->nbytes;
+    }
+    if (rc == H3_OK && end != data_size)
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: the tensors cover %zu of the %zu bytes after the header (the format "
+                     "allows no trailing bytes)", f->path, end, data_size);
+    free(order);
+    return rc;
 }
 
 static h3_status_code parse_header(h3_st_file *f, h3_status *status) {
@@ -188,10 +234,14 @@ static h3_status_code parse_header(h3_st_file *f, h3_status *status) {
 
     JsonParser *parser = json_parser_new();
     GError *err = NULL;
+    char *dup = NULL;
     h3_status_code rc = H3_OK;
-    if (!json_parser_load_from_data(parser, json, (gssize)n, &err)) {
-        rc = h3_fail(status, H3_ERR_FORMAT, "%s: header is not valid JSON: %s", f->path, err->message);
-        g_error_free(err);
+    if (!h3_json_load(parser, json, (gssize)n, &dup, &err)) {
+        if (err) rc = h3_fail(status, H3_ERR_FORMAT, "%s: header is not valid JSON: %s", f->path, err->message);
+        else rc = h3_fail(status, H3_ERR_FORMAT, "%s: header names '%s' twice (the format forbids duplicate keys)",
+                          f->path, dup);
+        if (err) g_error_free(err);
+        g_free(dup);
         goto out;
     }
     JsonNode *root = json_parser_get_root(parser);
@@ -233,19 +283,7 @@ static h3_status_code parse_header(h3_st_file *f, h3_status *status) {
     g_list_free(members);
     if (rc != H3_OK) goto out;
 
-    /* Byte ranges must not overlap: sort by start and compare neighbours. */
-    h3_st_tensor **order = malloc((f->count ? f->count : 1) * sizeof *order);
-    for (size_t k = 0; k < f->count; k++) order[k] = &f->tensors[k];
-    qsort(order, f->count, sizeof *order, cmp_by_offset);
-    for (size_t k = 1; k < f->count; k++) {
-        const char *prev_end = (const char *)order[k - 1]->data + order[k - 1]->nbytes;
-        if ((const char *)order[k]->data < prev_end && order[k]->nbytes && order[k - 1]->nbytes) {
-            rc = h3_fail(status, H3_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", f->path, order[k - 1]->name,
-                         order[k]->name);
-            break;
-        }
-    }
-    free(order);
+    rc = check_tiling(f, data, data_size, status);
 out:
     g_object_unref(parser);
     return rc;
@@ -253,17 +291,22 @@ out:
 
 h3_status_code h3_st_open(const char *path, h3_st_file **out, h3_status *status) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return h3_fail(status, errno == ENOENT ? H3_ERR_NOT_FOUND : H3_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int fd;
+    uint64_t size;
+    h3_status_code rc = h3_file_open(path, &fd, &size, status);
+    if (rc != H3_OK) return rc;
+    if (size > SIZE_MAX) {
         close(fd);
-        return h3_fail(status, H3_ERR_IO, "%s: not a regular file", path);
+        return h3_fail(status, H3_ERR_FORMAT, "%s: %llu bytes do not fit this machine's address space", path,
+                       (unsigned long long)size);
     }
     h3_st_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(fd);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", path);
+    }
     f->path = g_strdup(path);
-    f->map_size = (size_t)st.st_size;
+    f->map_size = (size_t)size;
     f->by_name = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     f->metadata = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     if (f->map_size > 0) {
@@ -277,7 +320,7 @@ h3_status_code h3_st_open(const char *path, h3_st_file **out, h3_status *status)
         }
     }
     close(fd);
-    h3_status_code rc = parse_header(f, status);
+    rc = parse_header(f, status);
     if (rc != H3_OK) {
         h3_st_close(f);
         return rc;
@@ -414,16 +457,25 @@ static h3_status_code checkpoint_add_file(h3_checkpoint *c, const char *path, h3
     return H3_OK;
 }
 
+/* An index names every tensor once: the release's largest is well under 1 MiB. */
+#define H3_INDEX_MAX_BYTES (64u << 20)
+
 static h3_status_code open_index(h3_checkpoint *c, const char *index_path, h3_status *status) {
     JsonParser *parser = json_parser_new();
     GError *err = NULL;
     h3_status_code rc = H3_OK;
     char *dir = g_path_get_dirname(index_path);
     GHashTable *shards = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    if (!json_parser_load_from_mapped_file(parser, index_path, &err)) {
-        rc = h3_fail(status, err->domain == G_FILE_ERROR ? H3_ERR_IO : H3_ERR_FORMAT, "%s: %s", index_path,
-                     err->message);
-        g_error_free(err);
+    char *text = NULL, *dup = NULL;
+    size_t len = 0;
+    rc = h3_file_read(index_path, H3_INDEX_MAX_BYTES, &text, &len, status);
+    if (rc != H3_OK) goto out;
+    if (!h3_json_load(parser, text, (gssize)len, &dup, &err)) {
+        if (err) rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", index_path, err->message);
+        else rc = h3_fail(status, H3_ERR_FORMAT, "%s: '%s' appears twice in one object (which shard holds it?)",
+                          index_path, dup);
+        if (err) g_error_free(err);
+        g_free(dup);
         goto out;
     }
     JsonNode *root = json_parser_get_root(parser);
@@ -470,6 +522,7 @@ static h3_status_code open_index(h3_checkpoint *c, const char *index_path, h3_st
     }
     g_list_free(names);
 out:
+    g_free(text);
     g_hash_table_destroy(shards);
     g_free(dir);
     g_object_unref(parser);
@@ -627,16 +680,25 @@ static h3_status_code dummy_tensor(h3_checkpoint *c, const char *name, h3_st_dty
     t->name = g_strdup(name);
     t->dtype = dtype;
     t->ndim = ndim;
-    t->numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || (shape[i] && t->numel > INT64_MAX / shape[i])) {
-            free_owned(t);
-            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': bad shape", c->path, name);
-        }
+    uint64_t numel = 1, bytes = 0;
+    h3_status_code rc = H3_OK;
+    for (int i = 0; i < ndim && rc == H3_OK; i++) {
+        if (shape[i] < 0) rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: tensor '%s': shape[%d] is %lld", c->path,
+                                       name, i, (long long)shape[i]);
+        else rc = h3_size_mul_max(numel, (uint64_t)shape[i], INT64_MAX, &numel, status, "%s: tensor '%s': shape",
+                                  c->path, name);
         t->shape[i] = shape[i];
-        t->numel *= shape[i];
     }
-    t->nbytes = (size_t)t->numel * h3_st_dtype_size(dtype);
+    /* A dummy tensor's bytes are sized like a file's: they must fit size_t. */
+    if (rc == H3_OK)
+        rc = h3_size_mul_max(numel, h3_st_dtype_size(dtype), SIZE_MAX, &bytes, status, "%s: tensor '%s': bytes",
+                             c->path, name);
+    if (rc != H3_OK) { /* the shapes come from a config: an overflow there is the config's (FORMAT) */
+        free_owned(t);
+        return rc;
+    }
+    t->numel = (int64_t)numel;
+    t->nbytes = (size_t)bytes;
     t->file_path = c->path;
     g_ptr_array_add(c->owned, t);
     g_hash_table_insert(c->lookup, (gpointer)t->name, t);

@@ -77,9 +77,8 @@ static h3_status_code read_shift(const char *dir, const char *sub, float *shift,
     g_free(p);
     if (rc != H3_OK) return rc;
     double v = *shift;
-    rc = h3_config_double_or(c, "shift", &v, status);
+    rc = h3_config_double_range_or(c, "shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &v, status);
     h3_config_free(c);
-    if (rc == H3_OK && !(v > 0)) return h3_fail(status, H3_ERR_FORMAT, "%s/%s: shift must be positive", dir, sub);
     *shift = (float)v;
     return rc;
 }
@@ -124,8 +123,11 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
         h3_config *c;
         if (h3_config_load(mi, &c, NULL) == H3_OK) {
             double v = e->video_shift, a = e->audio_shift;
-            rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.video", &v, status);
-            if (rc == H3_OK) rc = h3_config_double_or(c, "_minimax_h3.sigma_shift_scales.audio", &a, status);
+            rc = h3_config_double_range_or(c, "_minimax_h3.sigma_shift_scales.video", H3_SHIFT_MIN, H3_SHIFT_MAX, &v,
+                                           status);
+            if (rc == H3_OK)
+                rc = h3_config_double_range_or(c, "_minimax_h3.sigma_shift_scales.audio", H3_SHIFT_MIN, H3_SHIFT_MAX,
+                                               &a, status);
             e->video_shift = (float)v;
             e->audio_shift = (float)a;
             h3_config_free(c);
@@ -150,8 +152,9 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
         h3_config *c;
         rc = h3_config_load(meta, &c, status);
         if (rc == H3_OK) {
+            /* Ranged before the narrowing: 4294967297 used to become layer 1. */
             int64_t layer = e->text_layer;
-            rc = h3_config_int_or(c, "text_encoder_layer", &layer, status);
+            rc = h3_config_int_range_or(c, "text_encoder_layer", 0, H3_TEXT_ENCODER_MAX_LAYERS, &layer, status);
             e->text_layer = (int)layer;
             h3_config_free(c);
         }

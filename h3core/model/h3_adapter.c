@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/h3_config.h"
+#include "model/h3_scheduler.h"
 
 typedef enum key_role { ROLE_LORA_A = 0, ROLE_LORA_B, ROLE_DIFF, ROLE_DIFF_B, ROLE_SET_WEIGHT, ROLE_COUNT } key_role;
 
@@ -229,6 +230,47 @@ static int role_of(const char *name, size_t *module_len) {
 
 static int is_float(h3_st_dtype d) { return d == H3_ST_F32 || d == H3_ST_BF16 || d == H3_ST_F16; }
 
+/* A block number as the checkpoints write it: decimal digits, no sign, no
+ * leading zero, at most 9 digits (so it fits an int; the binding checks it
+ * against the layer count). Returns the digits consumed, 0 when s does not
+ * start with one. "00", "+1" or "4294967296" are not numbers a base
+ * tensor's name carries: parsed loosely, such a key passed validation as
+ * block 0 (or a wrapped one) and was then never applied. */
+#define MAX_BLOCK_DIGITS 9
+static size_t block_number(const char *s, int *out) {
+    size_t n = 0;
+    while (g_ascii_isdigit(s[n])) n++;
+    if (n == 0 || n > MAX_BLOCK_DIGITS || (n > 1 && s[0] == '0')) return 0;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+    *out = v;
+    return n;
+}
+
+/* Every part of a key that starts with a digit is a canonical block number. */
+static h3_status_code check_key_numbers(const h3_adapter *a, const char *key, h3_status *status) {
+    for (const char *part = key; *part; part = strchr(part, '.') ? strchr(part, '.') + 1 : part + strlen(part)) {
+        if (!g_ascii_isdigit(*part)) continue;
+        int v;
+        size_t n = block_number(part, &v);
+        if (n == 0 || (part[n] != '.' && part[n] != '\0')) {
+            size_t len = strcspn(part, ".");
+            return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': key '%s': block number '%.*s' is not canonical "
+                           "(decimal, no leading zero, at most %d digits), so it would match no tensor of the model",
+                           a->path, key, (int)len, part, MAX_BLOCK_DIGITS);
+        }
+    }
+    return H3_OK;
+}
+
+/* name is prefix, a canonical block number, then exactly suffix. */
+static int parse_block_name(const char *name, const char *prefix, const char *suffix, int *block) {
+    if (!g_str_has_prefix(name, prefix)) return 0;
+    const char *p = name + strlen(prefix);
+    size_t n = block_number(p, block);
+    return n > 0 && strcmp(p + n, suffix) == 0;
+}
+
 static h3_status_code classify_keys(h3_adapter *a, long long counts[ROLE_COUNT], h3_status *status) {
     a->modules = g_ptr_array_new_with_free_func(free_module);
     a->by_module = g_hash_table_new(g_str_hash, g_str_equal);
@@ -243,6 +285,8 @@ static h3_status_code classify_keys(h3_adapter *a, long long counts[ROLE_COUNT],
         if (!is_float(t->dtype))
             return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': tensor '%s' has dtype %s (F32, BF16 or F16)", a->path,
                            t->name, h3_st_dtype_name(t->dtype));
+        h3_status_code rc = check_key_numbers(a, t->name, status);
+        if (rc != H3_OK) return rc;
         char *module = g_strndup(t->name, len);
         module_delta *m = g_hash_table_lookup(a->by_module, module);
         if (!m) {
@@ -333,9 +377,13 @@ static h3_status_code read_contract(h3_adapter *a, h3_status *status) {
             goto done;
         }
     }
-    if ((rc = h3_config_double_or(j, "flow_shift", &c->video_shift, status)) != H3_OK) goto done;
-    if ((rc = h3_config_double_or(j, "audio_flow_shift", &c->audio_shift, status)) != H3_OK) goto done;
-    if ((rc = h3_config_double_or(j, "vsa_sparsity", &c->vsa_sparsity, status)) != H3_OK) goto done;
+    if ((rc = h3_config_double_range_or(j, "flow_shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &c->video_shift, status)) !=
+        H3_OK)
+        goto done;
+    if ((rc = h3_config_double_range_or(j, "audio_flow_shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &c->audio_shift,
+                                        status)) != H3_OK)
+        goto done;
+    if ((rc = h3_config_double_range_or(j, "vsa_sparsity", 0, 1, &c->vsa_sparsity, status)) != H3_OK) goto done;
     int64_t tile = 0;
     if ((rc = h3_config_int_or(j, "vsa_tile_size", &tile, status)) != H3_OK) goto done;
     c->vsa_tile_size = (int)tile;
@@ -443,18 +491,18 @@ static char *native_name(const char *param, placement *place, int *part) {
     for (size_t i = 0; i < G_N_ELEMENTS(block_map); i++) {
         if (!g_str_has_prefix(param, block_map[i][0])) continue;
         const char *p = param + strlen(block_map[i][0]);
-        char *end;
-        long index = strtol(p, &end, 10);
-        if (end == p || *end != '.') break;
-        const char *rest = end + 1;
+        int index;
+        size_t digits = block_number(p, &index);
+        if (digits == 0 || p[digits] != '.') break;
+        const char *rest = p + digits + 1;
         for (size_t j = 0; j < G_N_ELEMENTS(inner_map); j++)
             if (g_str_has_prefix(rest, inner_map[j].from)) {
                 *place = inner_map[j].place;
                 *part = inner_map[j].part;
-                return g_strdup_printf("%s%ld.%s%s", block_map[i][1], index, inner_map[j].to,
+                return g_strdup_printf("%s%d.%s%s", block_map[i][1], index, inner_map[j].to,
                                        rest + strlen(inner_map[j].from));
             }
-        return g_strdup_printf("%s%ld.%s", block_map[i][1], index, rest);
+        return g_strdup_printf("%s%d.%s", block_map[i][1], index, rest);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(model_map); i++)
         if (g_str_has_prefix(param, model_map[i][0]))
@@ -563,9 +611,10 @@ static h3_status_code bind_param(bind_ctx *c, const module_delta *m, const char 
 static h3_status_code bind_gate(bind_ctx *c, const module_delta *m, h3_status *status) {
     h3_adapter *a = c->a;
     const h3_st_tensor *set = m->t[ROLE_SET_WEIGHT];
-    int block = -1, consumed = 0;
-    if (sscanf(m->module, "transformer_blocks.%d.attn.to_gate_compress%n", &block, &consumed) != 1 ||
-        m->module[consumed] != '\0' || block < 0 || block >= a->num_layers)
+    int block = -1;
+    /* Parsed as gate_source names it back, so a gate that binds is one the loader finds. */
+    if (!parse_block_name(m->module, "transformer_blocks.", ".attn.to_gate_compress", &block) ||
+        block >= a->num_layers)
         return h3_fail(status, H3_ERR_FORMAT, "adapter '%s': '%s' is not a VSA gate: .set_weight may only create "
                        "transformer_blocks.<i>.attn.to_gate_compress (i < %d)", a->path, set->name, a->num_layers);
     char gate[128];

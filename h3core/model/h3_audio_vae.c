@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "base/h3_config.h"
+#include "base/h3_file.h"
 #include "base/h3_safetensors.h"
+#include "base/h3_size.h"
 
 #define FILTER_TAPS 12 /* Kaiser-sinc resampling filter of every activation */
 #define ACT_RATIO 2
@@ -48,36 +50,52 @@ struct h3_audio_vae {
 
 /* ---- config ----------------------------------------------------------------------- */
 
+/* The ranges (docs/RELIABILITY.md, "Ranges and files"). Rates and kernel
+ * sizes are checked one by one, then their product, the hop (samples per
+ * latent), through h3_size.h: 32 kHz, hop 800 for the release. */
+#define MAX_SAMPLE_RATE (1 << 22)
+#define MAX_WIDTH (1 << 16)   /* latent_dim, decoder_dim */
+#define MAX_KERNEL (1 << 16)  /* a rate, a kernel size */
+#define MAX_HOP (1 << 20)
+
 static h3_status_code int_in_range(const h3_config *c, const char *key, int lo, int hi, int *out, h3_status *status) {
-    int64_t v;
-    h3_status_code rc = h3_config_int(c, key, &v, status);
-    if (rc != H3_OK) return rc;
-    if (v < lo || v > hi)
-        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld is outside [%d, %d]", h3_config_path(c), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return H3_OK;
+    int64_t v = 0;
+    h3_status_code rc = h3_config_int_range(c, key, lo, hi, &v, status);
+    if (rc == H3_OK) *out = (int)v;
+    return rc;
 }
 
 static h3_status_code int_list(const h3_config *c, const char *key, int max, int *out, int *n, h3_status *status) {
     int64_t v[64];
-    h3_status_code rc = h3_config_int_array(c, key, v, max < 64 ? max : 64, n, status);
-    if (rc != H3_OK) return rc;
-    for (int i = 0; i < *n; i++) {
-        if (v[i] < 1 || v[i] > 1 << 16)
-            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\"[%d] = %lld is out of range", h3_config_path(c), key, i,
-                           (long long)v[i]);
-        out[i] = (int)v[i];
+    h3_status_code rc = h3_config_int_array_range(c, key, 1, MAX_KERNEL, v, max < 64 ? max : 64, n, status);
+    for (int i = 0; rc == H3_OK && i < *n; i++) out[i] = (int)v[i];
+    return rc;
+}
+
+/* The product of n rates (each in [1, MAX_KERNEL]), at most MAX_HOP. */
+static h3_status_code rate_product(const char *path, const char *key, const int *rates, int n, int64_t *out,
+                                   h3_status *status) {
+    uint64_t hop = 1;
+    for (int i = 0; i < n; i++) {
+        h3_status_code rc = h3_size_mul_max(hop, (uint64_t)rates[i], MAX_HOP, &hop, status,
+                                            "%s: the product of \"%s\" up to [%d]", path, key, i);
+        if (rc != H3_OK) return rc;
     }
+    *out = (int64_t)hop;
     return H3_OK;
 }
 
 /* resblock_dilation_sizes is a list of lists, which h3_config does not read. */
 static h3_status_code read_dilations(const char *path, h3_audio_vae_config *cfg, h3_status *status) {
+    char *text;
+    size_t len;
+    h3_status_code rc = h3_file_read(path, 64u << 20, &text, &len, status);
+    if (rc != H3_OK) return rc;
     JsonParser *parser = json_parser_new();
     GError *err = NULL;
-    h3_status_code rc = H3_OK;
-    if (!json_parser_load_from_file(parser, path, &err)) {
+    gboolean parsed = json_parser_load_from_data(parser, text, (gssize)len, &err);
+    g_free(text);
+    if (!parsed) {
         rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
         g_error_free(err);
         g_object_unref(parser);
@@ -142,11 +160,11 @@ static h3_status_code read_latent_stats(const h3_config *c, h3_audio_vae_config 
 static h3_status_code config_diffusers(const h3_config *c, h3_audio_vae_config *cfg, h3_status *status) {
     h3_status_code rc;
     int n;
-    if ((rc = int_in_range(c, "sampling_rate", 1, 1 << 22, &cfg->sample_rate, status)) != H3_OK ||
+    if ((rc = int_in_range(c, "sampling_rate", 1, MAX_SAMPLE_RATE, &cfg->sample_rate, status)) != H3_OK ||
         (rc = int_in_range(c, "latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS, &cfg->latent_channels,
                            status)) != H3_OK ||
-        (rc = int_in_range(c, "latent_dim", 1, 1 << 16, &cfg->latent_dim, status)) != H3_OK ||
-        (rc = int_in_range(c, "decoder_dim", 1, 1 << 16, &cfg->decoder_dim, status)) != H3_OK ||
+        (rc = int_in_range(c, "latent_dim", 1, MAX_WIDTH, &cfg->latent_dim, status)) != H3_OK ||
+        (rc = int_in_range(c, "decoder_dim", 1, MAX_WIDTH, &cfg->decoder_dim, status)) != H3_OK ||
         (rc = int_list(c, "decoder_rates", H3_AUDIO_VAE_MAX_STAGES, cfg->rates, &cfg->n_stages, status)) != H3_OK ||
         (rc = int_list(c, "decoder_kernel_sizes", H3_AUDIO_VAE_MAX_STAGES, cfg->kernel_sizes, &n, status)) != H3_OK)
         return rc;
@@ -160,12 +178,11 @@ static h3_status_code config_diffusers(const h3_config *c, h3_audio_vae_config *
     if (rc != H3_OK) return rc;
     if (h3_config_has(c, "encoder_rates")) { /* the reference refuses a VAE whose hops differ */
         int enc[64], ne;
-        int64_t hop = 1;
+        int64_t hop = 1, dec = 1;
         rc = int_list(c, "encoder_rates", 64, enc, &ne, status);
+        if (rc == H3_OK) rc = rate_product(h3_config_path(c), "encoder_rates", enc, ne, &hop, status);
+        if (rc == H3_OK) rc = rate_product(h3_config_path(c), "decoder_rates", cfg->rates, cfg->n_stages, &dec, status);
         if (rc != H3_OK) return rc;
-        for (int i = 0; i < ne; i++) hop *= enc[i];
-        int64_t dec = 1;
-        for (int i = 0; i < cfg->n_stages; i++) dec *= cfg->rates[i];
         if (hop != dec)
             return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_rates upsample by %lld but encoder_rates hop is %lld",
                            h3_config_path(c), (long long)dec, (long long)hop);
@@ -187,9 +204,9 @@ static h3_status_code config_native(const h3_config *c, const char *meta_path, h
     int meta_channels, n_meta_rates, meta_rates[H3_AUDIO_VAE_MAX_STAGES];
     if ((rc = int_in_range(c, "latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS, &cfg->latent_channels,
                            status)) != H3_OK ||
-        (rc = int_in_range(m, "metadata.kwargs.sample_rate", 1, 1 << 22, &cfg->sample_rate, status)) != H3_OK ||
-        (rc = int_in_range(m, "metadata.kwargs.latent_dim", 1, 1 << 16, &cfg->latent_dim, status)) != H3_OK ||
-        (rc = int_in_range(m, "metadata.kwargs.decoder_dim", 1, 1 << 16, &cfg->decoder_dim, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.sample_rate", 1, MAX_SAMPLE_RATE, &cfg->sample_rate, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.latent_dim", 1, MAX_WIDTH, &cfg->latent_dim, status)) != H3_OK ||
+        (rc = int_in_range(m, "metadata.kwargs.decoder_dim", 1, MAX_WIDTH, &cfg->decoder_dim, status)) != H3_OK ||
         (rc = int_in_range(m, "metadata.kwargs.vae_latent_channels", 1, H3_AUDIO_VAE_MAX_LATENT_CHANNELS,
                            &meta_channels, status)) != H3_OK ||
         (rc = int_list(m, "metadata.kwargs.decoder_rates", H3_AUDIO_VAE_MAX_STAGES, meta_rates, &n_meta_rates,
@@ -242,7 +259,6 @@ done:
 static h3_status_code config_validate(const char *path, h3_audio_vae_config *cfg, h3_status *status) {
     if (cfg->n_stages < 1) return h3_fail(status, H3_ERR_FORMAT, "%s: no decoder_rates", path);
     if (cfg->n_kernels < 1) return h3_fail(status, H3_ERR_FORMAT, "%s: no resblock_kernel_sizes", path);
-    int64_t hop = 1;
     for (int s = 0; s < cfg->n_stages; s++) {
         int r = cfg->rates[s], k = cfg->kernel_sizes[s];
         /* ConvTranspose1d with padding (k−r)/2 gives exactly L·r samples only
@@ -250,9 +266,10 @@ static h3_status_code config_validate(const char *path, h3_audio_vae_config *cfg
         if (k < r || (k - r) % 2 != 0)
             return h3_fail(status, H3_ERR_UNSUPPORTED,
                            "%s: stage %d has kernel %d and rate %d (needs kernel >= rate, same parity)", path, s, k, r);
-        hop *= r;
     }
-    if (hop > 1 << 20) return h3_fail(status, H3_ERR_FORMAT, "%s: hop %lld is implausible", path, (long long)hop);
+    int64_t hop;
+    h3_status_code rc = rate_product(path, "decoder_rates", cfg->rates, cfg->n_stages, &hop, status);
+    if (rc != H3_OK) return rc;
     cfg->hop = (int)hop;
     if (cfg->decoder_dim % (1 << cfg->n_stages) != 0)
         return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_dim %d does not halve %d times", path, cfg->decoder_dim,

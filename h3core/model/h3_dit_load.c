@@ -240,22 +240,6 @@ h3_status_code h3_dit_load_from(h3_backend *b, const char *dir, const h3_checkpo
 
 /* ---- random weights (benchmarks) -------------------------------------------------- */
 
-typedef struct random_ctx {
-    h3_dit *dit;
-    uint64_t seed, index; /* tensor `index` draws from a stream seeded by (seed, index) */
-    void *buf;
-    size_t cap;
-    uint16_t *levels16; /* [65536] the tensor's value levels, bf16 and f32 */
-    float *levels32;
-} random_ctx;
-
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* The range of one plan entry's random values: matrices [N, K] in
  * ±sqrt(3/K) (unit variance out for unit variance in), norm weights in
  * [0.8, 1.2], biases in ±0.05. Random models and dummy checkpoints share it;
@@ -271,62 +255,12 @@ static void random_range(const h3_dit_request *r, float *lo, float *hi) {
     }
 }
 
-/* Uniform values for one plan entry (random_range), BF16 unless the plan
- * keeps the weight in F32, so the backend gets what a checkpoint would give
- * it, sharded the same way. */
-static h3_status_code random_request(const h3_dit_request *r, void *user, h3_status *status) {
-    random_ctx *ctx = user;
-    h3_dit *dit = ctx->dit;
-    int64_t rows = r->kind == H3_DIT_SOURCE_QKV && r->n_names == 3 ? 3 * r->shape[0] : r->shape[0];
-    int64_t cols = r->ndim == 2 ? r->shape[1] : 1;
-    size_t n = (size_t)(rows * cols);
-    int f32 = r->type == H3_WEIGHT_F32;
-    size_t bytes = n * (f32 ? 4 : 2);
-    if (bytes > ctx->cap) {
-        free(ctx->buf);
-        ctx->buf = malloc(bytes);
-        ctx->cap = ctx->buf ? bytes : 0;
-        if (!ctx->buf) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: no host memory for %zu bytes", bytes);
-    }
-    float lo, hi;
-    random_range(r, &lo, &hi);
-    /* 16 random bits per value through a table of 65536 levels: cheap
-     * enough for the 645 M values of a block. */
-    uint16_t *levels16 = ctx->levels16;
-    float *levels32 = ctx->levels32;
-    for (int u = 0; u < 65536; u++) {
-        levels32[u] = lo + (hi - lo) * ((float)u + 0.5f) / 65536.0f;
-        levels16[u] = h3_f32_to_bf16(levels32[u]);
-    }
-    uint64_t state = ctx->seed * 0x9e3779b97f4a7c15ull + ++ctx->index;
-    for (size_t i = 0; i < n; i += 4) {
-        uint64_t z = splitmix64(&state);
-        for (size_t k = 0; k < 4 && i + k < n; k++, z >>= 16) {
-            if (f32) ((float *)ctx->buf)[i + k] = levels32[z & 0xffff];
-            else ((uint16_t *)ctx->buf)[i + k] = levels16[z & 0xffff];
-        }
-    }
-    h3_st_tensor t = {.name = r->names[0], .dtype = f32 ? H3_ST_F32 : H3_ST_BF16, .ndim = r->ndim,
-                      .shape = {rows, cols}, .numel = rows * cols, .data = ctx->buf, .nbytes = bytes,
-                      .file_path = "(random weights)"};
-    return h3_tp_weight_load(dit->b, &dit->tp, &t, r->role, r->type, r->dst, status);
-}
+static h3_status_code dummy_request(const h3_dit_request *r, void *user, h3_status *status);
 
-static h3_status_code random_begin(random_ctx *ctx, h3_dit *dit, uint64_t seed, h3_status *status) {
-    *ctx = (random_ctx){.dit = dit, .seed = seed};
-    ctx->levels16 = malloc(65536 * sizeof *ctx->levels16);
-    ctx->levels32 = malloc(65536 * sizeof *ctx->levels32);
-    if (!ctx->levels16 || !ctx->levels32) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
-    return H3_OK;
-}
-
-static void random_end(random_ctx *ctx) {
-    free(ctx->buf);
-    free(ctx->levels16);
-    free(ctx->levels32);
-    *ctx = (random_ctx){0};
-}
-
+/* A model of random weights drawn on the backend, each rank its shard: a
+ * dummy checkpoint of the config's tensors (load-format dummy's) read by the
+ * loader's own walk, so a benchmark's model is built like the product's, in
+ * seconds, without host copies of the values. */
 h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
                                     const h3_tp *tp, h3_dit **out, h3_status *status) {
     *out = NULL;
@@ -343,16 +277,19 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
     dit->cfg = *cfg;
     dit->cfg.num_layers = num_blocks;
     dit->ckpt_layout = H3_DIT_DIFFUSERS; /* names only; the weights never touch a file */
+    h3_checkpoint *ck = NULL;
     rc = split_for_tp(dit, "random dit", status);
+    if (rc == H3_OK) rc = h3_checkpoint_dummy_new("random dit", seed, &ck, status);
+    if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, NULL, dummy_request, ck, status);
     if (rc == H3_OK) {
         dit->w.refiner = calloc((size_t)dit->cfg.num_refiner_layers + 1, sizeof *dit->w.refiner);
         dit->w.blocks = calloc((size_t)dit->cfg.num_layers + 1, sizeof *dit->w.blocks);
         if (!dit->w.refiner || !dit->w.blocks) rc = h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
     }
-    random_ctx ctx = {0}; /* random_end is safe on it whether or not random_begin ran */
-    if (rc == H3_OK) rc = random_begin(&ctx, dit, seed, status);
-    if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, random_request, &ctx, status);
-    random_end(&ctx);
+    dit->ckpt = ck;
+    if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, load_request, dit, status);
+    dit->ckpt = NULL;
+    h3_checkpoint_close(ck);
     if (rc != H3_OK) {
         h3_dit_free(dit);
         return rc;
@@ -363,21 +300,26 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
 
 /* What a VSA adapter adds: to_gate_compress in every main block, here
  * random, so a VSA benchmark pays for the gate projection and the compressed
- * branch like a FastH3 VSA model does. Split by heads like a loaded gate. */
+ * branch like a FastH3 VSA model does. Split by heads like a loaded gate,
+ * drawn on the backend like the rest. */
 h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status *status) {
-    random_ctx ctx;
-    h3_status_code rc = random_begin(&ctx, dit, seed, status);
-    int64_t inner = (int64_t)dit->cfg.num_heads * dit->cfg.head_dim;
+    h3_checkpoint *ck = NULL;
+    h3_status_code rc = h3_checkpoint_dummy_new("random dit gates", seed, &ck, status);
+    int64_t shape[2] = {(int64_t)dit->cfg.num_heads * dit->cfg.head_dim, dit->cfg.hidden_size};
+    float bound = sqrtf(3.0f / (float)dit->cfg.hidden_size);
     for (int i = 0; rc == H3_OK && i < dit->cfg.num_layers; i++) {
-        h3_dit_request r = {.kind = H3_DIT_SOURCE_PLAIN, .n_names = 1, .ndim = 2,
-                            .shape = {inner, dit->cfg.hidden_size},
-                            .type = H3_WEIGHT_DEFAULT, .role = H3_TP_HEADS, .dst = &dit->w.blocks[i].gate};
-        h3_dit_gate_name(H3_DIT_DIFFUSERS, i, r.names[0], sizeof r.names[0]);
+        char name[128];
+        const h3_st_tensor *src = NULL;
+        h3_dit_gate_name(H3_DIT_DIFFUSERS, i, name, sizeof name);
+        rc = h3_checkpoint_dummy_add(ck, name, H3_ST_BF16, 2, shape, -bound, bound, status);
+        if (rc == H3_OK) rc = h3_checkpoint_get(ck, name, 2, shape, &src, status);
         h3_weight_free(dit->b, &dit->w.blocks[i].gate);
-        rc = random_request(&r, &ctx, status);
+        if (rc == H3_OK)
+            rc = h3_tp_weight_load(dit->b, &dit->tp, src, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+                                   status);
         dit->w.blocks[i].gate_active = rc == H3_OK;
     }
-    random_end(&ctx);
+    h3_checkpoint_close(ck);
     return rc;
 }
 

@@ -27,42 +27,58 @@
 typedef struct config_key {
     const char *diffusers, *native;
     size_t offset;
+    double min, max;      /* the accepted range (docs/RELIABILITY.md, "Ranges and files") */
     double default_value; /* float keys only */
 } config_key;
 
+/* The ranges hold the release (50 layers, D 5376, 56 x 128 heads, F 14336)
+ * with room to spare, and keep every width the plan multiplies (3·heads·
+ * head_dim, 2·F, 18·D) far inside int32: a count past them is a config
+ * error naming the key, not a wrapped width or "out of memory". */
 static const config_key int_keys[] = {
-    {"num_layers", "num_layers", offsetof(h3_dit_config, num_layers)},
-    {"num_refiner_layers", "token_refiner_num_layers", offsetof(h3_dit_config, num_refiner_layers)},
-    {"hidden_size", "hidden_size", offsetof(h3_dit_config, hidden_size)},
-    {"num_attention_heads", "num_attention_heads", offsetof(h3_dit_config, num_heads)},
-    {"attention_head_dim", "attention_head_dim", offsetof(h3_dit_config, head_dim)},
-    {"ffn_dim", "ffn_hidden_size", offsetof(h3_dit_config, ffn_dim)},
-    {"in_channels", "latents_dim", offsetof(h3_dit_config, in_channels)},
-    {"audio_in_channels", "audio_latents_dim", offsetof(h3_dit_config, audio_in_channels)},
-    {"text_dim", "text_dim", offsetof(h3_dit_config, text_dim)},
-    {"freq_dim", "timestep_input_dim", offsetof(h3_dit_config, freq_dim)},
-    {"time_embed_hidden_dim", "time_embed_hidden_size", offsetof(h3_dit_config, time_embed_hidden_dim)},
-    {"time_embed_dim", "time_embed_dim", offsetof(h3_dit_config, time_embed_dim)},
-    {"rope_freq_dim", "rope_inv_freq_len", offsetof(h3_dit_config, rope_freq_dim)},
+    {"num_layers", "num_layers", offsetof(h3_dit_config, num_layers), 1, 1024, 0},
+    {"num_refiner_layers", "token_refiner_num_layers", offsetof(h3_dit_config, num_refiner_layers), 0, 64, 0},
+    {"hidden_size", "hidden_size", offsetof(h3_dit_config, hidden_size), 1, 65536, 0},
+    {"num_attention_heads", "num_attention_heads", offsetof(h3_dit_config, num_heads), 1, 1024, 0},
+    {"attention_head_dim", "attention_head_dim", offsetof(h3_dit_config, head_dim), 1, 1024, 0},
+    {"ffn_dim", "ffn_hidden_size", offsetof(h3_dit_config, ffn_dim), 1, 1 << 20, 0},
+    {"in_channels", "latents_dim", offsetof(h3_dit_config, in_channels), 1, 4096, 0},
+    {"audio_in_channels", "audio_latents_dim", offsetof(h3_dit_config, audio_in_channels), 1, 4096, 0},
+    {"text_dim", "text_dim", offsetof(h3_dit_config, text_dim), 1, 65536, 0},
+    {"freq_dim", "timestep_input_dim", offsetof(h3_dit_config, freq_dim), 2, 65536, 0},
+    {"time_embed_hidden_dim", "time_embed_hidden_size", offsetof(h3_dit_config, time_embed_hidden_dim), 1, 65536, 0},
+    {"time_embed_dim", "time_embed_dim", offsetof(h3_dit_config, time_embed_dim), 1, 65536, 0},
+    {"rope_freq_dim", "rope_inv_freq_len", offsetof(h3_dit_config, rope_freq_dim), 1, 1024, 0},
 };
 
 /* Optional in both namings; the defaults are the model class's (docs/spec/h3-transformer.md §1). The
- * native config has no rope_theta: the reference hard-codes 10000. */
+ * native config has no rope_theta: the reference hard-codes 10000. A value
+ * past float's range would become inf when stored. */
 static const config_key float_keys[] = {
-    {"rope_theta", "rope_theta", offsetof(h3_dit_config, rope_theta), 10000.0},
-    {"norm_eps", "norm_eps", offsetof(h3_dit_config, norm_eps), 1e-5},
-    {"qk_norm_eps", "qk_norm_eps", offsetof(h3_dit_config, qk_norm_eps), 1e-5},
-    {"final_norm_eps", "final_norm_eps", offsetof(h3_dit_config, final_norm_eps), 1e-5},
+    {"rope_theta", "rope_theta", offsetof(h3_dit_config, rope_theta), 1e-3, 1e12, 10000.0},
+    {"norm_eps", "norm_eps", offsetof(h3_dit_config, norm_eps), 1e-30, 1, 1e-5},
+    {"qk_norm_eps", "qk_norm_eps", offsetof(h3_dit_config, qk_norm_eps), 1e-30, 1, 1e-5},
+    {"final_norm_eps", "final_norm_eps", offsetof(h3_dit_config, final_norm_eps), 1e-30, 1, 1e-5},
 };
+
+/* patch_size [t, h, w]: t is 1 (h3_dit_config_check), h and w at most this. */
+#define H3_DIT_MAX_PATCH 64
 
 h3_status_code h3_dit_config_check(const char *path, const h3_dit_config *c, h3_status *status) {
     for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
         int v = *(const int *)((const char *)c + int_keys[i].offset);
-        int may_be_zero = int_keys[i].offset == offsetof(h3_dit_config, num_refiner_layers);
-        if (v < 0 || (v == 0 && !may_be_zero))
-            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %d", path, int_keys[i].diffusers, v);
+        h3_status_code rc = h3_config_check_range(path, int_keys[i].diffusers, v, (int64_t)int_keys[i].min,
+                                                  (int64_t)int_keys[i].max, status);
+        if (rc != H3_OK) return rc;
     }
-    if (c->patch_t != 1 || c->patch_h <= 0 || c->patch_w <= 0)
+    for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
+        float v = *(const float *)((const char *)c + float_keys[i].offset);
+        if (!(v >= float_keys[i].min && v <= float_keys[i].max))
+            return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %g, outside [%g, %g]", path, float_keys[i].diffusers,
+                           (double)v, float_keys[i].min, float_keys[i].max);
+    }
+    if (c->patch_t != 1 || c->patch_h <= 0 || c->patch_w <= 0 || c->patch_h > H3_DIT_MAX_PATCH ||
+        c->patch_w > H3_DIT_MAX_PATCH)
         return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: patch_size [%d, %d, %d] (need [1, h, w])", path, c->patch_t,
                        c->patch_h, c->patch_w);
     if (c->freq_dim % 2)
@@ -104,21 +120,21 @@ static h3_status_code read_config(h3_config *c, const char *path, h3_dit_config 
     for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
         int64_t v;
         const char *key = native ? int_keys[i].native : int_keys[i].diffusers;
-        h3_status_code rc = h3_config_int(c, key, &v, status);
+        h3_status_code rc = h3_config_int_range(c, key, (int64_t)int_keys[i].min, (int64_t)int_keys[i].max, &v, status);
         if (rc != H3_OK) return rc;
-        if (v < INT32_MIN || v > INT32_MAX) return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld", path, key, (long long)v);
         *(int *)((char *)cfg + int_keys[i].offset) = (int)v;
     }
     for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
         double v = float_keys[i].default_value;
-        h3_status_code rc = h3_config_double_or(c, native ? float_keys[i].native : float_keys[i].diffusers, &v, status);
+        const char *key = native ? float_keys[i].native : float_keys[i].diffusers;
+        h3_status_code rc = h3_config_double_range_or(c, key, float_keys[i].min, float_keys[i].max, &v, status);
         if (rc != H3_OK) return rc;
         *(float *)((char *)cfg + float_keys[i].offset) = (float)v;
     }
     int64_t patch[3] = {1, 2, 2};
     int n = 3;
     if (h3_config_has(c, "patch_size")) {
-        h3_status_code rc = h3_config_int_array(c, "patch_size", patch, 3, &n, status);
+        h3_status_code rc = h3_config_int_array_range(c, "patch_size", 1, H3_DIT_MAX_PATCH, patch, 3, &n, status);
         if (rc != H3_OK) return rc;
         if (n != 3) return h3_fail(status, H3_ERR_FORMAT, "%s: patch_size has %d entries, want 3", path, n);
     }

@@ -26,6 +26,12 @@ extern "C" {
 
 #define H3_VIDEO_SHIFT 12.0f
 #define H3_AUDIO_SHIFT 3.0f
+/* The range of a flow shift a model folder may state (scheduler_config.json
+ * "shift", model_index.json's sigma_shift_scales, an adapter's flow_shift),
+ * checked where it is read so the file is named: 12 and 3 for the release;
+ * past float's range a shift would become inf. */
+#define H3_SHIFT_MIN 1e-3
+#define H3_SHIFT_MAX 1e3
 
 /* keyframe / visual-reference condition rows are pinned at this clean time
  * (noise augmentation 0.999, float32 0.999000013). */

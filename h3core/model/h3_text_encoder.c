@@ -114,8 +114,8 @@ static h3_status_code read_rope(const h3_config *c, h3_text_encoder_config *cfg,
     if (!h3_config_has(c, key))
         return h3_fail(status, H3_ERR_FORMAT, "%s: no rope_theta in %s or text_config", path, where);
     if ((rc = h3_config_double(c, key, &cfg->rope_theta, status)) != H3_OK) return rc;
-    if (!(cfg->rope_theta > 1.0))
-        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %g must be > 1", path, key, cfg->rope_theta);
+    if (!(cfg->rope_theta > 1.0 && cfg->rope_theta <= 1e12))
+        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" is %g, outside (1, 1e12]", path, key, cfg->rope_theta);
     return H3_OK;
 }
 
@@ -138,20 +138,25 @@ static h3_status_code check_options(const h3_config *c, h3_status *status) {
     return H3_OK;
 }
 
+/* The ranges (docs/RELIABILITY.md, "Ranges and files") hold the release
+ * (64 layers, D 5120, F 25600, 64/8 heads of 128, vocabulary 151936) with
+ * room, and keep every tensor's element count (heads·head_dim·D, vocab·D,
+ * F·D) far inside int64 and the widths inside int32. */
 static h3_status_code check_dims(const char *path, const h3_text_encoder_config *cfg, h3_status *status) {
-    const struct { const char *key; int64_t v; } dims[] = {
-        {"vocab_size", cfg->vocab_size},         {"hidden_size", cfg->hidden_size},
-        {"intermediate_size", cfg->intermediate_size}, {"num_attention_heads", cfg->num_heads},
-        {"num_key_value_heads", cfg->num_kv_heads}, {"head_dim", cfg->head_dim},
-        {"max_position_embeddings", cfg->max_positions},
+    const struct { const char *key; int64_t v, min, max; } dims[] = {
+        {"text_config.vocab_size", cfg->vocab_size, 1, 1 << 22},
+        {"text_config.hidden_size", cfg->hidden_size, 1, 65536},
+        {"text_config.intermediate_size", cfg->intermediate_size, 1, 1 << 20},
+        {"text_config.num_hidden_layers", cfg->num_layers, 1, H3_TEXT_ENCODER_MAX_LAYERS},
+        {"text_config.num_attention_heads", cfg->num_heads, 1, 1024},
+        {"text_config.num_key_value_heads", cfg->num_kv_heads, 1, 1024},
+        {"text_config.head_dim", cfg->head_dim, 1, 1024},
+        {"text_config.max_position_embeddings", cfg->max_positions, 1, 1 << 24},
     };
-    for (size_t i = 0; i < G_N_ELEMENTS(dims); i++)
-        if (dims[i].v <= 0 || dims[i].v > ((int64_t)1 << 30))
-            return h3_fail(status, H3_ERR_FORMAT, "%s: text_config.%s = %lld is out of range", path, dims[i].key,
-                           (long long)dims[i].v);
-    if (cfg->num_layers < 0 || cfg->num_layers > 100000)
-        return h3_fail(status, H3_ERR_FORMAT, "%s: text_config.num_hidden_layers = %lld is out of range", path,
-                       (long long)cfg->num_layers);
+    for (size_t i = 0; i < G_N_ELEMENTS(dims); i++) {
+        h3_status_code rc = h3_config_check_range(path, dims[i].key, dims[i].v, dims[i].min, dims[i].max, status);
+        if (rc != H3_OK) return rc;
+    }
     if (cfg->num_heads % cfg->num_kv_heads != 0)
         return h3_fail(status, H3_ERR_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
                        path, (long long)cfg->num_heads, (long long)cfg->num_kv_heads);

@@ -21,6 +21,10 @@
 extern "C" {
 #endif
 
+/* The most decoder layers a config may have (text_config.num_hidden_layers),
+ * so also the highest tap layer (hidden_states index) anyone may ask for. */
+#define H3_TEXT_ENCODER_MAX_LAYERS 1024
+
 /* The text_config fields the decoder needs (HF qwen3_vl schema). */
 typedef struct h3_text_encoder_config {
     int64_t vocab_size, hidden_size, intermediate_size, num_layers;

@@ -1,4 +1,6 @@
-/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (docs/spec/h3-vaes.md §3).
+/* h3_video_vae.c - the MiniMax-H3 video VAE decoder (docs/spec/h3-vaes.md §3),
+ * and the loading of the encoder's weights when asked (its forward:
+ * h3_video_vae_encoder.c).
  *
  * Decode = for each temporal window of 7 latents (stepping by 5), for each
  * spatial tile: post_quant_conv -> proj_in -> 36 ViT blocks over all tokens
@@ -14,6 +16,7 @@
  * under fp16 autocast when the backend computes in 16 bits (act dtype F16),
  * and plain float32 on the CPU backend (the goldens). */
 #include "model/h3_video_vae.h"
+#include "model/h3_video_vae_impl.h"
 
 #include <glib.h>
 #include <math.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "base/h3_config.h"
+#include "base/h3_file.h"
 #include "base/h3_safetensors.h"
 
 #define MAX_LATENT_CHANNELS 64
@@ -57,6 +61,7 @@ struct h3_video_vae {
     h3_video_progress_fn progress;
     void *progress_opaque;
     h3_tp tp; /* tiles round-robin over the ranks, rank 0 stitches (H3_TP_SINGLE: all here) */
+    h3_vae_encoder *enc; /* NULL unless loaded with h3_video_vae_options.encoder */
 };
 
 static const float pixel_mean[3] = {0.485f, 0.456f, 0.406f};
@@ -83,15 +88,24 @@ static h3_status_code product_of(const h3_config *c, const char *key, int *out, 
     return H3_OK;
 }
 
+/* Every integer of the config has its range here (docs/RELIABILITY.md,
+ * "Ranges and files"); they keep dim = heads·head_dim and the FFN width
+ * inside int32. */
 static h3_status_code get_int(const h3_config *c, const char *key, int lo, int hi, int *out, h3_status *status) {
-    int64_t v;
-    h3_status_code rc = h3_config_int(c, key, &v, status);
-    if (rc != H3_OK) return rc;
-    if (v < lo || v > hi)
-        return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" = %lld, expected %d..%d", h3_config_path(c), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return H3_OK;
+    int64_t v = 0;
+    h3_status_code rc = h3_config_int_range(c, key, lo, hi, &v, status);
+    if (rc == H3_OK) *out = (int)v;
+    return rc;
+}
+
+/* The float keys: rope theta, the rotary share of a head (floor(head_dim x
+ * ratio) becomes an int, so a ratio past 1 is no share) and the norm eps. */
+static h3_status_code get_floats(const h3_config *c, const char *theta_key, const char *ratio_key,
+                                 const char *eps_key, double *theta, double *ratio, double *eps, h3_status *status) {
+    h3_status_code rc = h3_config_double_range_or(c, theta_key, 1e-3, 1e12, theta, status);
+    if (rc == H3_OK) rc = h3_config_double_range_or(c, ratio_key, 0, 1, ratio, status);
+    if (rc == H3_OK && eps_key) rc = h3_config_double_range_or(c, eps_key, 1e-30, 1, eps, status);
+    return rc;
 }
 
 /* Like get_int, but keeps *out when the key is absent. */
@@ -111,7 +125,7 @@ static h3_status_code read_latent_stats(h3_video_vae *v, const h3_config *c, h3_
             return h3_fail(status, H3_ERR_FORMAT, "%s: \"%s\" has %d entries, the latent has %d channels",
                            h3_config_path(c), keys[k], n, v->z_channels);
         for (int i = 0; i < n; i++) {
-            if (k == 1 && !(vals[i] > 0))
+            if (k == 1 && !(vals[i] > 0 && vals[i] <= 1e30))
                 return h3_fail(status, H3_ERR_FORMAT, "%s: latents_std[%d] = %g", h3_config_path(c), i, vals[i]);
             (k ? v->latents_std : v->latents_mean)[i] = (float)vals[i];
         }
@@ -143,9 +157,9 @@ static h3_status_code read_diffusers_config(h3_video_vae *v, const h3_config *c,
     if ((rc = get_int_or(c, "decoder_ffn_mult", 1, 64, &ffn_mult, status)) != H3_OK) return rc;
     double ratio = 0.75, eps = 1e-5;
     v->rope_theta = 100.0;
-    if ((rc = h3_config_double_or(c, "decoder_rope_theta", &v->rope_theta, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(c, "decoder_rope_dim_ratio", &ratio, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(c, "decoder_norm_eps", &eps, status)) != H3_OK) return rc;
+    if ((rc = get_floats(c, "decoder_rope_theta", "decoder_rope_dim_ratio", "decoder_norm_eps", &v->rope_theta, &ratio,
+                         &eps, status)) != H3_OK)
+        return rc;
     v->clip_length = 17;
     v->token_drop = 3;
     if ((rc = get_int_or(c, "clip_length", 1, 1000, &v->clip_length, status)) != H3_OK) return rc;
@@ -196,8 +210,9 @@ static h3_status_code read_native_config(h3_video_vae *v, const h3_config *wrap,
     if ((rc = get_int(src, "vit_decoder_kwargs.dim_head", 2, 1024, &v->head_dim, status)) != H3_OK) return rc;
     double ratio = 0.75;
     v->rope_theta = 100.0;
-    if ((rc = h3_config_double_or(src, "vit_decoder_kwargs.rope_theta", &v->rope_theta, status)) != H3_OK) return rc;
-    if ((rc = h3_config_double_or(src, "vit_decoder_kwargs.rope_dim_ratio", &ratio, status)) != H3_OK) return rc;
+    if ((rc = get_floats(src, "vit_decoder_kwargs.rope_theta", "vit_decoder_kwargs.rope_dim_ratio", NULL,
+                         &v->rope_theta, &ratio, NULL, status)) != H3_OK)
+        return rc;
     v->clip_length = 17;
     v->token_drop = 3;
     if ((rc = get_int_or(wrap, "vae_clip_length", 1, 1000, &v->clip_length, status)) != H3_OK) return rc;
@@ -344,6 +359,184 @@ static h3_status_code walk_decoder(tensor_walk *w, h3_status *status) {
     return rc;
 }
 
+/* ---- the encoder's tensors (loaded only when asked) -------------------------------- */
+
+/* The encoder's shape from the diffusers config (block_out_channels,
+ * layers_per_block, the per-level factors, norm_num_groups, norm_eps). */
+static h3_status_code read_encoder_diffusers(h3_vae_encoder *e, const h3_config *c, int64_t *ch, int64_t *sd,
+                                             int64_t *td, int n[3], h3_status *status) {
+    h3_status_code rc = h3_config_int_array(c, "block_out_channels", ch, H3_VAE_ENC_MAX_LEVELS, &n[0], status);
+    if (rc == H3_OK) rc = h3_config_int_array(c, "spatial_downsample_factors", sd, H3_VAE_ENC_MAX_LEVELS, &n[1], status);
+    if (rc == H3_OK) rc = h3_config_int_array(c, "temporal_downsample_factors", td, H3_VAE_ENC_MAX_LEVELS, &n[2], status);
+    if (rc == H3_OK) rc = get_int(c, "layers_per_block", 1, H3_VAE_ENC_MAX_LAYERS, &e->layers, status);
+    e->groups = 32, e->in_channels = 3;
+    if (rc == H3_OK) rc = get_int_or(c, "norm_num_groups", 1, 1024, &e->groups, status);
+    if (rc == H3_OK) rc = get_int_or(c, "in_channels", 1, 4, &e->in_channels, status);
+    double eps = 1e-6;
+    if (rc == H3_OK) rc = h3_config_double_or(c, "norm_eps", &eps, status);
+    e->eps = (float)eps;
+    return rc;
+}
+
+/* The same from the native source config (ch·ch_mult, num_res_blocks,
+ * space_down/time_down; the original code's GroupNorm is 32 groups, 1e-6). */
+static h3_status_code read_encoder_native(h3_vae_encoder *e, const h3_config *c, int64_t *ch, int64_t *sd,
+                                          int64_t *td, int n[3], h3_status *status) {
+    int base = 0;
+    h3_status_code rc = get_int(c, "ch", 1, 1 << 16, &base, status);
+    if (rc == H3_OK) rc = h3_config_int_array(c, "ch_mult", ch, H3_VAE_ENC_MAX_LEVELS, &n[0], status);
+    if (rc == H3_OK) rc = h3_config_int_array(c, "space_down", sd, H3_VAE_ENC_MAX_LEVELS, &n[1], status);
+    if (rc == H3_OK) rc = h3_config_int_array(c, "time_down", td, H3_VAE_ENC_MAX_LEVELS, &n[2], status);
+    if (rc == H3_OK) rc = get_int(c, "num_res_blocks", 1, H3_VAE_ENC_MAX_LAYERS, &e->layers, status);
+    e->groups = 32, e->in_channels = 3, e->eps = 1e-6f;
+    if (rc == H3_OK) rc = get_int_or(c, "in_channels", 1, 4, &e->in_channels, status);
+    for (int i = 0; rc == H3_OK && i < n[0]; i++) ch[i] *= base;
+    return rc;
+}
+
+/* Per level: channels, and strides of 1 or 2 (a temporal stride needs a
+ * spatial one: diffusers' Downsample3d pads space only for stride 2). */
+static h3_status_code set_encoder_levels(h3_vae_encoder *e, const h3_video_vae *v, const char *path,
+                                         const int64_t *ch, const int64_t *sd, const int64_t *td, const int n[3],
+                                         h3_status *status) {
+    if (n[0] < 1 || n[1] != n[0] || n[2] != n[0])
+        return h3_fail(status, H3_ERR_FORMAT, "%s: the encoder's channel and factor lists differ in length (%d/%d/%d)",
+                       path, n[0], n[1], n[2]);
+    int rs = 1, rt = 1;
+    e->n_levels = n[0];
+    for (int i = 0; i < n[0]; i++) {
+        h3_vae_enc_level *l = &e->level[i];
+        if (ch[i] < 1 || ch[i] > 1 << 16 || ch[i] % e->groups || sd[i] < 1 || sd[i] > 2 || td[i] < 1 || td[i] > 2 ||
+            (td[i] == 2 && sd[i] == 1))
+            return h3_fail(status, H3_ERR_UNSUPPORTED,
+                           "%s: encoder level %d: %lld channels (%d groups), strides t%lld s%lld; supported: channels a "
+                           "multiple of the groups, strides 1 or 2, no temporal-only stride",
+                           path, i, (long long)ch[i], e->groups, (long long)td[i], (long long)sd[i]);
+        l->cout = (int)ch[i], l->s_stride = (int)sd[i], l->t_stride = (int)td[i];
+        rs *= l->s_stride, rt *= l->t_stride;
+    }
+    if (rs != v->ratio || rt != v->ratio_t)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: the encoder compresses %dx in space and %dx in time, the VAE %d/%d",
+                       path, rs, rt, v->ratio, v->ratio_t);
+    return H3_OK;
+}
+
+/* The encoder's shape, from dir's config(s) of either layout. */
+static h3_status_code read_encoder_config(const h3_video_vae *v, const char *dir, h3_vae_encoder *e,
+                                          h3_status *status) {
+    char *path = g_build_filename(dir, "config.json", NULL);
+    h3_config *c = NULL, *src = NULL;
+    const char *sub = NULL, *mode = "reflect";
+    h3_status_code rc = h3_config_load(path, &c, status);
+    if (rc == H3_OK && !v->value_first && (rc = h3_config_string(c, "source_path", &sub, status)) == H3_OK) {
+        g_free(path);
+        path = g_build_filename(dir, sub, "config.json", NULL);
+        if ((rc = h3_config_load(path, &src, status)) == H3_OK) h3_config_free(c), c = src;
+    }
+    int64_t ch[H3_VAE_ENC_MAX_LEVELS], sd[H3_VAE_ENC_MAX_LEVELS], td[H3_VAE_ENC_MAX_LEVELS];
+    int n[3] = {0, 0, 0};
+    if (rc == H3_OK)
+        rc = v->value_first ? read_encoder_diffusers(e, c, ch, sd, td, n, status)
+                            : read_encoder_native(e, c, ch, sd, td, n, status);
+    const char *mode_key = v->value_first ? "spatial_padding_mode" : "padding_mode";
+    if (rc == H3_OK && h3_config_has(c, mode_key)) rc = h3_config_string(c, mode_key, &mode, status);
+    if (rc == H3_OK && strcmp(mode, "reflect") != 0)
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED, "%s: %s \"%s\"; the encoder supports \"reflect\"", path, mode_key,
+                     mode);
+    if (rc == H3_OK) rc = set_encoder_levels(e, v, path, ch, sd, td, n, status);
+    h3_config_free(c);
+    g_free(path);
+    return rc;
+}
+
+static h3_status_code walk_conv(tensor_walk *w, const char *prefix, int64_t cout, int64_t cin, int k, h3_vae_conv *cv,
+                                h3_status *status) {
+    h3_tensor *wt = &cv->w, *bt = &cv->b;
+    h3_status_code rc = visit(w, H3_VIDEO_VAE_CONV_WEIGHT, &wt, 5, (int64_t[]){cout, cin, k, k, k}, status,
+                              "%s.weight", prefix);
+    if (rc == H3_OK) rc = visit(w, H3_VIDEO_VAE_CONV_BIAS, &bt, 1, &cout, status, "%s.bias", prefix);
+    return rc;
+}
+
+static h3_status_code walk_group_norm(tensor_walk *w, const char *prefix, int64_t c, h3_tensor *wt, h3_tensor *bt,
+                                      h3_status *status) {
+    h3_status_code rc = visit(w, H3_VIDEO_VAE_NORM_WEIGHT, &wt, 1, &c, status, "%s.weight", prefix);
+    if (rc == H3_OK) rc = visit(w, H3_VIDEO_VAE_NORM_BIAS, &bt, 1, &c, status, "%s.bias", prefix);
+    return rc;
+}
+
+/* Resnet j of level l (diffusers down_blocks.l.resnets.j, native down.l.block.j). */
+static h3_status_code walk_resnet(tensor_walk *w, int l, int j, h3_vae_enc_resnet *r, h3_status *status) {
+    int native = !w->v->value_first;
+    char p[128], n[192];
+    snprintf(p, sizeof p, native ? "encoder.down.%d.block.%d" : "encoder.down_blocks.%d.resnets.%d", l, j);
+    snprintf(n, sizeof n, "%s.norm1", p);
+    h3_status_code rc = walk_group_norm(w, n, r->cin, &r->norm1_w, &r->norm1_b, status);
+    snprintf(n, sizeof n, "%s.conv1", p);
+    if (rc == H3_OK) rc = walk_conv(w, n, r->cout, r->cin, 3, &r->conv1, status);
+    snprintf(n, sizeof n, "%s.norm2", p);
+    if (rc == H3_OK) rc = walk_group_norm(w, n, r->cout, &r->norm2_w, &r->norm2_b, status);
+    snprintf(n, sizeof n, "%s.conv2", p);
+    if (rc == H3_OK) rc = walk_conv(w, n, r->cout, r->cout, 3, &r->conv2, status);
+    snprintf(n, sizeof n, "%s.%s", p, native ? "nin_shortcut" : "conv_shortcut");
+    if (rc == H3_OK && r->cin != r->cout) rc = walk_conv(w, n, r->cout, r->cin, 1, &r->shortcut, status);
+    return rc;
+}
+
+/* w->v->enc holds the shape (read_encoder_config); the walk fills its tensors. */
+static h3_status_code walk_encoder(tensor_walk *w, h3_status *status) {
+    h3_vae_encoder *e = w->v->enc;
+    int native = !w->v->value_first, cin = e->level[0].cout;
+    h3_status_code rc = walk_conv(w, "encoder.conv_in", cin, e->in_channels, 3, &e->conv_in, status);
+    for (int l = 0; l < e->n_levels && rc == H3_OK; l++) {
+        h3_vae_enc_level *lv = &e->level[l];
+        for (int j = 0; j < e->layers && rc == H3_OK; j++) {
+            lv->res[j].cin = j ? lv->cout : cin, lv->res[j].cout = lv->cout;
+            rc = walk_resnet(w, l, j, &lv->res[j], status);
+        }
+        char p[128];
+        snprintf(p, sizeof p, native ? "encoder.down.%d.downsample.conv" : "encoder.down_blocks.%d.downsamplers.0.conv",
+                 l);
+        if (rc == H3_OK && lv->t_stride * lv->s_stride > 1) rc = walk_conv(w, p, lv->cout, lv->cout, 3, &lv->down, status);
+        cin = lv->cout;
+    }
+    int64_t M = 2 * (int64_t)w->v->z_channels;
+    if (rc == H3_OK) rc = walk_group_norm(w, "encoder.norm_out", cin, &e->norm_out_w, &e->norm_out_b, status);
+    if (rc == H3_OK) rc = walk_conv(w, "encoder.conv_out", M, cin, 3, &e->conv_out, status);
+    if (rc == H3_OK) rc = walk_conv(w, "quant_conv", M, M, 1, &e->quant, status);
+    return rc;
+}
+
+/* v->enc allocated with its shape read from dir. */
+static h3_status_code encoder_setup(h3_video_vae *v, const char *dir, h3_status *status) {
+    v->enc = calloc(1, sizeof *v->enc);
+    if (!v->enc) return h3_fail(status, H3_ERR_NO_MEMORY, "video VAE encoder: out of memory");
+    return read_encoder_config(v, dir, v->enc, status);
+}
+
+static void conv_free(h3_backend *b, h3_vae_conv *cv) {
+    h3_weight_free(b, &cv->w);
+    h3_weight_free(b, &cv->b);
+}
+
+static void encoder_free(h3_backend *b, h3_vae_encoder *e) {
+    if (!e) return;
+    conv_free(b, &e->conv_in);
+    for (int l = 0; l < e->n_levels; l++) {
+        for (int j = 0; j < e->layers; j++) {
+            h3_vae_enc_resnet *r = &e->level[l].res[j];
+            h3_tensor *n[] = {&r->norm1_w, &r->norm1_b, &r->norm2_w, &r->norm2_b};
+            for (size_t i = 0; i < 4; i++) h3_weight_free(b, n[i]);
+            conv_free(b, &r->conv1), conv_free(b, &r->conv2), conv_free(b, &r->shortcut);
+        }
+        conv_free(b, &e->level[l].down);
+    }
+    h3_weight_free(b, &e->norm_out_w);
+    h3_weight_free(b, &e->norm_out_b);
+    conv_free(b, &e->conv_out), conv_free(b, &e->quant);
+    free(e);
+}
+
 /* ---- weights ---------------------------------------------------------------------- */
 
 /* Native `to_qkv` rows are interleaved per head: [h0: q k v, h1: q k v, ...].
@@ -405,6 +598,10 @@ static h3_status_code load_one(tensor_walk *w, const h3_video_vae_tensor *t, h3_
         if (rc == H3_OK && t->ndim == 5) /* a 1x1x1 conv is a linear over channels */
             *dst[0] = h3_tensor_2d(dst[0], t->shape[0], t->shape[1]);
         return rc;
+    case H3_VIDEO_VAE_CONV_WEIGHT: /* the encoder's: in the compute dtype, flattened for im2col + linear */
+        rc = h3_weight_load(v->b, src, H3_WEIGHT_DEFAULT, dst[0], status);
+        if (rc == H3_OK) *dst[0] = h3_tensor_2d(dst[0], t->shape[0], h3_tensor_numel(dst[0]) / t->shape[0]);
+        return rc;
     default:
         rc = h3_weight_load(v->b, src, H3_WEIGHT_F32, dst[0], status);
         if (rc == H3_OK && t->role == H3_VIDEO_VAE_LAYER_SCALE) /* one-row tables for h3_op_gated_residual */
@@ -453,7 +650,30 @@ void h3_video_vae_free(h3_video_vae *v) {
         for (size_t j = 0; j < sizeof all / sizeof *all; j++) h3_weight_free(b, all[j]);
     }
     free(v->blocks);
+    encoder_free(b, v->enc);
     free(v);
+}
+
+/* The native config names a folder (source_path) and a file in it
+ * (source_safetensors_path): both stay inside the VAE's own folder, the
+ * folder with every symlink resolved (a "../../elsewhere" or a link out is
+ * refused), the file's last part allowed to be a link as every file of a
+ * Hugging Face cache snapshot is (base/h3_file.h). */
+static h3_status_code check_source_paths(const h3_config *wrap, const char *dir, const char *sub, const char *file,
+                                         h3_status *status) {
+    char what[1200];
+    snprintf(what, sizeof what, "%s: \"source_path\"", h3_config_path(wrap));
+    char *folder = g_build_filename(dir, sub, NULL);
+    h3_status_code rc = g_path_is_absolute(sub)
+                            ? h3_fail(status, H3_ERR_FORMAT, "%s is '%s': a folder inside '%s' is needed", what, sub,
+                                      dir)
+                            : h3_path_check_inside(dir, folder, what, status);
+    if (rc == H3_OK) {
+        snprintf(what, sizeof what, "%s: \"source_safetensors_path\"", h3_config_path(wrap));
+        rc = h3_path_check_file_name(folder, file, what, status);
+    }
+    g_free(folder);
+    return rc;
 }
 
 /* Reads the config(s) of either layout and names the weights file. */
@@ -473,6 +693,7 @@ static h3_status_code read_config(h3_video_vae *v, const char *dir, char **weigh
     rc = h3_config_string(wrap, "source_path", &sub, status);
     if (rc == H3_OK && h3_config_has(wrap, "source_safetensors_path"))
         rc = h3_config_string(wrap, "source_safetensors_path", &file, status);
+    if (rc == H3_OK) rc = check_source_paths(wrap, dir, sub, file, status);
     if (rc == H3_OK) {
         char *src_path = g_build_filename(dir, sub, "config.json", NULL);
         rc = h3_config_load(src_path, &src, status);
@@ -511,6 +732,11 @@ h3_status_code h3_video_vae_load(h3_backend *b, const char *dir, h3_video_vae **
 
 h3_status_code h3_video_vae_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights,
                                       h3_video_vae **out, h3_status *status) {
+    return h3_video_vae_load_with(b, dir, weights, NULL, out, status);
+}
+
+h3_status_code h3_video_vae_load_with(h3_backend *b, const char *dir, const h3_checkpoint *weights,
+                                      const h3_video_vae_options *opts, h3_video_vae **out, h3_status *status) {
     *out = NULL;
     if (!b || !dir) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "video VAE: no backend or directory");
     h3_video_vae *v = NULL;
@@ -520,9 +746,14 @@ h3_status_code h3_video_vae_load_from(h3_backend *b, const char *dir, const h3_c
     if (rc == H3_OK) {
         v->b = b;
         v->act = h3_backend_compute_dtype(b) == H3_F32 ? H3_F32 : H3_F16;
-        if (!weights) rc = h3_checkpoint_open(path, &own, status);
+        if (opts && opts->encoder) rc = encoder_setup(v, dir, status);
+        if (rc == H3_OK && !weights) rc = h3_checkpoint_open(path, &own, status);
     }
     if (rc == H3_OK) rc = load_weights(v, weights ? weights : own, status);
+    if (rc == H3_OK && v->enc) {
+        tensor_walk w = {.visit = load_one, .v = v, .ck = weights ? weights : own};
+        rc = walk_encoder(&w, status);
+    }
     h3_checkpoint_close(own);
     g_free(path);
     if (rc != H3_OK) {
@@ -555,6 +786,34 @@ h3_status_code h3_video_vae_decoder_tensors(const char *dir, h3_video_vae_tensor
     return rc;
 }
 
+h3_status_code h3_video_vae_encoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status) {
+    if (!dir || !fn) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "video VAE: no directory or callback");
+    h3_video_vae *v = NULL;
+    char *weights = NULL;
+    h3_status_code rc = config_from_dir(dir, &v, &weights, status);
+    g_free(weights);
+    if (rc == H3_OK) rc = encoder_setup(v, dir, status);
+    tensor_walk w = {.visit = export_one, .v = v, .fn = fn, .opaque = opaque};
+    if (rc == H3_OK) rc = walk_encoder(&w, status);
+    if (v) free(v->enc);
+    free(v);
+    return rc;
+}
+
+int h3_video_vae_has_encoder(const h3_video_vae *v) { return v && v->enc; }
+
+void h3_video_vae_get_info(const h3_video_vae *v, h3_video_vae_info *out) {
+    memset(out, 0, sizeof *out);
+    out->b = v->b;
+    out->enc = v->enc;
+    out->z_channels = v->z_channels, out->ratio = v->ratio, out->ratio_t = v->ratio_t;
+    out->clip_length = v->clip_length, out->token_drop = v->token_drop;
+    out->tile = v->tile, out->min_overlap = v->min_overlap;
+    out->latents_mean = v->latents_mean, out->latents_std = v->latents_std;
+    out->tp = v->tp;
+}
+
 /* load-format dummy: h3-bench's random VAE (tools/bench/vae.c), which runs
  * the release's decoder at 1280×736 with finite activations: unit-variance
  * linears, layer scales small as in a trained ViT. */
@@ -564,8 +823,10 @@ static h3_status_code dummy_tensor(void *opaque, const h3_video_vae_tensor *t, h
     float a = sqrtf(3.0f / (float)fan_in), lo, hi;
     switch (t->role) {
     case H3_VIDEO_VAE_WEIGHT:
+    case H3_VIDEO_VAE_CONV_WEIGHT:
     case H3_VIDEO_VAE_QKV_WEIGHT: lo = -a, hi = a; break;
     case H3_VIDEO_VAE_BIAS:
+    case H3_VIDEO_VAE_CONV_BIAS:
     case H3_VIDEO_VAE_QKV_BIAS: lo = -0.02f, hi = 0.02f; break;
     case H3_VIDEO_VAE_NORM_WEIGHT: lo = 0.8f, hi = 1.2f; break;
     case H3_VIDEO_VAE_NORM_BIAS: lo = -0.1f, hi = 0.1f; break;
@@ -576,12 +837,18 @@ static h3_status_code dummy_tensor(void *opaque, const h3_video_vae_tensor *t, h
 }
 
 h3_status_code h3_video_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_checkpoint **out, h3_status *status) {
+    return h3_video_vae_dummy_checkpoint_with(dir, seed, NULL, out, status);
+}
+
+h3_status_code h3_video_vae_dummy_checkpoint_with(const char *dir, uint64_t seed, const h3_video_vae_options *opts,
+                                                  h3_checkpoint **out, h3_status *status) {
     *out = NULL;
     char *label = g_strdup_printf("%s (load-format dummy)", dir ? dir : "(null)");
     h3_checkpoint *ck = NULL;
     h3_status_code rc = h3_checkpoint_dummy_new(label, seed, &ck, status);
     g_free(label);
     if (rc == H3_OK) rc = h3_video_vae_decoder_tensors(dir, dummy_tensor, ck, status);
+    if (rc == H3_OK && opts && opts->encoder) rc = h3_video_vae_encoder_tensors(dir, dummy_tensor, ck, status);
     if (rc != H3_OK) {
         h3_checkpoint_close(ck);
         return rc;

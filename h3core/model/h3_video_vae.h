@@ -10,7 +10,9 @@
  *
  * Both checkpoint layouts load: the diffusers `vae/` directory and the
  * native `FL2VA/video_vae/` one (original names, fused per-head qkv). Only
- * the decoder side (post_quant_conv + decoder.*) is read. */
+ * the decoder side (post_quant_conv + decoder.*) is read, unless the
+ * options ask for the encoder too (encoder.* + quant_conv, FL2VA keyframes:
+ * model/h3_video_vae_encoder.h). */
 #ifndef H3_VIDEO_VAE_H
 #define H3_VIDEO_VAE_H
 
@@ -42,6 +44,22 @@ h3_status_code h3_video_vae_load_from(h3_backend *b, const char *dir, const h3_c
 h3_status_code h3_video_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_checkpoint **out, h3_status *status);
 void h3_video_vae_free(h3_video_vae *vae);
 
+/* What a load takes besides the decoder. Zeroed = decoder only, which is
+ * what h3_video_vae_load / _load_from do. */
+typedef struct h3_video_vae_options {
+    int encoder; /* 1: also encoder.* and quant_conv (keyframe conditioning, ~0.72 GB fp32 at the release) */
+} h3_video_vae_options;
+/* h3_video_vae_load_from with options (opts NULL: decoder only). A missing
+ * encoder tensor fails the load with H3_ERR_NOT_FOUND naming it. */
+h3_status_code h3_video_vae_load_with(h3_backend *b, const char *dir, const h3_checkpoint *weights,
+                                      const h3_video_vae_options *opts, h3_video_vae **out, h3_status *status);
+/* h3_video_vae_dummy_checkpoint with options: with opts->encoder the
+ * checkpoint also lists the encoder's tensors (h3_video_vae_encoder_tensors). */
+h3_status_code h3_video_vae_dummy_checkpoint_with(const char *dir, uint64_t seed, const h3_video_vae_options *opts,
+                                                  h3_checkpoint **out, h3_status *status);
+/* 1 when the encoder was loaded. */
+int h3_video_vae_has_encoder(const h3_video_vae *vae);
+
 /* Finished frames [first, first+count), each H*W*3 bytes of packed RGB.
  * Return non-zero to cancel the decode. */
 typedef int (*h3_video_emit_fn)(void *opaque, int first, int count, const uint8_t *rgb);
@@ -69,7 +87,8 @@ h3_status_code h3_video_vae_decode_f32(h3_video_vae *vae, const float *latents, 
  * round-robin by the ranks of tp and gathered; rank 0 stitches them and is
  * the only rank that emits frames, writes `out` or reports progress. All
  * ranks call decode together with the same latents. Weights are whole on
- * every rank. Default: one rank. */
+ * every rank. Default: one rank. The encoder (h3_video_vae_encoder.h) splits
+ * its tiles the same way; there every rank receives the whole result. */
 void h3_video_vae_set_tp(h3_video_vae *vae, const h3_tp *tp);
 /* Optional per-window progress callback (NULL to remove). */
 void h3_video_vae_set_progress(h3_video_vae *vae, h3_video_progress_fn fn, void *opaque);
@@ -91,7 +110,10 @@ typedef enum h3_video_vae_role {
     H3_VIDEO_VAE_LAYER_SCALE,  /* a block's scale1 / scale2 [dim]: the gain of its residual branch */
     H3_VIDEO_VAE_REGISTERS,    /* decoder.register_tokens [1, n, dim] */
     H3_VIDEO_VAE_QKV_WEIGHT,   /* native layout: to_qkv [3·dim, dim], q/k/v interleaved per head */
-    H3_VIDEO_VAE_QKV_BIAS      /* native layout: its bias [3·dim] */
+    H3_VIDEO_VAE_QKV_BIAS,     /* native layout: its bias [3·dim] */
+    /* the encoder's (h3_video_vae_encoder_tensors) */
+    H3_VIDEO_VAE_CONV_WEIGHT,  /* a Conv3d's [out, in, kt, kh, kw]: fan-in in·kt·kh·kw */
+    H3_VIDEO_VAE_CONV_BIAS     /* its bias [out] */
 } h3_video_vae_role;
 
 typedef struct h3_video_vae_tensor {
@@ -111,6 +133,12 @@ typedef h3_status_code (*h3_video_vae_tensor_fn)(void *opaque, const h3_video_va
  * the FFN width: the ViT3DDecoder defaults (4, 4·dim) are listed there. Stops
  * at fn's first error and returns it. */
 h3_status_code h3_video_vae_decoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
+                                            h3_status *status);
+/* The same for the encoder's tensors (encoder.*, quant_conv), in data-flow
+ * order: conv_in, per level its resnets (norm1, conv1, norm2, conv2, the
+ * shortcut) and downsampler, norm_out, conv_out, quant_conv. GroupNorm
+ * affines have the NORM_WEIGHT / NORM_BIAS roles. */
+h3_status_code h3_video_vae_encoder_tensors(const char *dir, h3_video_vae_tensor_fn fn, void *opaque,
                                             h3_status *status);
 
 /* Geometry (release values in comments). */

@@ -15,7 +15,7 @@
  * Without a GPU (or without CUDA in the build) the test prints why and
  * exits 77, meson's code for a skipped test. H3_TEST_QUICK=1 skips the
  * full-size part; H3_TEST_ATTENTION_ONLY=1 runs the small attention cases alone, H3_TEST_VSA_ONLY=1
- * the VSA-H3 cases alone (see the VSA section).
+ * the VSA-H3 cases alone (see the VSA section), H3_TEST_VAE_ENCODER_ONLY=1 the video VAE encoder's ops.
  *
  * Arguments, for runs by hand (meson passes none): --attention NAME makes the
  * attention variant NAME (auto, generic, mma, wgmma, wgmma-simple,
@@ -613,6 +613,92 @@ static void test_vae_ops(void) {
     test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
     test_resample(2, 8, 33, 12, 12, 2);
     test_resample(1, 4, 100, 12, 11, 2);
+}
+
+/* ---- the video VAE encoder's ops (h3_op_im2col3d, h3_op_group_norm) ------------------
+ * The gather against the CPU's exactly (up to the col dtype's rounding), a
+ * whole causal conv (im2col + the cuBLASLt GEMM in dt, f32 out) against the
+ * CPU's, and the per-frame GroupNorm with and without SiLU, in place too. */
+
+static int64_t conv_len(int64_t len, int pad, int k, int s) { return (len + pad - k) / s + 1; }
+
+static void test_conv3d(h3_dtype dt, int64_t T, int64_t H, int64_t W, int64_t C, int64_t Cout, h3_conv3d_geom g,
+                        int64_t chunk) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    int64_t xs[4] = {T, H, W, C}, K = C * g.kt * g.kh * g.kw;
+    int64_t N = conv_len(T, g.pad_t, g.kt, g.st) * conv_len(H, g.pad_top + g.pad_bottom, g.kh, g.sh) *
+                conv_len(W, g.pad_left + g.pad_right, g.kw, g.sw);
+    pair x = input(H3_F32, 4, xs, -1, 1), w = input2(dt, Cout, K, -0.1f, 0.1f), b = input1(H3_F32, Cout, -1, 1);
+    pair col = output2(dt, chunk < N ? chunk : N, K), y = output2(H3_F32, N, Cout);
+    h3_tensor colc = col.c, colg = col.g;
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+        int64_t nr = N - n0 < chunk ? N - n0 : chunk;
+        h3_tensor cc = h3_tensor_rows_view(&colc, 0, nr), cg = h3_tensor_rows_view(&colg, 0, nr);
+        h3_tensor yc = h3_tensor_rows_view(&y.c, n0, nr), yg = h3_tensor_rows_view(&y.g, n0, nr);
+        h3_op_im2col3d(cpu, &cc, &x.c, &g, n0);
+        h3_op_im2col3d(gpu, &cg, &x.g, &g, n0);
+        if (n0 == 0) {
+            pair first = {cc, cg};
+            char nm[160];
+            snprintf(nm, sizeof nm, "im2col3d %lldx%lldx%lldx%lld k%d%d%d s%d%d%d %s", (long long)T, (long long)H,
+                     (long long)W, (long long)C, g.kt, g.kh, g.kw, g.st, g.sh, g.sw, dn(dt));
+            compare(nm, &first, dt == H3_F32 ? 0 : tolerance(dt));
+        }
+        h3_op_linear(cpu, &yc, &cc, &w.c, &b.c);
+        h3_op_linear(gpu, &yg, &cg, &w.g, &b.g);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "conv3d %lldx%lldx%lldx%lld -> %lld s%d%d%d pad %d/%d%d%d%d %s", (long long)T,
+             (long long)H, (long long)W, (long long)C, (long long)Cout, g.st, g.sh, g.sw, g.pad_t, g.pad_top,
+             g.pad_bottom, g.pad_left, g.pad_right, dn(dt));
+    compare(name, &y, tolerance(dt));
+    reset(mc, mg);
+}
+
+static void test_group_norm(h3_dtype dt, int64_t F, int64_t P, int64_t C, int groups, int silu, int in_place) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    int64_t s[3] = {F, P, C};
+    pair x = input(dt, 3, s, -2, 3), w = input1(H3_F32, C, 0.5f, 1.5f), b = input1(H3_F32, C, -0.5f, 0.5f);
+    pair y = in_place ? x : output2(dt, F * P, C);
+    h3_tensor yc = h3_tensor_reshape(&y.c, 3, s), yg = h3_tensor_reshape(&y.g, 3, s);
+    h3_op_group_norm(cpu, &yc, &x.c, &w.c, &b.c, groups, 1e-6f, silu);
+    h3_op_group_norm(gpu, &yg, &x.g, &w.g, &b.g, groups, 1e-6f, silu);
+    char name[160];
+    snprintf(name, sizeof name, "group_norm [%lld,%lld,%lld] g%d%s%s %s", (long long)F, (long long)P, (long long)C,
+             groups, silu ? " silu" : "", in_place ? " in place" : "", dn(dt));
+    compare(name, &y, tolerance(dt));
+    reset(mc, mg);
+}
+
+static h3_conv3d_geom enc_k3(void) {
+    return (h3_conv3d_geom){.kt = 3, .kh = 3, .kw = 3, .st = 1, .sh = 1, .sw = 1, .pad_t = 2,
+                            .pad_top = 1, .pad_bottom = 1, .pad_left = 1, .pad_right = 1};
+}
+
+static h3_conv3d_geom enc_down(int t) {
+    return (h3_conv3d_geom){.kt = 3, .kh = 3, .kw = 3, .st = t, .sh = 2, .sw = 2, .pad_t = 2,
+                            .pad_bottom = 1, .pad_right = 1};
+}
+
+static void test_encoder_ops(int full) {
+    h3_conv3d_geom k1 = {.kt = 1, .kh = 1, .kw = 1, .st = 1, .sh = 1, .sw = 1};
+    h3_dtype dts[2] = {H3_BF16, H3_F32};
+    for (int i = 0; i < 2; i++) {
+        test_conv3d(dts[i], 5, 10, 12, 8, 16, enc_k3(), 1 << 20);
+        test_conv3d(dts[i], 1, 8, 6, 3, 8, enc_k3(), 17);    /* one frame (conv_in), chunks of 17 rows */
+        test_conv3d(dts[i], 9, 8, 10, 8, 8, enc_down(2), 1 << 20); /* space + time stride 2 */
+        test_conv3d(dts[i], 5, 4, 6, 16, 16, enc_down(1), 7);
+        test_conv3d(dts[i], 3, 5, 4, 12, 24, k1, 1 << 20);
+        test_group_norm(dts[i], 5, 37, 16, 4, 0, 0);
+        test_group_norm(dts[i], 3, 64, 8, 2, 1, 1);
+        test_group_norm(dts[i], 1, 100, 32, 32, 1, 0);
+    }
+    if (!full) return;
+    /* the release's level 0 on a 64x64 tile of one 17-frame clip, its GroupNorm on a 256x256 one */
+    test_conv3d(H3_BF16, 17, 64, 64, 128, 128, enc_k3(), (1 << 24) / (128 * 27));
+    test_conv3d(H3_BF16, 1, 32, 32, 1024, 48, enc_k3(), 1 << 20); /* conv_out */
+    test_group_norm(H3_BF16, 5, 256 * 256, 128, 32, 1, 1);
+    test_group_norm(H3_F32, 17, 16 * 16, 1024, 32, 1, 0);
 }
 
 /* A selector outside its table is an error, reported at the next
@@ -1400,6 +1486,14 @@ int main(int argc, char **argv) {
     const char *vonly = getenv("H3_TEST_VSA_ONLY");
     const char *quick = getenv("H3_TEST_QUICK");
     int is_quick = quick && *quick && strcmp(quick, "0") != 0;
+    /* H3_TEST_VAE_ENCODER_ONLY=1: the video VAE encoder's ops alone (then their full sizes unless H3_TEST_QUICK) */
+    const char *eonly = getenv("H3_TEST_VAE_ENCODER_ONLY");
+    if (eonly && *eonly && strcmp(eonly, "0") != 0) {
+        test_encoder_ops(!is_quick);
+        h3_backend_destroy(gpu);
+        h3_backend_destroy(cpu);
+        return h3_test_finish("test_cuda_ops");
+    }
     if (vonly && *vonly && strcmp(vonly, "0") != 0) {
         test_vsa_small();
         if (!is_quick) full_vsa_all();
@@ -1467,6 +1561,7 @@ int main(int argc, char **argv) {
     test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_VARIANT_AUTO);
     test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_VARIANT_AUTO);
     if (!attention_only) test_vae_ops();
+    if (!attention_only) test_encoder_ops(!is_quick);
     if (!attention_only) test_errors();
     if (!attention_only) test_nonfinite_and_faults();
 

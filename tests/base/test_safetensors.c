@@ -3,8 +3,13 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/h3_config.h"
+#include "base/h3_file.h"
 #include "base/h3_safetensors.h"
+#include "base/h3_size.h"
 #include "h3_test.h"
 
 static char *tmpdir;
@@ -81,6 +86,159 @@ static void test_bad_files(void) {
     CHECK(h3_st_open("/nonexistent/x.safetensors", &f, &st) == H3_ERR_NOT_FOUND, "missing file: %s", st.message);
 }
 
+/* Issue 14: what the header check let through before. */
+static void test_header_hardening(void) {
+    /* A name twice: json-glib kept the last one silently. */
+    expect_error("duplicate name",
+                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                 "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                 8, -1, "'a' twice");
+    expect_error("duplicate key inside an entry",
+                 "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, -1,
+                 "'dtype' twice");
+    /* A zero-size tensor inside another's range passed the overlap check. */
+    expect_error("zero-size tensor inside another",
+                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                 "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+                 8, -1, "overlap");
+    expect_error("gap between tensors",
+                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                 12, -1, "belong to no tensor");
+    expect_error("first tensor not at 0", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+                 -1, "belong to no tensor");
+    expect_error("trailing bytes", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 6, -1,
+                 "trailing");
+    expect_error("shape product overflows",
+                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4, -1,
+                 "overflows");
+    expect_error("shape bytes overflow",
+                 "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}}", 8, -1,
+                 "'a'");
+    /* Zero-size tensors between two others, at the start and at the end are fine. */
+    char *p = write_st("zeros.safetensors",
+                       "{\"z0\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                       "\"z1\":{\"dtype\":\"BF16\",\"shape\":[3,0],\"data_offsets\":[4,4]},"
+                       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                       "\"z2\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+                       8, -1);
+    h3_st_file *f = NULL;
+    h3_status st = {0};
+    CHECK(h3_st_open(p, &f, &st) == H3_OK && h3_st_count(f) == 5, "zero-size tensors at the seams: %s", st.message);
+    h3_st_close(f);
+    g_unlink(p);
+    g_free(p);
+}
+
+/* A dummy tensor's bytes wrapped size_t (2^62 F32 elements: 0 bytes). */
+static void test_dummy_sizes(void) {
+    h3_checkpoint *c = NULL;
+    h3_status st = {0};
+    CHECK(h3_checkpoint_dummy_new("dummy", 1, &c, &st) == H3_OK, "dummy: %s", st.message);
+    if (!c) return;
+    int64_t huge[2] = {(int64_t)1 << 62, 1};
+    CHECK(h3_checkpoint_dummy_add(c, "w", H3_ST_F32, 2, huge, 0, 1, &st) != H3_OK && strstr(st.message, "'w'") &&
+              strstr(st.message, "bytes"),
+          "2^62 F32 elements: %s", st.message);
+    CHECK(h3_checkpoint_find(c, "w") == NULL, "refused tensor listed");
+    int64_t ok[2] = {3, 4};
+    CHECK(h3_checkpoint_dummy_add(c, "w", H3_ST_BF16, 2, ok, 0, 1, &st) == H3_OK &&
+              h3_checkpoint_find(c, "w")->nbytes == 24,
+          "3x4 BF16: %s", st.message);
+    h3_checkpoint_close(c);
+}
+
+/* A FIFO in place of a weights or config file: open() without O_NONBLOCK
+ * blocked forever (no writer). Now it is refused at once; the alarm turns a
+ * regression into a failure instead of a test that hangs until its timeout. */
+static void test_not_regular(void) {
+    char *fifo = g_build_filename(tmpdir, "fifo.safetensors", NULL);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    alarm(20);
+    h3_st_file *f = NULL;
+    h3_status st = {0};
+    CHECK(h3_st_open(fifo, &f, &st) == H3_ERR_IO && strstr(st.message, "not a regular file") &&
+              strstr(st.message, "FIFO"),
+          "FIFO as weights: %s", st.message);
+    h3_config *c = NULL;
+    CHECK(h3_config_load(fifo, &c, &st) == H3_ERR_IO && strstr(st.message, fifo), "FIFO as config: %s", st.message);
+    char *dir = g_build_filename(tmpdir, "fifo-ckpt", NULL);
+    g_mkdir(dir, 0700);
+    char *in_dir = g_build_filename(dir, "model.safetensors", NULL);
+    CHECK(mkfifo(in_dir, 0600) == 0, "mkfifo %s", in_dir);
+    h3_checkpoint *ck = NULL;
+    CHECK(h3_checkpoint_open(dir, &ck, &st) == H3_ERR_IO && strstr(st.message, "not a regular file"),
+          "FIFO in a checkpoint folder: %s", st.message);
+    CHECK(h3_st_open(tmpdir, &f, &st) == H3_ERR_IO && strstr(st.message, "directory"), "directory: %s", st.message);
+    alarm(0);
+    g_unlink(in_dir);
+    g_rmdir(dir);
+    g_unlink(fifo);
+    g_free(in_dir);
+    g_free(dir);
+    g_free(fifo);
+}
+
+static void test_config_duplicates(void) {
+    h3_config *c = NULL;
+    h3_status st = {0};
+    CHECK(h3_config_parse("{\"num_layers\": 2, \"num_layers\": 50}", "dup.json", &c, &st) == H3_ERR_FORMAT &&
+              strstr(st.message, "num_layers") && strstr(st.message, "twice"),
+          "config key twice: %s", st.message);
+    CHECK(h3_config_parse("{\"a\": {\"b\": 1, \"b\": 2}}", "dup.json", &c, &st) == H3_ERR_FORMAT &&
+              strstr(st.message, "\"b\""),
+          "nested key twice: %s", st.message);
+    CHECK(h3_config_parse("{\"a\": {\"b\": 1}, \"c\": {\"b\": 2}}", "ok.json", &c, &st) == H3_OK,
+          "one name in two objects: %s", st.message);
+    h3_config_free(c);
+}
+
+static void test_size_helpers(void) {
+    uint64_t r = 0;
+    h3_status st = {0};
+    CHECK(h3_size_mul(1u << 20, 1u << 20, &r, &st, "x") == H3_OK && r == (1ull << 40), "mul");
+    CHECK(h3_size_mul(UINT64_MAX / 2, 3, &r, &st, "%s: \"%s\"", "cfg.json", "rates") == H3_ERR_FORMAT &&
+              strstr(st.message, "cfg.json: \"rates\"") && strstr(st.message, "overflows"),
+          "mul overflow: %s", st.message);
+    CHECK(h3_size_add(UINT64_MAX, 1, &r, &st, "sum") == H3_ERR_FORMAT && strstr(st.message, "overflows"),
+          "add overflow: %s", st.message);
+    CHECK(h3_size_mul_max(1000, 1000, 999999, &r, &st, "hop") == H3_ERR_FORMAT && strstr(st.message, "exceeds 999999"),
+          "mul past max: %s", st.message);
+    CHECK(h3_size_mul_max(1000, 1000, 1000000, &r, &st, "hop") == H3_OK && r == 1000000, "mul at max");
+    CHECK(h3_config_check_range("cfg.json", "k", 4294967297LL, 0, 64, &st) == H3_ERR_FORMAT &&
+              strstr(st.message, "cfg.json") && strstr(st.message, "\"k\"") && strstr(st.message, "4294967297") &&
+              strstr(st.message, "[0, 64]"),
+          "range message: %s", st.message);
+}
+
+static void test_path_inside(void) {
+    char *root = g_build_filename(tmpdir, "root", NULL), *sub = g_build_filename(root, "sub", NULL);
+    g_mkdir(root, 0700);
+    g_mkdir(sub, 0700);
+    char *link = g_build_filename(root, "escape", NULL);
+    CHECK(symlink("/", link) == 0, "symlink");
+    h3_status st = {0};
+    CHECK(h3_path_check_inside(root, sub, "cfg", &st) == H3_OK, "sub folder: %s", st.message);
+    char *up = g_build_filename(sub, "..", "..", NULL);
+    CHECK(h3_path_check_inside(root, up, "cfg \"source_path\"", &st) == H3_ERR_FORMAT &&
+              strstr(st.message, "outside the model folder") && strstr(st.message, "source_path"),
+          "../..: %s", st.message);
+    CHECK(h3_path_check_inside(root, link, "cfg", &st) == H3_ERR_FORMAT, "symlink out: %s", st.message);
+    CHECK(h3_path_check_file_name(root, "sub/x.safetensors", "cfg", &st) == H3_OK, "file in sub: %s", st.message);
+    CHECK(h3_path_check_file_name(root, "../x.safetensors", "cfg", &st) == H3_ERR_FORMAT, "file ..: %s", st.message);
+    CHECK(h3_path_check_file_name(root, "/etc/passwd", "cfg", &st) == H3_ERR_FORMAT, "absolute file: %s", st.message);
+    CHECK(h3_path_check_file_name(root, "escape/etc/passwd", "cfg", &st) == H3_ERR_FORMAT, "file through a link: %s",
+          st.message);
+    g_unlink(link);
+    g_rmdir(sub);
+    g_rmdir(root);
+    g_free(up);
+    g_free(link);
+    g_free(sub);
+    g_free(root);
+}
+
 static void test_real_checkpoints(void) {
     h3_checkpoint *c;
     h3_status st = {0};
@@ -130,6 +288,9 @@ static void test_bad_index(void) {
     g_file_set_contents(index, "{\"nothing\":1}", -1, NULL);
     CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "weight_map"), "no weight_map: %s",
           st.message);
+    g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\",\"a\":\"s2.safetensors\"}}", -1, NULL);
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "'a' appears twice"),
+          "index names a tensor twice: %s", st.message);
     g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\"}}", -1, NULL);
     CHECK(h3_checkpoint_open(dir, &c, &st) == H3_OK, "good index: %s", st.message);
     h3_checkpoint_close(c);
@@ -162,6 +323,12 @@ int main(void) {
     test_bad_files();
     test_real_checkpoints();
     test_bad_index();
+    test_header_hardening();
+    test_not_regular();
+    test_dummy_sizes();
+    test_config_duplicates();
+    test_size_helpers();
+    test_path_inside();
     test_conversions();
     g_rmdir(tmpdir);
     g_free(tmpdir);

@@ -1,7 +1,10 @@
 /* test_pipeline.c - the whole engine on the tiny model against the official
  * end-to-end golden, request validation, determinism, cancellation. */
 #include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "h3.h"
 #include "base/h3_safetensors.h"
@@ -249,6 +252,96 @@ static void test_open_errors(void) {
     CHECK(e == NULL, "engine returned on error");
 }
 
+/* to/ mirrors from/ by symlinks, except the path `except` (relative to
+ * from/), whose folders are made and whose file is left out. */
+static void link_all(const char *from, const char *to, const char *except) {
+    g_mkdir_with_parents(to, 0700);
+    GDir *d = g_dir_open(from, 0, NULL);
+    for (const char *n; d && (n = g_dir_read_name(d));) {
+        char *src = g_build_filename(from, n, NULL), *dst = g_build_filename(to, n, NULL);
+        int on_path = except && (strcmp(except, n) == 0 || (g_str_has_prefix(except, n) && except[strlen(n)] == '/'));
+        if (!on_path) CHECK(symlink(src, dst) == 0, "symlink %s", dst);
+        else if (strcmp(except, n) != 0) link_all(src, dst, except + strlen(n) + 1);
+        g_free(src);
+        g_free(dst);
+    }
+    if (d) g_dir_close(d);
+}
+
+/* A copy of the tiny model in a temp folder, every entry a symlink to the
+ * original except `file` (a JSON file, relative to the model folder), which
+ * is written with `key` set to `value` (JSON text). Returns the folder (g_free). */
+static char *model_variant(const char *tmp, const char *file, const char *key, const char *value) {
+    const char *orig = h3_test_data("models/tiny-h3");
+    char *dir = g_build_filename(tmp, key, NULL);
+    link_all(orig, dir, file);
+    char *src = g_build_filename(orig, file, NULL), *dst = g_build_filename(dir, file, NULL);
+    JsonParser *p = json_parser_new();
+    CHECK(json_parser_load_from_file(p, src, NULL), "parse %s", src);
+    JsonParser *vp = json_parser_new();
+    CHECK(json_parser_load_from_data(vp, value, -1, NULL), "value %s", value);
+    json_object_set_member(json_node_get_object(json_parser_get_root(p)), key, json_node_copy(json_parser_get_root(vp)));
+    g_object_unref(vp);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, json_parser_get_root(p));
+    CHECK(json_generator_to_file(g, dst, NULL), "write %s", dst);
+    g_object_unref(g);
+    g_object_unref(p);
+    g_free(src);
+    g_free(dst);
+    return dir;
+}
+
+static void remove_tree(const char *path) {
+    GDir *d = g_file_test(path, G_FILE_TEST_IS_SYMLINK) ? NULL : g_dir_open(path, 0, NULL);
+    if (!d) {
+        g_unlink(path);
+        return;
+    }
+    for (const char *n; (n = g_dir_read_name(d));) {
+        char *p = g_build_filename(path, n, NULL);
+        remove_tree(p);
+        g_free(p);
+    }
+    g_dir_close(d);
+    g_rmdir(path);
+}
+
+/* Issue 14: config values out of range, through the whole open. */
+static void test_open_ranges(void) {
+    char *tmp = g_dir_make_tmp("h3pipe-XXXXXX", NULL);
+    h3_engine_options o = h3_engine_options_default();
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    /* 4294967297 narrowed to int silently became layer 1. */
+    char *dir = model_variant(tmp, "golden_meta.json", "text_encoder_layer", "4294967297");
+    o.model_dir = dir;
+    h3_status_code rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "golden_meta.json") &&
+              strstr(st.message, "text_encoder_layer") && strstr(st.message, "4294967297"),
+          "text_encoder_layer 4294967297: %s %s", h3_status_code_name(rc), st.message);
+    g_free(dir);
+    /* Passed the int32 check and failed as "out of memory" at the block array. */
+    dir = model_variant(tmp, "transformer/config.json", "num_layers", "2147483647");
+    o.model_dir = dir;
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "num_layers") && strstr(st.message, "2147483647") &&
+              !strstr(st.message, "out of memory"),
+          "num_layers 2147483647: %s %s", h3_status_code_name(rc), st.message);
+    g_free(dir);
+    /* A shift past float's range became inf and failed only at generation, naming no file. */
+    dir = model_variant(tmp, "scheduler/scheduler_config.json", "shift", "1e300");
+    o.model_dir = dir;
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && e == NULL && strstr(st.message, "scheduler_config.json") &&
+              strstr(st.message, "\"shift\"") && strstr(st.message, "1e+300"),
+          "shift 1e300: %s %s", h3_status_code_name(rc), st.message);
+    g_free(dir);
+    remove_tree(tmp);
+    g_free(tmp);
+}
+
 int main(void) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
@@ -265,5 +358,6 @@ int main(void) {
     test_cancel(e);
     h3_engine_close(e);
     test_open_errors();
+    test_open_ranges();
     return h3_test_finish("test_pipeline");
 }

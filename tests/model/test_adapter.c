@@ -531,6 +531,20 @@ static void test_errors(void) {
          .code = H3_ERR_FORMAT, .text = {"transformer_blocks.0.attn.to_q.lora_B.weight", "blocks.0.attn.qkv_proj.weight"}},
         {"fc1 B (native)", D, .grow = "transformer_blocks.1.ff.net.0.proj.lora_B.weight", .stage = 2,
          .code = H3_ERR_FORMAT, .text = {"ff.net.0.proj.lora_B.weight", "blocks.1.mlp.fc1.weight"}},
+        /* Issue 14: block numbers that are not canonical passed validation and were never applied. */
+        {"block 00", D, .rename_from = "transformer_blocks.0.", .rename_to = "transformer_blocks.00.",
+         .code = H3_ERR_FORMAT, .text = {"'00'", "not canonical"}},
+        {"block 4294967296", D, .rename_from = "transformer_blocks.1.", .rename_to = "transformer_blocks.4294967296.",
+         .code = H3_ERR_FORMAT, .text = {"'4294967296'", "not canonical"}},
+        {"gate of block 01", V, .rename_from = "transformer_blocks.1.attn.to_gate",
+         .rename_to = "transformer_blocks.01.attn.to_gate", .code = H3_ERR_FORMAT, .text = {"'01'", "not canonical"}},
+        {"gate of block +1", V, .rename_from = "transformer_blocks.1.attn.to_gate",
+         .rename_to = "transformer_blocks.+1.attn.to_gate", .stage = 1, .code = H3_ERR_FORMAT,
+         .text = {"transformer_blocks.+1.attn.to_gate_compress.set_weight", "not a VSA gate"}},
+        {"flow_shift 1e300", D, .json = "{\"flow_shift\": 1e300}", .code = H3_ERR_FORMAT,
+         .text = {"\"flow_shift\"", "1e+300"}},
+        {"block 00 (native)", D, .rename_from = "transformer_blocks.1.", .rename_to = "transformer_blocks.001.",
+         .code = H3_ERR_FORMAT, .text = {"'001'", "not canonical"}},
     };
     h3_dit_config cfg;
     h3_status st = {0};

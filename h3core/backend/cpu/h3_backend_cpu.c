@@ -384,6 +384,8 @@ static const h3_backend_ops cpu_ops = {
     .copy_view = h3_cpu_copy_view,
     .blend_view = h3_cpu_blend_view,
     .rgb8_from_planar = h3_cpu_rgb8_from_planar,
+    .im2col3d = h3_cpu_im2col3d,
+    .group_norm = h3_cpu_group_norm,
     /* h3_cpu_audio_vae.c */
     .conv1d = h3_cpu_conv1d,
     .conv_transpose1d = h3_cpu_conv_transpose1d,

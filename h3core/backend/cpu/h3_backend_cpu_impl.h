@@ -25,6 +25,9 @@ float *h3_cpu_scratch(h3_backend *b, size_t n);
 void h3_cpu_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
 void h3_cpu_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,
                        const h3_tensor *x, const h3_view *xv, int axis, int extent);
+void h3_cpu_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0);
+void h3_cpu_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int groups, float eps, int silu);
 void h3_cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
                              const float *mean, const float *std);
 

@@ -1,6 +1,7 @@
 /* h3_cpu_video_vae.c - the video VAE's ops on the CPU backend
  * (backend/h3_ops_video_vae.h): strided view copies, the cross-fade and the
- * RGB conversion, element by element in float32. */
+ * RGB conversion (decoder), the 3-D im2col and the per-frame GroupNorm
+ * (encoder), element by element in float32. */
 #include "backend/cpu/h3_backend_cpu_impl.h"
 
 #include <math.h>
@@ -108,4 +109,67 @@ void h3_cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src
     if (bad)
         h3_backend_fail(b, H3_ERR_NONFINITE, "rgb8_from_planar: %lld decoded values of %lld frames are NaN or Inf",
                         (long long)bad, (long long)nframes);
+}
+
+/* ---- the encoder's ops ------------------------------------------------------------ */
+
+/* torch 'reflect' for one pad (pad < len): -1 -> 1, len -> len - 2. */
+static int64_t reflect(int64_t i, int64_t len) {
+    if (i < 0) return -i;
+    if (i >= len) return 2 * (len - 1) - i;
+    return i;
+}
+
+void h3_cpu_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0) {
+    if (!h3_cpu_need_f32(b, "im2col3d", col) || !h3_cpu_need_f32(b, "im2col3d", x)) return;
+    int64_t H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    int64_t Ho = (H + g->pad_top + g->pad_bottom - g->kh) / g->sh + 1;
+    int64_t Wo = (W + g->pad_left + g->pad_right - g->kw) / g->sw + 1;
+    int64_t taps = (int64_t)g->kt * g->kh * g->kw, K = C * taps, rows = h3_tensor_rows(col);
+    const float *X = x->data;
+    float *out = col->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t n = n0 + r, ox = n % Wo, oy = n / Wo % Ho, ot = n / (Wo * Ho);
+        float *row = out + r * K;
+        for (int a = 0, tap = 0; a < g->kt; a++) {
+            int64_t ti = ot * g->st + a - g->pad_t; /* < 0: a causal zero frame */
+            for (int i = 0; i < g->kh; i++) {
+                int64_t yi = reflect(oy * g->sh + i - g->pad_top, H);
+                for (int j = 0; j < g->kw; j++, tap++) {
+                    int64_t xi = reflect(ox * g->sw + j - g->pad_left, W);
+                    const float *src = ti < 0 ? NULL : X + ((ti * H + yi) * W + xi) * C;
+                    for (int64_t c = 0; c < C; c++) row[c * taps + tap] = src ? src[c] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+void h3_cpu_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int groups, float eps, int silu) {
+    if (!h3_cpu_need_f32(b, "group_norm", y) || !h3_cpu_need_f32(b, "group_norm", x)) return;
+    int64_t F = x->shape[0], P = x->shape[1], C = x->shape[2], Cg = C / groups;
+    const float *X = x->data, *gw = w->data, *gb = bias->data;
+    float *Y = y->data;
+    for (int64_t f = 0; f < F; f++) {
+        for (int64_t g = 0; g < groups; g++) {
+            const float *xs = X + f * P * C + g * Cg;
+            double s = 0, ss = 0;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t c = 0; c < Cg; c++) s += xs[p * C + c];
+            double mean = s / (double)(P * Cg);
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t c = 0; c < Cg; c++) {
+                    double d = xs[p * C + c] - mean;
+                    ss += d * d;
+                }
+            float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)(P * Cg) + (double)eps));
+            float *ys = Y + f * P * C + g * Cg;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t c = 0; c < Cg; c++) {
+                    float v = (xs[p * C + c] - m) * rstd * gw[g * Cg + c] + gb[g * Cg + c];
+                    ys[p * C + c] = silu ? v / (1.0f + expf(-v)) : v;
+                }
+        }
+    }
 }

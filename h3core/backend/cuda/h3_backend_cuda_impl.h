@@ -129,6 +129,9 @@ void h3_cuda_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const 
                         const h3_tensor *x, const h3_view *xv, int axis, int extent);
 void h3_cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
                               const float *mean, const float *std);
+void h3_cuda_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0);
+void h3_cuda_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                        int groups, float eps, int silu);
 void h3_cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                     int stride, int padding, int dilation, int groups);
 void h3_cuda_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,

@@ -1,5 +1,7 @@
-/* h3_cuda_vae.c - the VAE decoders' ops on the CUDA backend: strided views,
- * tile cross-fades and RGB packing (the video decoder), 1-D convolutions,
+/* h3_cuda_vae.c - the VAE ops on the CUDA backend: strided views, tile
+ * cross-fades and RGB packing (the video decoder), the causal 3-D im2col and
+ * per-frame GroupNorm (the video encoder: its convolutions are these
+ * im2cols feeding cuBLASLt through h3_op_linear), 1-D convolutions,
  * anti-aliased resampling, SnakeBeta and clamp (the BigVGAN audio decoder).
  * The kernels: kernels/h3_vae.cu; float32 convolutions with groups 1 run as
  * cuBLASLt GEMMs instead. */
@@ -55,6 +57,25 @@ void h3_cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *sr
     ok(b, h3k_rgb8_from_planar(dst->data, src->data, src->dtype, C, src->shape[1], src->shape[2], src->shape[3],
                                frame0, nframes, &norm, impl_of(b)->flag, impl_of(b)->stream),
        "rgb8_from_planar");
+}
+
+void h3_cuda_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0) {
+    h3k_conv3d k;
+    memset(&k, 0, sizeof k);
+    k.T = x->shape[0], k.H = x->shape[1], k.W = x->shape[2], k.C = x->shape[3];
+    k.Ho = (k.H + g->pad_top + g->pad_bottom - g->kh) / g->sh + 1;
+    k.Wo = (k.W + g->pad_left + g->pad_right - g->kw) / g->sw + 1;
+    k.kt = g->kt, k.kh = g->kh, k.kw = g->kw, k.st = g->st, k.sh = g->sh, k.sw = g->sw;
+    k.pad_t = g->pad_t, k.pad_top = g->pad_top, k.pad_left = g->pad_left;
+    ok(b, h3k_im2col3d(col->data, col->dtype, x->data, x->dtype, &k, n0, h3_tensor_rows(col), impl_of(b)->stream),
+       "im2col3d");
+}
+
+void h3_cuda_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                        int groups, float eps, int silu) {
+    ok(b, h3k_group_norm(y->data, y->dtype, x->data, x->dtype, w->data, bias->data, x->shape[0], x->shape[1],
+                         x->shape[2], groups, eps, silu, impl_of(b)->stream),
+       "group_norm");
 }
 
 /* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch

@@ -201,6 +201,13 @@ static void op_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *
                                 int64_t nframes, const float *mean, const float *std) {
     (void)b, (void)dst, (void)src, (void)frame0, (void)nframes, (void)mean, (void)std;
 }
+static void op_im2col3d(h3_backend *b, h3_tensor *col, const h3_tensor *x, const h3_conv3d_geom *g, int64_t n0) {
+    (void)b, (void)col, (void)x, (void)g, (void)n0;
+}
+static void op_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                          int groups, float eps, int silu) {
+    (void)b, (void)y, (void)x, (void)w, (void)bias, (void)groups, (void)eps, (void)silu;
+}
 static void op_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
                                 const h3_tensor *bias, int stride, int padding) {
     (void)b, (void)y, (void)x, (void)w, (void)bias, (void)stride, (void)padding;
@@ -253,6 +260,8 @@ static void mirror_ops(h3_backend_ops *ops, const h3_backend_ops *target) {
     MIRROR(copy_view, op_copy_view);
     MIRROR(blend_view, op_blend_view);
     MIRROR(rgb8_from_planar, op_rgb8_from_planar);
+    MIRROR(im2col3d, op_im2col3d);
+    MIRROR(group_norm, op_group_norm);
     MIRROR(conv1d, op_conv1d);
     MIRROR(conv_transpose1d, op_conv_transpose1d);
     MIRROR(upsample1d, op_resample1d);

@@ -1,6 +1,6 @@
-/* h3_kernels_vae.h - the kernels of the VAE decoders' ops (h3_vae.cu):
- * strided views, tile cross-fades and RGB packing (video), 1-D convolutions,
- * resampling and SnakeBeta (audio). Conventions: h3_kernels.h. */
+/* h3_kernels_vae.h - the kernels of the VAE ops (h3_vae.cu): strided views,
+ * tile cross-fades and RGB packing (video decoder), 3-D im2col and per-frame
+ * GroupNorm (video encoder), 1-D convolutions, resampling and SnakeBeta (audio). Conventions: h3_kernels.h. */
 #ifndef H3_KERNELS_VAE_H
 #define H3_KERNELS_VAE_H
 
@@ -29,6 +29,17 @@ int h3k_blend_view(void *dst, const h3k_view *dv, const void *a, const h3k_view 
 /* A NaN or Inf value sets H3K_ERR_NONFINITE_RGB in err (its pixel is 0). */
 int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t H, int64_t W,
                          int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, int *err, cudaStream_t stream);
+/* The video encoder: a causal 3-D conv's gather into col [rows, C·kt·kh·kw]
+ * (h3_op_im2col3d: x [T, H, W, C] channels last, reflect in space, zero
+ * frames in front), and GroupNorm per frame of x, y [F, P, C] (h3_op_group_norm). */
+typedef struct h3k_conv3d {
+    int64_t T, H, W, C, Ho, Wo;
+    int kt, kh, kw, st, sh, sw, pad_t, pad_top, pad_left;
+} h3k_conv3d;
+int h3k_im2col3d(void *col, int cdt, const void *x, int xdt, const h3k_conv3d *g, int64_t n0, int64_t rows,
+                 cudaStream_t stream);
+int h3k_group_norm(void *y, int ydt, const void *x, int xdt, const float *w, const float *bias, int64_t F, int64_t P,
+                   int64_t C, int groups, float eps, int silu, cudaStream_t stream);
 int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt, int64_t B,
                int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride, int padding, int dilation,
                int groups, cudaStream_t stream);

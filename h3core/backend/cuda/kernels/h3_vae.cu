@@ -1,6 +1,7 @@
-/* h3_vae.cu - kernels of the VAE decoders' ops: strided views, tile
- * cross-fades and RGB packing (video), 1-D convolutions, anti-aliased
- * resampling and SnakeBeta (the BigVGAN audio decoder).
+/* h3_vae.cu - kernels of the VAE ops: strided views, tile cross-fades and
+ * RGB packing (video decoder), the causal 3-D im2col and the per-frame
+ * GroupNorm (video encoder), 1-D convolutions, anti-aliased resampling and
+ * SnakeBeta (the BigVGAN audio decoder).
  *
  * These are direct kernels written for exactness first: one thread per
  * output element, float32 accumulation in the order of the op's formula
@@ -215,6 +216,72 @@ __global__ void k_snake_antialiased(void *y, int ydt, const void *x, int xdt, co
     }
 }
 
+/* ---- the encoder: causal 3-D im2col, per-frame GroupNorm ---------------------------- */
+
+/* torch 'reflect' for one pad (pad < len). */
+__device__ __forceinline__ int64_t reflect1(int64_t i, int64_t len) {
+    return i < 0 ? -i : i >= len ? 2 * (len - 1) - i : i;
+}
+
+/* col[r, ((c·kt + a)·kh + i)·kw + j] = xp[t·st + a, y·sh + i, x·sw + j, c], n = n0 + r.
+ * One thread per (r, c) writes that channel's kt·kh·kw taps: neighbouring
+ * threads read neighbouring channels of one pixel (coalesced), and a row's
+ * strided writes meet in L2 before they reach memory. */
+__global__ void k_im2col3d(void *col, int cdt, const void *x, int xdt, h3k_conv3d g, int64_t n0, int64_t rows) {
+    int64_t taps = (int64_t)g.kt * g.kh * g.kw, K = g.C * taps, n = rows * g.C;
+    GRID_STRIDE(idx, n) {
+        int64_t r = idx / g.C, c = idx % g.C, o = n0 + r;
+        int64_t ox = o % g.Wo, oy = o / g.Wo % g.Ho, ot = o / (g.Wo * g.Ho), at = r * K + c * taps;
+        for (int a = 0; a < g.kt; a++) {
+            int64_t ti = ot * g.st + a - g.pad_t; /* < 0: a causal zero frame */
+            for (int i = 0; i < g.kh; i++) {
+                int64_t yi = reflect1(oy * g.sh + i - g.pad_top, g.H);
+                for (int j = 0; j < g.kw; j++, at++) {
+                    int64_t xi = reflect1(ox * g.sw + j - g.pad_left, g.W);
+                    st1(col, cdt, at, ti < 0 ? 0.0f : ld1(x, xdt, ((ti * g.H + yi) * g.W + xi) * g.C + c));
+                }
+            }
+        }
+    }
+}
+
+const int kNormThreads = 256;
+
+/* Sum of v over the block (kNormThreads threads), in every thread. */
+__device__ double block_sum(double v, double *shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = shared[0];
+    __syncthreads();
+    return r;
+}
+
+/* One block per (group, frame): mean, then the biased variance around it
+ * (double accumulators), then y; in place is safe (the block owns its values). */
+__global__ void k_group_norm(void *y, int ydt, const void *x, int xdt, const float *w, const float *bias, int64_t P,
+                             int64_t C, int64_t Cg, float eps, int silu) {
+    __shared__ double shared[kNormThreads];
+    int64_t g = blockIdx.x, base = (int64_t)blockIdx.y * P * C + g * Cg, n = P * Cg;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += kNormThreads) s += ld1(x, xdt, base + i / Cg * C + i % Cg);
+    double mean = block_sum(s, shared) / (double)n;
+    s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += kNormThreads) {
+        double d = ld1(x, xdt, base + i / Cg * C + i % Cg) - mean;
+        s += d * d;
+    }
+    float rstd = (float)(1.0 / sqrt(block_sum(s, shared) / (double)n + (double)eps)), m = (float)mean;
+    for (int64_t i = threadIdx.x; i < n; i += kNormThreads) {
+        int64_t at = base + i / Cg * C + i % Cg, c = g * Cg + i % Cg;
+        float v = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(ld1(x, xdt, at), m), rstd), w[c]), bias[c]);
+        st1(y, ydt, at, silu ? v / (1.0f + expf(-v)) : v);
+    }
+}
+
 int launched() { return (int)cudaGetLastError(); }
 
 } /* namespace */
@@ -345,5 +412,22 @@ extern "C" int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int x
     if (n <= 0) return 0;
     k_snake_antialiased<<<grid_for(n), kThreads, 0, stream>>>(y, ydt, x, xdt, alpha, adt, beta, bdt, up, updt, Ku,
                                                               down, downdt, Kd, ratio, C, L, n);
+    return launched();
+}
+
+extern "C" int h3k_im2col3d(void *col, int cdt, const void *x, int xdt, const h3k_conv3d *g, int64_t n0, int64_t rows,
+                            cudaStream_t stream) {
+    int64_t n = rows * g->C;
+    if (n <= 0 || g->kt * g->kh * g->kw <= 0) return 0;
+    k_im2col3d<<<grid_for(n), kThreads, 0, stream>>>(col, cdt, x, xdt, *g, n0, rows);
+    return launched();
+}
+
+extern "C" int h3k_group_norm(void *y, int ydt, const void *x, int xdt, const float *w, const float *bias, int64_t F,
+                              int64_t P, int64_t C, int groups, float eps, int silu, cudaStream_t stream) {
+    if (F <= 0 || P <= 0 || C <= 0) return 0;
+    if (F > 65535 || groups < 1) return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)groups, (unsigned)F);
+    k_group_norm<<<grid, kNormThreads, 0, stream>>>(y, ydt, x, xdt, w, bias, P, C, C / groups, eps, silu);
     return launched();
 }

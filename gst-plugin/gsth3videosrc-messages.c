@@ -247,6 +247,21 @@ gst_h3_video_src_post_engine_error (GstH3VideoSrc * self, GstH3Stage stage,
           "A device failed: check the GPU (nvidia-smi, the driver's log), "
           "try other devices, or compute=cpu.";
       break;
+    case H3_ERR_NONFINITE:
+      /* At load a weight holds NaN or Inf (the message names the file and
+       * the tensor): the files are at fault. While generating a stage's
+       * output went non-finite: the clip is refused, never sent black. */
+      domain = stage == GST_H3_STAGE_LOAD ? GST_RESOURCE_ERROR :
+          GST_STREAM_ERROR;
+      code = stage == GST_H3_STAGE_LOAD ? GST_RESOURCE_ERROR_OPEN_READ :
+          GST_STREAM_ERROR_FAILED;
+      hint = stage == GST_H3_STAGE_LOAD ?
+          "A model or adapter file holds NaN or Inf values: download it "
+          "again, or leave adapter-location unset." :
+          "The computation overflowed at the stage named above: the model "
+          "or adapter files may be damaged (download them again); "
+          "compute=cpu computes in float32.";
+      break;
     case H3_ERR_NO_MEMORY:
       domain = GST_RESOURCE_ERROR;
       code = GST_RESOURCE_ERROR_FAILED;

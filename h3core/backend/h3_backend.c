@@ -4,13 +4,50 @@
 #include "backend/h3_backend_impl.h"
 
 #include <glib.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ARENA_ALIGN 256
 #define ARENA_DEFAULT_CHUNK ((size_t)64 << 20)
+
+/* ---- fault injection (tests) ------------------------------------------------- */
+
+/* Process-wide, as allocations are: an engine's ranks allocate on their own
+ * threads, and a test counts one whole run's allocations. */
+static atomic_long alloc_seen, alloc_fail_at;
+
+void h3_backend_inject_alloc_fault(long nth) {
+    atomic_store(&alloc_fail_at, nth > 0 ? atomic_load(&alloc_seen) + nth : 0);
+}
+
+long h3_backend_alloc_count(void) { return atomic_load(&alloc_seen); }
+
+int h3_backend_alloc_refused(const h3_backend *b) {
+    if (b->ops->no_data) return 0;
+    long n = atomic_fetch_add(&alloc_seen, 1) + 1, at = atomic_load(&alloc_fail_at);
+    return at > 0 && n == at;
+}
+
+void h3_backend_inject_fault(h3_backend *b, long ops) { b->fault_ops = ops > 0 ? ops : 0; }
+
+void h3_backend_fault_due(h3_backend *b) {
+    if (b->fault_ops <= 0 || --b->fault_ops > 0) return;
+    if (b->ops->inject_fault) b->ops->inject_fault(b);
+    else h3_backend_fail(b, H3_ERR_DEVICE, "%s: device failure in the middle of the work (injected by the test hook)",
+                         b->ops->name);
+}
+
+/* Every allocation this file makes goes through here, so that the test
+ * hook can fail any one of them. */
+static void *backend_alloc(h3_backend *b, size_t bytes) {
+    return h3_backend_alloc_refused(b) ? NULL : b->ops->alloc(b, bytes);
+}
+
+static void *host_alloc(const h3_backend *b, size_t bytes) { return h3_backend_alloc_refused(b) ? NULL : malloc(bytes); }
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -78,7 +115,7 @@ int h3_backend_holds_data(const h3_backend *b) { return !b->ops->no_data; }
  * each one's size when it is freed. */
 static void *persistent_new(h3_backend *b, size_t bytes) {
     if (h3_backend_limit_refuses(b, bytes, 0, "weights")) return NULL;
-    void *p = b->ops->alloc(b, bytes);
+    void *p = backend_alloc(b, bytes);
     if (!p) return NULL;
     g_hash_table_insert(b->persistent, p, (gpointer)(uintptr_t)bytes);
     mem_add(&b->mem_weights, (int64_t)bytes);
@@ -195,7 +232,10 @@ static void *arena_alloc(h3_backend *b, size_t bytes) {
          * are too small are dropped; this only happens while warming up. */
         size_t size = bytes > b->chunk_min_size ? bytes : b->chunk_min_size;
         if (h3_backend_limit_refuses(b, size, 0, "activations")) return NULL;
-        void *data = b->ops->alloc(b, size);
+        /* the chunk table first: a failure then leaves the arena as it was */
+        h3_arena_chunk *table = realloc(b->chunks, (size_t)(b->n_chunks + 1) * sizeof *b->chunks);
+        if (table) b->chunks = table;
+        void *data = table ? backend_alloc(b, size) : NULL;
         if (!data) {
             h3_backend_fail(b, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of activations", b->ops->name, size);
             return NULL;
@@ -209,7 +249,6 @@ static void *arena_alloc(h3_backend *b, size_t bytes) {
             mem_add(&b->mem_arena, -(int64_t)b->chunks[i].size);
         }
         b->n_chunks = at;
-        b->chunks = realloc(b->chunks, (size_t)(b->n_chunks + 1) * sizeof *b->chunks);
         b->chunks[b->n_chunks].data = data;
         b->chunks[b->n_chunks].size = size;
         b->n_chunks++;
@@ -290,8 +329,23 @@ static h3_status_code persistent_alloc(h3_backend *b, h3_dtype dtype, int ndim, 
     return H3_OK;
 }
 
+/* A table made on the host is checked there, before it is uploaded; the
+ * caller's prefix names what it was made from. */
+static int64_t count_nonfinite_host(const float *x, size_t n) {
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
 h3_status_code h3_weight_from_f32(h3_backend *b, const float *host, h3_dtype dtype, int ndim, const int64_t *shape,
                                   h3_tensor *out, h3_status *status) {
+    if (host && ndim >= 1 && ndim <= H3_MAX_DIMS) {
+        size_t n = 1;
+        for (int i = 0; i < ndim; i++) n *= (size_t)(shape[i] > 0 ? shape[i] : 0);
+        int64_t bad = count_nonfinite_host(host, n);
+        if (bad > 0)
+            return h3_fail(status, H3_ERR_NONFINITE, "a table of %zu values holds %lld NaN or Inf", n, (long long)bad);
+    }
     h3_status_code rc = persistent_alloc(b, dtype, ndim, shape, out, status);
     if (rc != H3_OK) return rc;
     rc = h3_tensor_upload_f32(b, out, host, status);
@@ -307,6 +361,19 @@ h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n,
         return h3_fail(status, H3_ERR_DEVICE, "%s: upload failed", b->ops->name);
     }
     return H3_OK;
+}
+
+/* The load-time pass over a weight as it lies on the backend, so a NaN or
+ * Inf in a file (or one made by the conversion, e.g. a value past f16's
+ * range) is refused here, by name, instead of turning the clip black. */
+static h3_status_code check_weight_finite(h3_backend *b, const h3_st_tensor *src, const h3_tensor *w,
+                                          h3_status *status) {
+    int64_t bad = 0;
+    h3_status_code rc = h3_tensor_count_nonfinite(b, w, &bad, status);
+    if (rc == H3_OK && bad > 0)
+        rc = h3_fail(status, H3_ERR_NONFINITE, "%s: tensor '%s' holds %lld NaN or Inf values (of %lld)",
+                     src->file_path, src->name, (long long)bad, (long long)h3_tensor_numel(w));
+    return rc;
 }
 
 h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
@@ -330,6 +397,10 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
         /* load-format dummy: drawn where it lives, no host copy */
         h3_op_fill_random(b, out, &src->random, src->dtype);
         rc = h3_backend_check(b, status);
+        if (rc == H3_OK && (rc = check_weight_finite(b, src, out, status)) == H3_ERR_NONFINITE) {
+            h3_weight_free(b, out);
+            return rc; /* it names the tensor */
+        }
         if (rc != H3_OK) {
             h3_weight_free(b, out);
             return h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
@@ -341,8 +412,8 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
     } else if (dtype == file_dtype) {
         if (b->ops->upload(b, out->data, src->data, src->nbytes) != 0) rc = H3_ERR_DEVICE;
     } else {
-        float *tmp = malloc(n * 4 + 4);
-        void *conv = malloc(n * h3_dtype_size(dtype) + 4);
+        float *tmp = host_alloc(b, n * 4 + 4);
+        void *conv = host_alloc(b, n * h3_dtype_size(dtype) + 4);
         if (!tmp || !conv) {
             rc = H3_ERR_NO_MEMORY;
         } else {
@@ -362,7 +433,12 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
                            h3_status_code_name(rc));
         return rc;
     }
-    return H3_OK;
+    rc = check_weight_finite(b, src, out, status);
+    if (rc != H3_OK) {
+        h3_weight_free(b, out);
+        if (rc != H3_ERR_NONFINITE) h3_status_prefix(status, "%s: tensor '%s'", src->file_path, src->name);
+    }
+    return rc;
 }
 
 void h3_weight_free(h3_backend *b, h3_tensor *t) {
@@ -386,7 +462,7 @@ h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *
     if (b->ops->no_data) return H3_OK;
     void *tmp = (void *)host;
     if (dst->dtype != H3_F32) {
-        tmp = malloc(n * h3_dtype_size(dst->dtype) + 4);
+        tmp = host_alloc(b, n * h3_dtype_size(dst->dtype) + 4);
         if (!tmp) return h3_fail(status, H3_ERR_NO_MEMORY, "upload: out of host memory");
         convert_from_f32(tmp, dst->dtype, host, n);
     }
@@ -416,10 +492,39 @@ h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float
             return h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name);
         return H3_OK;
     }
-    void *tmp = malloc(n * h3_dtype_size(src->dtype) + 4);
+    void *tmp = host_alloc(b, n * h3_dtype_size(src->dtype) + 4);
     if (!tmp) return h3_fail(status, H3_ERR_NO_MEMORY, "download: out of host memory");
     int rc = b->ops->download(b, tmp, src->data, n * h3_dtype_size(src->dtype));
     if (rc == 0) convert_to_f32(host, src->dtype, tmp, n);
     free(tmp);
     return rc ? h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name) : H3_OK;
+}
+
+/* ---- values that must be finite ------------------------------------------------------ */
+
+/* No kernel of its own: count a host copy (small tensors, other backends). */
+static h3_status_code count_on_host(h3_backend *b, const h3_tensor *t, int64_t *count, h3_status *status) {
+    size_t n = (size_t)h3_tensor_numel(t);
+    float *host = host_alloc(b, n * sizeof(float) + 4);
+    if (!host) return h3_fail(status, H3_ERR_NO_MEMORY, "count_nonfinite: no host memory for %zu values", n);
+    h3_status_code rc = h3_tensor_download_f32(b, t, host, status);
+    if (rc == H3_OK) *count = count_nonfinite_host(host, n);
+    free(host);
+    return rc;
+}
+
+h3_status_code h3_tensor_count_nonfinite(h3_backend *b, const h3_tensor *t, int64_t *count, h3_status *status) {
+    *count = 0;
+    h3_status_code rc = check_copy_target(b, t, status);
+    if (rc != H3_OK) return rc;
+    if (t->dtype == H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "count_nonfinite: an i32 tensor");
+    if (b->ops->no_data || h3_tensor_numel(t) == 0) return H3_OK; /* measuring: nothing to count */
+    if (!b->ops->count_nonfinite) return count_on_host(b, t, count, status);
+    int64_t n = b->ops->count_nonfinite(b, t);
+    if (n < 0) {
+        if (!h3_backend_failed(b)) h3_backend_fail(b, H3_ERR_DEVICE, "%s: count_nonfinite failed", b->ops->name);
+        return h3_backend_check(b, status);
+    }
+    *count = n;
+    return H3_OK;
 }

@@ -124,6 +124,29 @@ h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *
 h3_status_code h3_tensor_upload_i32(h3_backend *b, h3_tensor *dst, const int32_t *host, h3_status *status);
 h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float *host, h3_status *status);
 
+/* ---- values that must be finite ------------------------------------------
+ * *count = how many of t's values are NaN or ±Inf (F32, BF16 or F16), counted
+ * where t lives: one pass on the device and one small copy back, nothing
+ * allocated. Every weight is counted once as it loads (h3_weight_load: a
+ * non-finite one is H3_ERR_NONFINITE naming its file and tensor), and the
+ * engine counts each stage's output before it becomes media. A measuring
+ * backend counts 0. */
+h3_status_code h3_tensor_count_nonfinite(h3_backend *b, const h3_tensor *t, int64_t *count, h3_status *status);
+
+/* ---- fault injection, for the tests of the failure paths -------------------
+ * The op `ops` ops from now (1: the next) on b fails as its device would
+ * (CUDA: the op's launch check reports cudaErrorLaunchFailure; CPU: an
+ * H3_ERR_DEVICE), in the middle of whatever forward is running; 0 disarms.
+ * The sticky error then ends the work at the next check, as a real failure. */
+void h3_backend_inject_fault(h3_backend *b, long ops);
+/* Process-wide: the nth allocation from now (1: the next) that a backend
+ * holding data makes fails as out of memory: weights, arena chunks, the
+ * backends' scratch and h3_backend.c's host staging buffers; 0 disarms.
+ * h3_backend_alloc_count is how many such allocations were made so far, so
+ * a test counts one run's and then fails each in turn. */
+void h3_backend_inject_alloc_fault(long nth);
+long h3_backend_alloc_count(void);
+
 /* ---- ops ------------------------------------------------------------------
  * Shapes are checked once, for every backend (h3_ops_check.c); a mismatch
  * sets the sticky error. Unless stated, y may alias x (in place is

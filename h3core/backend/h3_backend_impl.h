@@ -87,6 +87,13 @@ typedef struct h3_backend_ops {
                                    const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
                                    int ratio);
     void (*clamp)(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi);
+
+    /* h3_tensor_count_nonfinite on a float tensor: the count, or -1 with
+     * the sticky error set. NULL: h3_backend.c counts a host copy. */
+    int64_t (*count_nonfinite)(h3_backend *b, const h3_tensor *t);
+    /* h3_backend_inject_fault came due: fail as this backend's device fails
+     * (CUDA arms its launch check). NULL: a plain H3_ERR_DEVICE. */
+    void (*inject_fault)(h3_backend *b);
 } h3_backend_ops;
 
 typedef struct h3_arena_chunk {
@@ -112,6 +119,7 @@ struct h3_backend {
     uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
     uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
     uint64_t mem_limit;        /* h3_backend_set_memory_limit; 0: none */
+    long fault_ops; /* h3_backend_inject_fault: ops left until the injected failure; 0 none */
 };
 
 /* For backends: set the sticky error if none is set yet. */
@@ -121,6 +129,13 @@ void h3_backend_fail(h3_backend *b, h3_status_code code, const char *fmt, ...)
 #endif
     ;
 int h3_backend_failed(const h3_backend *b);
+/* For the op checks (GUARD): counts an op against h3_backend_inject_fault
+ * and fails the backend when the injected fault comes due. */
+void h3_backend_fault_due(h3_backend *b);
+/* For every allocation site of a backend (and h3_backend.c's host staging):
+ * 1 when h3_backend_inject_alloc_fault says this allocation fails. Counts
+ * only on backends that hold data (a measuring backend allocates nothing). */
+int h3_backend_alloc_refused(const h3_backend *b);
 /* Common initialisation of the struct (arena, error, memory tally). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
 /* For backends: their own device buffers (GEMM workspace, scratch) grew

@@ -29,8 +29,13 @@ static inline int same_numel(h3_backend *b, const char *op, const h3_tensor *a, 
     return 1;
 }
 
-/* An earlier failure makes every later op a no-op. */
-#define GUARD(b) do { if (h3_backend_failed(b)) return; } while (0)
+/* An earlier failure makes every later op a no-op; an injected fault
+ * (h3_backend_inject_fault) is counted here, so it lands on any op. */
+#define GUARD(b) \
+    do { \
+        if ((b)->fault_ops > 0) h3_backend_fault_due(b); \
+        if (h3_backend_failed(b)) return; \
+    } while (0)
 #define NEED(b, op, what, t) do { if (!ok_tensor(b, op, what, t)) return; } while (0)
 #define REQUIRE(b, cond, ...) do { if (!(cond)) { h3_backend_fail(b, H3_ERR_INTERNAL, __VA_ARGS__); return; } } while (0)
 #define REQUIRE_CODE(b, cond, code, ...) \

@@ -53,6 +53,7 @@ const char *h3_status_code_name(h3_status_code code) {
     case H3_ERR_CANCELLED: return "cancelled";
     case H3_ERR_DEVICE: return "device error";
     case H3_ERR_INTERNAL: return "internal error";
+    case H3_ERR_NONFINITE: return "non-finite values";
     }
     return "unknown";
 }

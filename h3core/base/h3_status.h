@@ -22,7 +22,8 @@ typedef enum h3_status_code {
     H3_ERR_UNSUPPORTED,      /* valid but not implemented by this build/backend */
     H3_ERR_CANCELLED,        /* h3_engine_cancel() was called */
     H3_ERR_DEVICE,           /* CUDA / NCCL failure */
-    H3_ERR_INTERNAL          /* a bug: an invariant did not hold */
+    H3_ERR_INTERNAL,         /* a bug: an invariant did not hold */
+    H3_ERR_NONFINITE         /* NaN or Inf where values must be finite: a weight, or a stage's output */
 } h3_status_code;
 
 #define H3_STATUS_MESSAGE_SIZE 1024

@@ -368,8 +368,13 @@ static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status
     took(r->backend, &at);
     h3_status_code rc = h3_engine_text_encoder_load(e, tp, status);
     r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
-    if (rc == H3_OK)
+    if (rc == H3_OK) {
         rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
+        /* Every weight is counted as it loads (h3_weight_load); one that the
+         * adapter was fused into may owe its NaN to the adapter: say so. */
+        if (rc == H3_ERR_NONFINITE && e->adapter)
+            h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    }
     r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
     if (rc == H3_OK) rc = load_video_vae(e, tp, r, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
@@ -515,6 +520,16 @@ static h3_status_code open_parallel(h3_engine *e, h3_status *status) {
     return H3_OK;
 }
 
+/* A tokenizer file h3core cannot use (an unknown model type or normalizer
+ * is UNSUPPORTED to the tokenizer) is a problem of the model's files, not
+ * of a setting: FORMAT, so the caller is told to fix the file it names. */
+static h3_status_code load_tokenizer(h3_engine *e, h3_status *status) {
+    h3_status_code rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc != H3_ERR_UNSUPPORTED && rc != H3_ERR_INVALID_ARGUMENT) return rc;
+    if (status) status->code = H3_ERR_FORMAT;
+    return H3_ERR_FORMAT;
+}
+
 static void discard_log(void *opaque, h3_log_level level, const char *message) {
     (void)opaque, (void)level, (void)message;
 }
@@ -536,11 +551,15 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
      * so that a stray variable is never a silent failure. */
     const char *fault = measure ? NULL : g_getenv("H3_INJECT_FAULT");
     if (fault && *fault) {
-        if (sscanf(fault, "%d:%d", &e->fault_rank, &e->fault_step) == 2)
-            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d (test hook)", fault,
-                       e->fault_rank, e->fault_step);
+        int n = sscanf(fault, "%d:%d:%ld", &e->fault_rank, &e->fault_step, &e->fault_ops);
+        if (n == 2 || n == 3)
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT=%s: rank %d will fail at step %d, %ld ops into its "
+                          "forward (test hook)", fault, e->fault_rank, e->fault_step, n == 3 ? e->fault_ops : 0L);
         else
-            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP", fault);
+            h3_engine_log(e, H3_LOG_WARNING, "H3_INJECT_FAULT='%s' ignored: expected RANK:STEP or RANK:STEP:OPS",
+                          fault);
+        if (n != 2 && n != 3) e->fault_rank = -1;
+        if (n != 3) e->fault_ops = 0;
     }
     double t0 = h3_engine_now();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
@@ -552,13 +571,14 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     if (rc == H3_OK && o->load_format == H3_LOAD_DUMMY) rc = make_dummy(e, o, status);
     if (rc == H3_OK) rc = parse_devices(e, o, status);
     if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
-    if (rc == H3_OK) rc = h3_tokenizer_load(e->tokenizer_dir, &e->tokenizer, status);
+    if (rc == H3_OK) rc = load_tokenizer(e, status);
     if (rc == H3_OK) rc = load_processor(e, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
     e->adapter = NULL;
     free_dummy(e); /* drawn on every rank's device by now */
     if (rc == H3_OK) e->text_hidden = h3_text_encoder_hidden_size(e->text_encoder);
+    if (rc == H3_OK) e->text_positions = h3_text_encoder_get_config(e->text_encoder)->max_positions;
     if (rc == H3_OK && e->text_hidden != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
                      e->text_hidden, h3_dit_get_config(e->dit)->text_dim);
@@ -624,7 +644,10 @@ void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
 
 void h3_engine_force_text_release(h3_engine *e, int on) { e->text_release = on != 0; }
 
-void h3_engine_inject_fault(h3_engine *e, int rank, int step) {
+void h3_engine_inject_fault(h3_engine *e, int rank, int step) { h3_engine_inject_fault_mid_forward(e, rank, step, 0); }
+
+void h3_engine_inject_fault_mid_forward(h3_engine *e, int rank, int step, long ops) {
     e->fault_rank = rank;
     e->fault_step = step;
+    e->fault_ops = ops > 0 ? ops : 0;
 }

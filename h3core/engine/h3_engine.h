@@ -10,9 +10,17 @@ extern "C" {
 #endif
 
 /* At denoising step `step` (from 0) rank `rank` fails as if its device had
- * failed; rank < 0 disarms. The environment variable H3_INJECT_FAULT=RANK:STEP
- * arms the same at h3_engine_open, for applications' tests. */
+ * failed; rank < 0 disarms. One shot: the generation it fails disarms it,
+ * so the next one runs clean. The environment variable
+ * H3_INJECT_FAULT=RANK:STEP arms the same at h3_engine_open, for
+ * applications' tests (and RANK:STEP:OPS the one below). */
 void h3_engine_inject_fault(h3_engine *engine, int rank, int step);
+/* The same in the middle of that step's forward: rank `rank`'s backend
+ * fails `ops` ops into it (h3_backend_inject_fault; on CUDA through the
+ * launch check), between two collectives, as a device that faults inside a
+ * kernel; the other ranks learn it at their next collective. ops <= 0 is
+ * h3_engine_inject_fault. One shot, as above. */
+void h3_engine_inject_fault_mid_forward(h3_engine *engine, int rank, int step, long ops);
 
 /* What rank `rank`'s backend holds, from its memory tally
  * (h3_backend_memory): the weights each component took at load, the peaks

@@ -103,6 +103,7 @@ struct h3_engine {
     int cpu_threads;
     h3_tp_decision decision;
     int fault_rank, fault_step;     /* test hook: h3_engine_inject_fault */
+    long fault_ops;                 /* > 0: that many ops into the step's forward (..._mid_forward) */
 
     /* The memory plan (h3_memory_plan.c): measure is set on an engine whose
      * ranks run on measuring backends; shadow is a CUDA engine's measuring
@@ -116,6 +117,7 @@ struct h3_engine {
      * next request loads them again. text_released_last: the last request did. */
     int text_release, text_released_last;
     int text_hidden; /* the text encoder's width, known while its weights are away */
+    int64_t text_positions; /* its max_position_embeddings: the prompt's limit in tokens (likewise) */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
     /* FL2VA: the image processor's config (has_processor: one was found) */
     h3_image_processor_config processor;

@@ -113,6 +113,14 @@ h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p,
         free(ids);
     }
     if (rc != H3_OK) return rc;
+    /* The text encoder has no positions past this; refused here, in tokens,
+     * before any costly stage (and as a setting: the prompt is at fault). */
+    int64_t limit = e->text_positions;
+    if ((int64_t)n > limit)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "prompt: %zu tokens, more than the %lld this model's text encoder takes "
+                       "(max_position_embeddings); shorten the prompt",
+                       n, (long long)limit);
     p->text_tokens = (int)n;
     const h3_dit_config *c = h3_dit_get_config(e->dit);
     int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
@@ -141,6 +149,7 @@ typedef struct generation {
     int32_t *row_timestep_index;
     h3_sigma_grid video_grid, audio_grid;
     size_t arena_mark;
+    int fault_fired;          /* the test hook's fault was armed on this rank (h3_engine_inject_fault) */
     const h3_request *request;
     const keyframes *kf;      /* the request's keyframes (kf->n == 0: T2VA) */
     const int32_t *text_tags; /* the text rows' tags; NULL: every row a text token */
@@ -166,6 +175,49 @@ static h3_status_code check_cancel(generation *g, h3_status *status) {
     return H3_OK;
 }
 
+/* ---- non-finite values -----------------------------------------------------------
+ * Every stage's output is counted before the next stage takes it, so a NaN
+ * or Inf (a damaged weight the load check could not see, an overflow) ends
+ * the request as H3_ERR_NONFINITE naming the stage, never as black frames
+ * or silent samples. Device tensors are counted where they live
+ * (h3_tensor_count_nonfinite); the latents and samples are on the host. */
+
+static int64_t count_nonfinite_host(const float *x, size_t n) {
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
+static h3_status_code check_text_states(h3_backend *b, const h3_tensor *t, int layer, h3_status *status) {
+    int64_t bad = 0;
+    h3_status_code rc = h3_tensor_count_nonfinite(b, t, &bad, status);
+    if (rc == H3_OK && bad > 0)
+        rc = h3_fail(status, H3_ERR_NONFINITE,
+                     "text encoder: its output (hidden_states[%d]) holds %lld NaN or Inf values of %lld; the "
+                     "text encoder's weights are damaged or overflow",
+                     layer, (long long)bad, (long long)h3_tensor_numel(t));
+    return rc;
+}
+
+static h3_status_code check_latents(const generation *g, int step, size_t nv, size_t na, h3_status *status) {
+    int64_t bv = count_nonfinite_host(g->video_rows, nv), ba = count_nonfinite_host(g->audio_rows, na);
+    if (bv == 0 && ba == 0) return H3_OK;
+    return h3_fail(status, H3_ERR_NONFINITE,
+                   "denoising step %d/%d: the latents hold NaN or Inf values (%lld of %zu video, %lld of %zu "
+                   "audio); the transformer's weights (or the adapter's) are damaged or overflow",
+                   step + 1, g->plan.steps, (long long)bv, nv, (long long)ba, na);
+}
+
+/* The contract of audio_samples: finite and within [-1, 1], whatever the
+ * backend's clamp did. */
+static h3_status_code check_samples(const float *x, size_t n, h3_status *status) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !(x[i] >= -1.0f && x[i] <= 1.0f);
+    if (bad == 0) return H3_OK;
+    return h3_fail(status, H3_ERR_NONFINITE, "audio decode: %zu of %zu samples are NaN, Inf or outside [-1, 1]", bad,
+                   n);
+}
+
 static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
     h3_backend *b = g->r->backend;
@@ -189,6 +241,7 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
         h3_tp_broadcast(&g->tp, b, text_states, 0);
         rc = h3_backend_check(b, status);
     }
+    if (rc == H3_OK) rc = check_text_states(b, text_states, e->text_layer, status);
     if (rc == H3_OK) progress(g, H3_PHASE_TEXT, 1, 1);
     return rc;
 }
@@ -334,8 +387,11 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     double t0 = h3_engine_now();
     for (int i = 0; i < steps; i++) {
         if ((rc = check_cancel(g, status)) != H3_OK) return rc;
-        if (g->tp.rank == e->fault_rank && i == e->fault_step)
-            h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
+        if (g->tp.rank == e->fault_rank && i == e->fault_step) {
+            g->fault_fired = 1;
+            if (e->fault_ops > 0) h3_backend_inject_fault(b, e->fault_ops); /* lands inside the forward */
+            else h3_backend_set_error(b, H3_ERR_DEVICE, "injected fault on rank %d at step %d", g->tp.rank, i);
+        }
         float ts[H3_DIT_MAX_TIMESTEPS];
         int n_ts = 0;
         rc = h3_dit_layout_timesteps(g->layout, g->video_grid.timesteps[i], g->audio_grid.timesteps[i], ts, &n_ts,
@@ -351,6 +407,7 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         int64_t cv = g->condition_values;
         h3_sigma_grid_step(&g->video_grid, i, g->video_rows + cv, g->video_velocity + cv, (size_t)(nv * fv - cv));
         h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
+        if ((rc = check_latents(g, i, (size_t)(nv * fv), (size_t)(na * fa), status)) != H3_OK) return rc;
         progress(g, H3_PHASE_DENOISE, i + 1, steps);
     }
     double dt = h3_engine_now() - t0;
@@ -380,7 +437,9 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
         progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
         h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
         rc = h3_audio_vae_decode(g->r->audio_vae, lat, Na, planar, &e->cancel, status);
+        if (rc != H3_OK && rc != H3_ERR_CANCELLED) h3_status_prefix(status, "audio decode");
     }
+    if (rc == H3_OK) rc = check_samples(planar, (size_t)(2 * n), status);
     if (rc == H3_OK) {
         for (int64_t i = 0; i < n; i++) {
             inter[2 * i] = planar[i];
@@ -398,7 +457,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
 
 typedef struct video_emit {
     generation *g;
-    int windows_done, windows_total;
+    int windows_done, windows_total; /* done: windows finished, so the failing one is done + 1 */
 } video_emit;
 
 static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
@@ -410,6 +469,7 @@ static int emit_frames(void *opaque, int first, int count, const uint8_t *rgb) {
 
 static void video_window_progress(void *opaque, int done, int total) {
     video_emit *v = opaque;
+    v->windows_done = done;
     progress(v->g, H3_PHASE_DECODE_VIDEO, done, total);
 }
 
@@ -435,6 +495,10 @@ static h3_status_code decode_video(generation *g, h3_status *status) {
                              status);
     h3_video_vae_set_progress(vae, NULL, NULL);
     free(z);
+    /* A NaN window is refused before its frames are emitted (the RGB
+     * conversion reports it): say which window. */
+    if (rc != H3_OK && rc != H3_ERR_CANCELLED)
+        h3_status_prefix(status, "video decode, window %d of %d", v.windows_done + 1, v.windows_total);
     return rc;
 }
 
@@ -473,6 +537,7 @@ static void generation_clear(generation *g) {
     free(g->row_timestep_index);
     free(g->condition);
     h3_arena_reset(g->r->backend, g->arena_mark);
+    h3_backend_inject_fault(g->r->backend, 0); /* an injected fault the run never reached stays in it */
     /* A failed op leaves a sticky error in the backend; clear it so the
      * engine can serve the next request. */
     h3_status sticky;
@@ -538,6 +603,10 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     }
     h3_memory_end(e);
     e->text_released_last = e->text_release;
+    /* The test hook is one shot: the request it failed disarms it, so the
+     * next one shows that the engine recovered. */
+    for (int i = 0; i < e->n_ranks; i++)
+        if (gens[i].fault_fired) e->fault_rank = -1;
     const double *t = gens[0].times;
     g_mutex_lock(&e->lock);
     e->stats.text_encoder_released = e->text_release;

@@ -149,8 +149,19 @@ h3_status_code h3_devices_parse(const char *d, h3_compute compute, h3_device_lis
         p = *end ? end + 1 : end;
         if (*end && !*p) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, bad, d);
     }
+    /* The advice is a value this same function accepts: cpu:N with N the
+     * ranks the list asked for (1..H3_MAX_DEVICES by the loop above). */
     if (compute == H3_COMPUTE_CPU)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "devices '%s' names GPUs but compute=cpu (use cpu:N)", d);
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "devices '%s' names GPUs but compute=cpu: for %d rank%s on the CPU use devices=cpu:%d, or "
+                       "leave compute at auto or cuda",
+                       d, n, n == 1 ? "" : "s", n);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (out->ordinals[i] == out->ordinals[j])
+                return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                               "devices '%s': GPU %d is listed twice; each rank needs a GPU of its own", d,
+                               out->ordinals[i]);
 #ifndef H3_HAVE_CUDA
     return h3_fail(status, H3_ERR_UNSUPPORTED, "devices '%s': this build of h3core has no CUDA backend", d);
 #endif

@@ -532,6 +532,73 @@ static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int r
     reset(mc, mg);
 }
 
+/* Non-finite values and injected faults (issue 14): h3_tensor_count_nonfinite
+ * in each float dtype (odd length: the tail; an f16 value past 65504 turns
+ * Inf on upload and is counted), clamp and rgb8_from_planar refusing
+ * NaN/Inf with H3_ERR_NONFINITE while their output stays finite, and a
+ * fault injected three ops into a sequence reported as a faulted launch
+ * (cudaErrorLaunchFailure), the later ops skipped, the backend serving the
+ * next op once the error is cleared. */
+static void test_nonfinite_and_faults(void) {
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    const int64_t n = 100003;
+    float *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) h[i] = (float)(i % 17) - 8.0f;
+    h[5] = NAN, h[777] = INFINITY, h[50000] = NAN, h[n - 1] = -INFINITY;
+    h3_dtype dts[3] = {H3_BF16, H3_F16, H3_F32};
+    h3_status st = {0};
+    for (int d = 0; d < 3; d++) {
+        h[10] = dts[d] == H3_F16 ? 1.0e5f : 3.0f; /* past f16's range: Inf once stored as f16 */
+        h3_tensor t = h3_new_1d(gpu, dts[d], n);
+        int64_t count = -1, want = dts[d] == H3_F16 ? 5 : 4;
+        CHECK(h3_tensor_upload_f32(gpu, &t, h, &st) == H3_OK && h3_tensor_count_nonfinite(gpu, &t, &count, &st) == H3_OK,
+              "count_nonfinite %s: %s", dn(dts[d]), st.message);
+        CHECK(count == want, "count_nonfinite %s: %lld, want %lld", dn(dts[d]), (long long)count, (long long)want);
+        h3_op_fill(gpu, &t, 1.5f);
+        CHECK(h3_tensor_count_nonfinite(gpu, &t, &count, &st) == H3_OK && count == 0, "count %s after fill: %lld",
+              dn(dts[d]), (long long)count);
+    }
+    free(h);
+    const float cv[6] = {-2.0f, -1.0f, 0.5f, 1.0f, 3.0f, NAN};
+    h3_tensor cx = h3_new_1d(gpu, H3_F32, 6), cy = h3_new_1d(gpu, H3_F32, 6);
+    h3_tensor_upload_f32(gpu, &cx, cv, NULL);
+    h3_op_clamp(gpu, &cy, &cx, -1.0f, 1.0f);
+    CHECK(h3_backend_synchronize(gpu, &st) == H3_ERR_NONFINITE, "cuda clamp of a NaN: rc %d '%s'", st.code, st.message);
+    h3_backend_clear_error(gpu);
+    float got[6] = {0};
+    CHECK(h3_tensor_download_f32(gpu, &cy, got, &st) == H3_OK && got[0] == -1 && got[1] == -1 && got[2] == 0.5f &&
+              got[3] == 1 && got[4] == 1 && got[5] == 0,
+          "cuda clamp: %g %g %g %g %g %g (%s)", got[0], got[1], got[2], got[3], got[4], got[5], st.message);
+    int64_t ps[4] = {3, 1, 2, 2};
+    float planar[12] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, NAN, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+    float mean[3] = {0.5f, 0.5f, 0.5f}, sd[3] = {0.5f, 0.5f, 0.5f};
+    h3_tensor src = h3_new(gpu, H3_F32, 4, ps), rgb = h3_new_1d(gpu, H3_I32, 4);
+    h3_tensor_upload_f32(gpu, &src, planar, NULL);
+    h3_op_rgb8_from_planar(gpu, &rgb, &src, 0, 1, mean, sd);
+    CHECK(h3_backend_synchronize(gpu, &st) == H3_ERR_NONFINITE && strstr(st.message, "rgb8"),
+          "cuda rgb8 of a NaN: rc %d '%s'", st.code, st.message);
+    h3_backend_clear_error(gpu);
+
+    h3_tensor a = h3_new_1d(gpu, H3_F32, 64);
+    h3_op_fill(gpu, &a, 2.0f);
+    h3_backend_inject_fault(gpu, 3);
+    h3_op_scale(gpu, &a, &a, 2.0f); /* 1 */
+    h3_op_scale(gpu, &a, &a, 2.0f); /* 2 */
+    h3_op_scale(gpu, &a, &a, 2.0f); /* 3: fails */
+    h3_op_scale(gpu, &a, &a, 2.0f); /* skipped */
+    h3_status_code rc = h3_backend_synchronize(gpu, &st);
+    CHECK(rc == H3_ERR_DEVICE && strstr(st.message, "cudaErrorLaunchFailure") && strstr(st.message, "injected"),
+          "injected fault: rc %d '%s'", rc, st.message);
+    printf("injected cuda fault: %s\n", st.message);
+    h3_backend_clear_error(gpu);
+    float av[64];
+    h3_op_scale(gpu, &a, &a, 0.5f);
+    CHECK(h3_tensor_download_f32(gpu, &a, av, &st) == H3_OK && av[0] == 4.0f && av[63] == 4.0f,
+          "after the fault: %g (want 2 x 2 x 2 x 0.5 = 4: the failed op and the one after it did not run): %s",
+          (double)av[0], st.message);
+    reset(mc, mg);
+}
+
 static void test_vae_ops(void) {
     test_views(H3_F32);
     test_views(H3_F16);
@@ -1496,6 +1563,7 @@ int main(int argc, char **argv) {
     if (!attention_only) test_vae_ops();
     if (!attention_only) test_encoder_ops(!is_quick);
     if (!attention_only) test_errors();
+    if (!attention_only) test_nonfinite_and_faults();
 
     if (!attention_only && !is_quick) full_size();
     if (attention_only && !is_quick) { /* the Hopper kernels at the product shape */

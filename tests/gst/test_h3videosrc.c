@@ -1379,13 +1379,13 @@ GST_END_TEST;
 
 /* The devices grammar is h3core's (h3_devices_parse): a bad list fails the
  * state change in the engine's words, which name the value, and a GPU list
- * with compute=cpu suggests cpu:N. */
+ * with compute=cpu suggests the cpu:N of as many ranks. */
 GST_START_TEST (test_devices_errors)
 {
   check_settings_error (GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
       "0,x", "devices", "0,x", NULL);
   check_settings_error (GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS,
-      "use cpu:N", "devices", "0", "compute", "cpu", NULL);
+      "use devices=cpu:1", "devices", "0", "compute", "cpu", NULL);
 }
 
 GST_END_TEST;

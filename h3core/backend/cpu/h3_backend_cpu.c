@@ -37,7 +37,7 @@ float *h3_cpu_scratch(h3_backend *b, size_t n) {
     cpu_impl *c = impl_of(b);
     if (n > c->scratch_size) {
         free(c->scratch);
-        c->scratch = malloc(n * sizeof(float));
+        c->scratch = h3_backend_alloc_refused(b) ? NULL : malloc(n * sizeof(float));
         c->scratch_size = c->scratch ? n : 0;
         if (!c->scratch) h3_backend_fail(b, H3_ERR_NO_MEMORY, "cpu: no memory for %zu scratch floats", n);
     }
@@ -52,6 +52,14 @@ static void cpu_destroy(h3_backend *b) {
 }
 
 static h3_dtype cpu_weight_dtype(h3_backend *b, h3_weight_type type, h3_dtype file_dtype) { return H3_F32; }
+
+static int64_t cpu_count_nonfinite(h3_backend *b, const h3_tensor *t) {
+    if (!h3_cpu_need_f32(b, "count_nonfinite", t)) return -1;
+    const float *x = t->data;
+    int64_t n = h3_tensor_numel(t), bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
 
 static void *cpu_alloc(h3_backend *b, size_t bytes) {
     void *p = NULL;
@@ -386,6 +394,7 @@ static const h3_backend_ops cpu_ops = {
     .snake_beta = h3_cpu_snake_beta,
     .snake_beta_antialiased = h3_cpu_snake_beta_antialiased,
     .clamp = h3_cpu_clamp,
+    .count_nonfinite = cpu_count_nonfinite,
 };
 
 h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status *status) {

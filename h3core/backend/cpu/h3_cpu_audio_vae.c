@@ -250,10 +250,20 @@ void h3_cpu_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor 
     }
 }
 
+/* The last op before samples become media: every output is finite and in
+ * [lo, hi] whatever came in. A NaN becomes 0 (silence, not a full-scale
+ * click), and NaN or Inf inputs are the backend's H3_ERR_NONFINITE, so the
+ * clip that lost its values ends as an error instead of as samples. */
 void h3_cpu_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
     if (!h3_cpu_need_f32(b, "clamp", y) || !h3_cpu_need_f32(b, "clamp", x)) return;
-    int64_t n = h3_tensor_numel(y);
+    int64_t n = h3_tensor_numel(y), bad = 0;
     const float *X = x->data;
     float *Y = y->data;
-    for (int64_t i = 0; i < n; i++) Y[i] = X[i] < lo ? lo : X[i] > hi ? hi : X[i]; /* NaN passes through */
+    for (int64_t i = 0; i < n; i++) {
+        float v = X[i];
+        bad += !isfinite(v);
+        Y[i] = v != v ? 0.0f : v < lo ? lo : v > hi ? hi : v;
+    }
+    if (bad)
+        h3_backend_fail(b, H3_ERR_NONFINITE, "clamp: %lld of %lld values are NaN or Inf", (long long)bad, (long long)n);
 }

@@ -88,7 +88,7 @@ void h3_cpu_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h
 void h3_cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src, int64_t frame0, int64_t nframes,
                              const float *mean, const float *std) {
     if (!h3_cpu_need_f32(b, "rgb8_from_planar", src)) return;
-    int64_t C = src->shape[0], F = src->shape[1], HW = src->shape[2] * src->shape[3];
+    int64_t C = src->shape[0], F = src->shape[1], HW = src->shape[2] * src->shape[3], bad = 0;
     uint8_t *out = dst->data;
     const float *S = src->data;
     for (int64_t c = 0; c < C; c++) {
@@ -98,12 +98,17 @@ void h3_cpu_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *src
             for (int64_t p = 0; p < HW; p++) {
                 float v = plane[p] * std[c];
                 v = v + mean[c];
+                bad += !isfinite(v);
                 v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
                 v = nearbyintf(v * 255.0f); /* half to even, like numpy round */
                 o[p * C] = v == v ? (uint8_t)v : 0;
             }
         }
     }
+    /* A NaN would be a black pixel: the frames are refused instead. */
+    if (bad)
+        h3_backend_fail(b, H3_ERR_NONFINITE, "rgb8_from_planar: %lld decoded values of %lld frames are NaN or Inf",
+                        (long long)bad, (long long)nframes);
 }
 
 /* ---- the encoder's ops ------------------------------------------------------------ */

@@ -77,6 +77,10 @@ static int check_flag(h3_backend *b) {
                         "1..tile_elems, or an untile_index entry outside its tile or left unused)");
     else if (flag & H3K_ERR_VSA_SELECT)
         h3_backend_fail(b, H3_ERR_INTERNAL, "cuda vsa_attention: a top-k selection came out short (kernel bug)");
+    else if (flag & H3K_ERR_NONFINITE_RGB)
+        h3_backend_fail(b, H3_ERR_NONFINITE, "cuda rgb8_from_planar: the decoded frames hold NaN or Inf values");
+    else if (flag & H3K_ERR_NONFINITE_CLAMP)
+        h3_backend_fail(b, H3_ERR_NONFINITE, "cuda clamp: the values hold NaN or Inf");
     else
         h3_backend_fail(b, H3_ERR_INVALID_ARGUMENT, "cuda scatter_rows: an index lies outside the destination rows");
     return 1;
@@ -103,7 +107,7 @@ static void cuda_destroy(h3_backend *b) {
     }
     cudaFree(c->workspace);
     cudaFree(c->scratch);
-    cudaFree(c->flag);
+    cudaFree(c->flag); /* the words' block */
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -232,7 +236,7 @@ void *h3_cuda_scratch(h3_backend *b, size_t bytes) {
     h3_backend_track_scratch(b, -(int64_t)c->scratch_size);
     c->scratch = NULL;
     c->scratch_size = 0;
-    if (cudaMalloc(&c->scratch, want) != cudaSuccess) {
+    if (h3_backend_alloc_refused(b) || cudaMalloc(&c->scratch, want) != cudaSuccess) {
         cudaGetLastError();
         c->scratch = NULL;
         h3_backend_fail(b, H3_ERR_NO_MEMORY, "cuda: cannot allocate %zu bytes of scratch", want);
@@ -582,6 +586,27 @@ static void cuda_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *
     ok(b, h3k_fill_random(dst->data, dst->dtype, rows, cols, &f, impl_of(b)->stream), "fill_random");
 }
 
+/* One pass on the stream, one 8-byte copy back (the counter lives beside
+ * the error word, made at creation: nothing is allocated here). */
+static int64_t cuda_count_nonfinite(h3_backend *b, const h3_tensor *t) {
+    cuda_impl *c = impl_of(b);
+    unsigned long long n = 0;
+    if (!ok(b, cudaMemsetAsync(c->count, 0, sizeof n, c->stream), "count_nonfinite") ||
+        !ok(b, h3k_count_nonfinite(t->data, t->dtype, h3_tensor_numel(t), c->count, c->stream), "count_nonfinite") ||
+        !ok(b, cudaMemcpyAsync(&n, c->count, sizeof n, cudaMemcpyDeviceToHost, c->stream), "count_nonfinite") ||
+        !ok(b, cudaStreamSynchronize(c->stream), "count_nonfinite"))
+        return -1;
+    return (int64_t)n;
+}
+
+/* The injected fault goes through the launch check every op uses, so it
+ * is reported as a faulted kernel is; at once, so that nothing stays armed
+ * past this op (an op checked by cuBLASLt's status alone). */
+static void cuda_inject_fault(h3_backend *b) {
+    impl_of(b)->fault_armed = 1;
+    ok(b, 0, "kernel launch");
+}
+
 static const h3_backend_ops cuda_ops = {
     .name = "cuda",
     .compute_dtype = H3_BF16,
@@ -625,6 +650,8 @@ static const h3_backend_ops cuda_ops = {
     .snake_beta = h3_cuda_snake_beta,
     .snake_beta_antialiased = h3_cuda_snake_beta_antialiased,
     .clamp = h3_cuda_clamp,
+    .count_nonfinite = cuda_count_nonfinite,
+    .inject_fault = cuda_inject_fault,
 };
 
 /* ---- lifetime and extras ------------------------------------------------------------ */
@@ -684,9 +711,10 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     }
     if (e == cudaSuccess) {
         what = "error word";
-        e = cudaMalloc((void **)&c->flag, sizeof(int));
+        e = cudaMalloc((void **)&c->flag, H3_CUDA_WORDS_BYTES);
     }
-    if (e == cudaSuccess) e = cudaMemset(c->flag, 0, sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->flag, 0, H3_CUDA_WORDS_BYTES);
+    if (e == cudaSuccess) c->count = (unsigned long long *)((char *)c->flag + 8);
     if (e == cudaSuccess) h3_backend_track_scratch(b, (int64_t)H3_CUDA_FIXED_BYTES);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (e == cudaSuccess) st = cublasLtCreate(&c->lt);

@@ -26,9 +26,13 @@
 #define PLAN_CACHE 64
 #define CUDA_ARENA_CHUNK ((size_t)256 << 20) /* the smallest activation arena chunk */
 #define WORKSPACE_BYTES ((size_t)64 << 20) /* cuBLASLt's, allocated at creation */
+/* The device words the backend keeps: the kernels' error word, then the
+ * non-finite counter (h3_tensor_count_nonfinite), 16 bytes in one block. */
+#define H3_CUDA_WORDS_BYTES ((size_t)16)
 /* What the backend allocates for itself at creation: the cuBLASLt workspace
- * and the kernels' error word (the memory tally counts both). */
-#define H3_CUDA_FIXED_BYTES (WORKSPACE_BYTES + sizeof(int))
+ * and its device words (the memory tally, and so the measuring twin, count
+ * both). */
+#define H3_CUDA_FIXED_BYTES (WORKSPACE_BYTES + H3_CUDA_WORDS_BYTES)
 /* The size the scratch grows to when a call needs `bytes` more than it
  * holds: an eighth more, so that slowly growing calls do not reallocate. */
 #define H3_CUDA_SCRATCH_GROWN(bytes) ((bytes) + (bytes) / 8)
@@ -66,7 +70,9 @@ typedef struct cuda_impl {
     int vsa_profile;           /* h3_backend_cuda_vsa_profile */
     int vsa_pipelined;         /* h3_backend_cuda_set_vsa_pipelined (0 by default) */
     cudaEvent_t vsa_events[4];
-    int *flag; /* device word of H3K_ERR_* bits */
+    int *flag; /* device word of H3K_ERR_* bits: the start of the H3_CUDA_WORDS_BYTES block */
+    unsigned long long *count; /* device counter of count_nonfinite, in the same block */
+    int fault_armed; /* h3_backend_inject_fault came due: the next launch check fails */
     h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
@@ -74,11 +80,19 @@ typedef struct cuda_impl {
 
 static inline cuda_impl *impl_of(h3_backend *b) { return b->impl; }
 
-/* Records a failed CUDA call (err != 0) as the sticky error; returns !err. */
+/* Records a failed CUDA call (err != 0) as the sticky error; returns !err.
+ * An armed injected fault (h3_backend_inject_fault) makes the next checked
+ * call fail as a kernel that faulted would, through this same path. */
 static inline int ok(h3_backend *b, int err, const char *what) {
+    cuda_impl *c = impl_of(b);
+    int injected = err == 0 && c->fault_armed;
+    if (injected) {
+        c->fault_armed = 0;
+        err = (int)cudaErrorLaunchFailure;
+    }
     if (err == 0) return 1;
-    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)", what, cudaGetErrorString((cudaError_t)err),
-                    cudaGetErrorName((cudaError_t)err));
+    h3_backend_fail(b, H3_ERR_DEVICE, "cuda %s: %s (%s)%s", what, cudaGetErrorString((cudaError_t)err),
+                    cudaGetErrorName((cudaError_t)err), injected ? " [injected by the test hook]" : "");
     return 0;
 }
 

@@ -55,7 +55,7 @@ void h3_cuda_rgb8_from_planar(h3_backend *b, h3_tensor *dst, const h3_tensor *sr
         norm.std[c] = std[c];
     }
     ok(b, h3k_rgb8_from_planar(dst->data, src->data, src->dtype, C, src->shape[1], src->shape[2], src->shape[3],
-                               frame0, nframes, &norm, impl_of(b)->stream),
+                               frame0, nframes, &norm, impl_of(b)->flag, impl_of(b)->stream),
        "rgb8_from_planar");
 }
 
@@ -174,5 +174,7 @@ void h3_cuda_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor
 }
 
 void h3_cuda_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
-    ok(b, h3k_clamp(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), lo, hi, impl_of(b)->stream), "clamp");
+    ok(b, h3k_clamp(y->data, y->dtype, x->data, x->dtype, h3_tensor_numel(y), lo, hi, impl_of(b)->flag,
+                    impl_of(b)->stream),
+       "clamp");
 }

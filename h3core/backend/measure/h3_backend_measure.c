@@ -226,6 +226,13 @@ static void op_fill_random(h3_backend *b, h3_tensor *dst, const h3_st_random *v,
     (void)b, (void)dst, (void)v, (void)round_to;
 }
 
+/* Nothing is computed, so nothing is non-finite; the CUDA counter word is
+ * in the target's fixed_scratch (H3_CUDA_FIXED_BYTES), taken at creation. */
+static int64_t op_count_nonfinite(h3_backend *b, const h3_tensor *t) {
+    (void)b, (void)t;
+    return 0;
+}
+
 /* Every op of the target, as a no-op here; what the target lacks stays NULL. */
 #define MIRROR(field, fn) ops->field = target->field ? fn : NULL
 
@@ -262,6 +269,7 @@ static void mirror_ops(h3_backend_ops *ops, const h3_backend_ops *target) {
     MIRROR(snake_beta, op_snake_beta);
     MIRROR(snake_beta_antialiased, op_snake_beta_antialiased);
     MIRROR(clamp, op_clamp);
+    MIRROR(count_nonfinite, op_count_nonfinite);
 }
 
 h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_backend **out, h3_status *status) {

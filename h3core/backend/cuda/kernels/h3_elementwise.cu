@@ -239,15 +239,40 @@ __global__ void k_unary(int op, void *y, int ydt, const void *x, int xdt, int64_
     }
 }
 
+/* The audio's last op: every output finite and in [lo, hi]. A NaN becomes
+ * 0 (fminf/fmaxf would make it lo, a full-scale click, and the old
+ * `v != v ? v` kept it), and any NaN or Inf sets the error word so the clip
+ * ends as an error (h3_op_clamp). */
 template <bool VEC>
-__global__ void k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi) {
+__global__ void k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi, int *err) {
+    bool bad = false;
     GRID_STRIDE(c, (n + 7) / 8) {
         float v[8];
         load_chunk<VEC>(x, xdt, c * 8, n, v);
 #pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = v[k] != v[k] ? v[k] : fminf(fmaxf(v[k], lo), hi);
+        for (int k = 0; k < 8; k++) {
+            bad |= !isfinite(v[k]) && c * 8 + k < n;
+            v[k] = v[k] != v[k] ? 0.0f : fminf(fmaxf(v[k], lo), hi);
+        }
         store_chunk<VEC>(y, ydt, c * 8, n, v);
     }
+    if (bad) atomicOr(err, H3K_ERR_NONFINITE_CLAMP);
+}
+
+/* Non-finite means all exponent bits set, in every float format; testing
+ * the bits reads each element once with no conversion. */
+__device__ __forceinline__ int nonfinite_bits(const void *x, int dt, int64_t i) {
+    if (dt == H3K_F32) return (((const uint32_t *)x)[i] & 0x7f800000u) == 0x7f800000u;
+    uint16_t h = ((const uint16_t *)x)[i];
+    return dt == H3K_BF16 ? (h & 0x7f80u) == 0x7f80u : (h & 0x7c00u) == 0x7c00u;
+}
+
+__global__ void k_count_nonfinite(const void *x, int dt, int64_t n, unsigned long long *count) {
+    unsigned mine = 0;
+    GRID_STRIDE(i, n) mine += (unsigned)nonfinite_bits(x, dt, i);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, o);
+    if ((threadIdx.x & 31) == 0 && mine) atomicAdd(count, (unsigned long long)mine);
 }
 
 /* y[r, f] = value ⊙ silu(gate), value/gate the two halves of u[r]. VEC
@@ -668,11 +693,18 @@ extern "C" int h3k_unary(int op, void *y, int ydt, const void *x, int xdt, int64
     return launched();
 }
 
-extern "C" int h3k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi,
+extern "C" int h3k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi, int *err,
                          cudaStream_t stream) {
     if (n <= 0) return 0;
     bool vec = n % 8 == 0 && aligned16(y) && aligned16(x);
-    VEC_DISPATCH(vec, k_clamp, grid_for((n + 7) / 8), kThreads, y, ydt, x, xdt, n, lo, hi);
+    VEC_DISPATCH(vec, k_clamp, grid_for((n + 7) / 8), kThreads, y, ydt, x, xdt, n, lo, hi, err);
+    return launched();
+}
+
+extern "C" int h3k_count_nonfinite(const void *x, int dt, int64_t n, unsigned long long *count,
+                                   cudaStream_t stream) {
+    if (n <= 0) return 0;
+    k_count_nonfinite<<<grid_for(n), kThreads, 0, stream>>>(x, dt, n, count);
     return launched();
 }
 

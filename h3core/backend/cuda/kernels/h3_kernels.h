@@ -32,13 +32,16 @@ enum { H3K_F32 = 0, H3K_BF16 = 1, H3K_F16 = 2, H3K_I32 = 3, H3K_NONE = -1 };
 
 /* Bits of the error word: a selector, gather or scatter index outside its
  * table; a VSA tile table that is no tiling of the sequence, a top-k list
- * that came out short (h3_kernels_vsa.h). */
+ * that came out short (h3_kernels_vsa.h); NaN or Inf met by one of the ops
+ * that turn values into media (clamp, rgb8_from_planar). */
 enum {
     H3K_ERR_SELECTOR = 1,
     H3K_ERR_GATHER = 2,
     H3K_ERR_SCATTER = 4,
     H3K_ERR_VSA_TABLE = 8,
-    H3K_ERR_VSA_SELECT = 16
+    H3K_ERR_VSA_SELECT = 16,
+    H3K_ERR_NONFINITE_CLAMP = 32,
+    H3K_ERR_NONFINITE_RGB = 64
 };
 
 /* ---- fills and conversions ---------------------------------------------- */
@@ -71,8 +74,13 @@ int h3k_row_vector(int op, void *y, int ydt, const void *x, int xdt, const void 
 int h3k_scale(void *y, int ydt, const void *x, int xdt, int64_t n, float alpha, cudaStream_t stream);
 /* op 0 silu, 1 gelu (erf), 2 gelu (tanh) */
 int h3k_unary(int op, void *y, int ydt, const void *x, int xdt, int64_t n, cudaStream_t stream);
-/* y = min(max(x, lo), hi), NaN kept. */
-int h3k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi, cudaStream_t stream);
+/* y = min(max(x, lo), hi), a NaN made 0; a NaN or Inf in x sets
+ * H3K_ERR_NONFINITE_CLAMP in err. */
+int h3k_clamp(void *y, int ydt, const void *x, int xdt, int64_t n, float lo, float hi, int *err,
+              cudaStream_t stream);
+/* *count += the NaN and Inf values of x[n] (F32, BF16, F16), by their
+ * exponent bits. The caller zeroes *count first. */
+int h3k_count_nonfinite(const void *x, int dt, int64_t n, unsigned long long *count, cudaStream_t stream);
 /* u [rows, 2F] -> y [rows, F] */
 int h3k_swiglu(void *y, int ydt, const void *u, int udt, int64_t rows, int64_t F, int value_first,
                cudaStream_t stream);

@@ -26,8 +26,9 @@ int h3k_copy_view(void *dst, const h3k_view *dv, const void *src, const h3k_view
 /* dst = a·(1 − w) + x·w, w = k/extent along `axis`, rounded to dt like torch. */
 int h3k_blend_view(void *dst, const h3k_view *dv, const void *a, const h3k_view *av, const void *x,
                    const h3k_view *xv, int dt, int axis, int extent, cudaStream_t stream);
+/* A NaN or Inf value sets H3K_ERR_NONFINITE_RGB in err (its pixel is 0). */
 int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t H, int64_t W,
-                         int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, cudaStream_t stream);
+                         int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, int *err, cudaStream_t stream);
 /* The video encoder: a causal 3-D conv's gather into col [rows, C·kt·kh·kw]
  * (h3_op_im2col3d: x [T, H, W, C] channels last, reflect in space, zero
  * frames in front), and GroupNorm per frame of x, y [F, P, C] (h3_op_group_norm). */

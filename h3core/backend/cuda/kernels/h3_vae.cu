@@ -67,17 +67,22 @@ __global__ void k_blend_view(void *dst, h3k_view dv, const void *a, h3k_view av,
 }
 
 /* dst bytes ((f·H + y)·W + x)·C + c of frames [frame0, frame0 + nframes). */
+/* A NaN would be a black pixel: it (or an Inf) sets the error word, so the
+ * frames are refused (h3_op_rgb8_from_planar). */
 __global__ void k_rgb8(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t HW, int64_t frame0,
-                       int64_t nframes, h3k_rgb_norm norm) {
+                       int64_t nframes, h3k_rgb_norm norm, int *err) {
     int64_t n = nframes * HW * C;
+    bool bad = false;
     GRID_STRIDE(i, n) {
         int64_t c = i % C, p = (i / C) % HW, f = i / (C * HW);
         float v = __fmul_rn(ld1(src, dt, (c * F + frame0 + f) * HW + p), norm.std[c]);
         v = __fadd_rn(v, norm.mean[c]);
+        bad |= !isfinite(v);
         v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
         v = rintf(__fmul_rn(v, 255.0f)); /* half to even */
         dst[i] = v == v ? (uint8_t)v : 0;
     }
+    if (bad) atomicOr(err, H3K_ERR_NONFINITE_RGB);
 }
 
 /* ---- 1-D convolutions ---------------------------------------------------------------- */
@@ -301,10 +306,11 @@ extern "C" int h3k_blend_view(void *dst, const h3k_view *dv, const void *a, cons
 }
 
 extern "C" int h3k_rgb8_from_planar(uint8_t *dst, const void *src, int dt, int64_t C, int64_t F, int64_t H, int64_t W,
-                                    int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, cudaStream_t stream) {
+                                    int64_t frame0, int64_t nframes, const h3k_rgb_norm *norm, int *err,
+                                    cudaStream_t stream) {
     int64_t n = nframes * H * W * C;
     if (n <= 0) return 0;
-    k_rgb8<<<grid_for(n), kThreads, 0, stream>>>(dst, src, dt, C, F, H * W, frame0, nframes, *norm);
+    k_rgb8<<<grid_for(n), kThreads, 0, stream>>>(dst, src, dt, C, F, H * W, frame0, nframes, *norm, err);
     return launched();
 }
 

@@ -602,6 +602,17 @@ static void test_engine(h3_compute compute) {
     h3_request r = golden_request();
     h3_engine *e = open_engine(compute, NULL);
     if (e) check_e2e(e, &r, "e2e_t2va_3steps", f32);
+    /* FL2VA: the golden's keyframe (its PNG's pixels, as stored in the golden) */
+    h3_st_file *kf = e ? open_golden("e2e_fl2va_3steps") : NULL;
+    const h3_st_tensor *key = kf ? h3_st_find(kf, "keyframe.input_uint8") : NULL;
+    CHECK(!e || (key && key->ndim == 3), "e2e_fl2va_3steps: no keyframe.input_uint8");
+    if (key && key->ndim == 3) {
+        h3_request q = h3_test_golden_request("e2e_fl2va_3steps");
+        h3_image im = {(int)key->shape[1], (int)key->shape[0], (size_t)key->shape[1] * 3, key->data};
+        q.first_image = &im;
+        check_e2e(e, &q, "e2e_fl2va_3steps", f32);
+    }
+    if (kf) h3_st_close(kf);
     h3_engine_close(e);
     e = open_engine(compute, "adapters/tiny-h3/dense-datafree");
     if (!e) return;

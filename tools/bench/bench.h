@@ -127,7 +127,8 @@ void vae_bench(const bench_options *o);
 void vae_profile_block(int tiles);
 
 /* fl2va.c: the vision tower and VAE encoder of one 1280×736 keyframe against eager torch
- * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA. */
-void fl2va_bench(const bench_options *o);
+ * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes
+ * before the file's "<!-- fl2va-runs -->" line (the table appended first when there is none). */
+void fl2va_bench(const bench_options *o, const char *gpu);
 
 #endif

@@ -70,6 +70,8 @@ typedef struct fl_result {
     double dit_ms0, dit_ms1, begin_ms0, begin_ms1;
     /* dumps written for the reference */
     int dump_vision, dump_vae;
+    /* the report's sums */
+    double surcharge_text_ms, surcharge_fwd_ms, surcharge_s;
 } fl_result;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -651,7 +653,7 @@ static JsonNode *fl_reference(const bench_options *o, const char *dir, const fl_
 
 static const char *verdict(double rel, double tol) { return isnan(rel) ? "n/a" : rel <= tol ? "ok" : "HIGH"; }
 
-static void report(const fl_result *r, JsonNode *ref, int final) {
+static void report(fl_result *r, JsonNode *ref, int final) {
     double tv = ref_num(ref, "vision.ms"), pv = ref_num(ref, "vision.rel_l2"), pd = ref_num(ref, "vision.rel_l2_deepstack");
     double te = ref_num(ref, "vae.bf16.ms"), pe = ref_num(ref, "vae.bf16.rel_l2");
     double tf = ref_num(ref, "vae.fp32.ms"), pf = ref_num(ref, "vae.fp32.rel_l2");
@@ -693,6 +695,7 @@ static void report(const fl_result *r, JsonNode *ref, int final) {
            (long long)r->s_t2va, (long long)r->s_fl2va, r->extra_text, (long long)r->cond_rows, r->dit_blocks, r->dit_ms1,
            r->dit_ms0, r->dit_blocks, fwd_extra, FL_STEPS, fwd_extra * FL_STEPS);
     double total = vis + vae + te_extra + begin_extra + fwd_extra * FL_STEPS;
+    r->surcharge_text_ms = te_extra, r->surcharge_fwd_ms = fwd_extra, r->surcharge_s = total / 1e3;
     printf("an FL2VA clip costs %.1f s more than T2VA (first+last keyframes: about %.1f s; the DiT term dominates)\n",
            total / 1e3,
            (2 * (vis + vae) + 2 * te_extra + 2 * begin_extra + 2 * fwd_extra * FL_STEPS) / 1e3);
@@ -701,7 +704,39 @@ static void report(const fl_result *r, JsonNode *ref, int final) {
     fflush(stdout);
 }
 
-void fl2va_bench(const bench_options *o) {
+#define FL_MARKER "<!-- fl2va-runs -->"
+#define FL_TABLE                                                                                                     \
+    "\n## FL2VA: what a keyframe costs (`h3-bench --fl2va`, one 1280x736 first keyframe, 49 steps)\n\n"                 \
+    "| date (UTC) | GPU | commit | vision tower ms (TF/s) | torch ms | speedup | relL2 | VAE encode ms | torch bf16 / "    \
+    "last-tap / fp32 ms | speedup (bf16) | relL2 (bf16) | text encoder +ms | DiT +ms per forward | FL2VA - T2VA s |\n" \
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+
+/* The run's PERFORMANCE.md row: printed, and with --perf-md inserted before FL_MARKER (the table and the
+ * marker appended to the file first when it has none). */
+static void fl_record(const bench_options *o, const char *gpu, const fl_result *r, JsonNode *ref) {
+    char row[2048], date[32];
+    double tv = ref_num(ref, "vision.ms"), pv = ref_num(ref, "vision.rel_l2");
+    double te = ref_num(ref, "vae.bf16.ms"), tt = ref_num(ref, "vae.bf16_lasttap.ms"), tf = ref_num(ref, "vae.fp32.ms");
+    double pe = ref_num(ref, "vae.bf16.rel_l2");
+    perf_date(date, sizeof date);
+    snprintf(row, sizeof row,
+             "| %s | %s | %s | %.2f (%.0f) | %.2f | %.2fx | %.1e | %.1f | %.1f / %.1f / %.1f | %.2fx | %.1e | %.0f | "
+             "%+.0f | %.2f |\n",
+             date, gpu, o->commit, r->vis_ms, tflops(r->vis_flop, r->vis_ms), tv, tv / r->vis_ms, pv, r->vae_ms, te,
+             tt, tf, te / r->vae_ms, pe, r->surcharge_text_ms, r->surcharge_fwd_ms, r->surcharge_s);
+    printf("PERFORMANCE.md row: %s", row);
+    if (!o->perf_md) return;
+    if (perf_insert_before(o->perf_md, FL_MARKER, row)) {
+        printf("recorded in %s\n", o->perf_md);
+        return;
+    }
+    char table[4096];
+    snprintf(table, sizeof table, "%s%s%s\n", FL_TABLE, row, FL_MARKER);
+    if (perf_append(o->perf_md, table)) printf("appended the FL2VA table and its first row to %s\n", o->perf_md);
+    else fprintf(stderr, "h3-bench: cannot append to %s; FL2VA row not recorded\n", o->perf_md);
+}
+
+void fl2va_bench(const bench_options *o, const char *gpu) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/fl2va-bench", o->dump_dir);
     mkdir(o->dump_dir, 0755);
@@ -730,6 +765,7 @@ void fl2va_bench(const bench_options *o) {
         ref = fl_reference(o, dir, &r);
         report(&r, ref, 1);
     }
+    fl_record(o, gpu, &r, ref);
     if (ref) json_node_unref(ref);
     free(vtags);
     free(rgb);

@@ -204,7 +204,7 @@ static int run_all(const bench_options *o, const char *gpu) {
     ops_report(o, ops, gpu);
     if (vsa) vsa_report(o, vsa, gpu);
     if (o->vae) vae_bench(o);
-    if (o->fl2va) fl2va_bench(o);
+    if (o->fl2va) fl2va_bench(o, gpu);
     vsa_free(vsa);
     ops_free(ops);
     return 0;
@@ -214,7 +214,7 @@ static int run_all(const bench_options *o, const char *gpu) {
  * alone. */
 static int run_alone(const bench_options *o, const char *gpu) {
     if (o->fl2va == 2) { /* a keyframe's vision tower and VAE encode against eager torch, and the surcharge */
-        fl2va_bench(o);
+        fl2va_bench(o, gpu);
         return 0;
     }
     if (o->vae == 2) { /* the VAE decoders against eager torch, nothing else */

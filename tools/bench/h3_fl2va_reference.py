@@ -358,6 +358,17 @@ def run_vae(args, res):
             log(f"VAE encoder ({label}): FAILED: {type(e).__name__}: {e}")
 
 
+def clean(v):
+    """NaN and infinities as null: the C side parses strict JSON (json-glib) and reads null as missing."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [clean(x) for x in v]
+    return v
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", required=True)
@@ -388,7 +399,7 @@ def main():
     except Exception as e:
         traceback.print_exc(file=sys.stdout)
         res["error"] = f"{type(e).__name__}: {e}"
-    print("H3FL2VA " + json.dumps(res), flush=True)
+    print("H3FL2VA " + json.dumps(clean(res)), flush=True)
     return 0 if "error" not in res else 1
 
 

@@ -689,14 +689,14 @@ static void report(fl_result *r, JsonNode *ref, int final) {
     printf("  text encoder, +%d tokens over %d (%d layers at both lengths,\n"
            "    x %d/%d: (%.2f - %.2f) ms)                                  %9.1f ms\n",
            r->extra_text, FL_TEXT, FL_TE_LAYERS, FL_TE_TAP, FL_TE_LAYERS, r->te_ms1, r->te_ms0, te_extra);
-    printf("  DiT begin (text refiner over the extra rows, once)             %9.1f ms\n", begin_extra);
+    printf("  DiT begin (text refiner over the extra rows, once; one run each) %7.1f ms\n", begin_extra);
     printf("  DiT: S %lld -> %lld (+%d text rows, +%lld condition rows): %d blocks\n"
            "    (%.1f - %.1f) ms x 50/%d = %+.1f ms per forward, x %d steps   %9.1f ms\n",
            (long long)r->s_t2va, (long long)r->s_fl2va, r->extra_text, (long long)r->cond_rows, r->dit_blocks, r->dit_ms1,
            r->dit_ms0, r->dit_blocks, fwd_extra, FL_STEPS, fwd_extra * FL_STEPS);
     double total = vis + vae + te_extra + begin_extra + fwd_extra * FL_STEPS;
     r->surcharge_text_ms = te_extra, r->surcharge_fwd_ms = fwd_extra, r->surcharge_s = total / 1e3;
-    printf("an FL2VA clip costs %.1f s more than T2VA (first+last keyframes: about %.1f s; the DiT term dominates)\n",
+    printf("an FL2VA clip costs %.1f s more than T2VA (first+last keyframes: about %.1f s)\n",
            total / 1e3,
            (2 * (vis + vae) + 2 * te_extra + 2 * begin_extra + 2 * fwd_extra * FL_STEPS) / 1e3);
     printf("  (first+last is estimated as twice one keyframe: the extra rows double; attention's quadratic term "

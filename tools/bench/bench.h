@@ -32,6 +32,7 @@ typedef struct bench_options {
     int blocks, reps, forward_reps;
     int vsa;           /* --vsa: 0 off, 1 on (default), 2 only */
     int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only; --vae-reps (default 2) */
+    int fl2va;         /* --fl2va: 0 off, 1 on (default), 2 only: a keyframe's vision tower, VAE encode, surcharge */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
     int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
@@ -124,5 +125,10 @@ void vsa_free(vsa_run *run);
 /* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op. */
 void vae_bench(const bench_options *o);
 void vae_profile_block(int tiles);
+
+/* fl2va.c: the vision tower and VAE encoder of one 1280×736 keyframe against eager torch
+ * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes
+ * before the file's "<!-- fl2va-runs -->" line (the table appended first when there is none). */
+void fl2va_bench(const bench_options *o, const char *gpu);
 
 #endif

@@ -16,6 +16,9 @@
  *   vsa.c         VSA-H3 against our dense attention (--vsa on|off|only);
  *   vae.c         the VAE decoders against tools/bench/h3_vae_reference.py
  *                 (--vae on|off|only), after vae_profile.c's ViT block op by op;
+ *   fl2va.c       one 1280×736 keyframe: the vision tower and the VAE encoder
+ *                 against tools/bench/h3_fl2va_reference.py, and what FL2VA
+ *                 adds over T2VA (--fl2va on|off|only);
  *   attention.c   alone with --attention only: every dense attention kernel
  *                 and torch SDPA.
  * Results go to stdout; --perf-md FILE also records the ops and VSA rows in
@@ -34,7 +37,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
-            "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--attention only]\n"
+            "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
             "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
@@ -53,7 +56,10 @@ static void usage(void) {
             "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
             "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic\n"
             "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
-            "                  1 pipelined, 2 paired\n");
+            "                  1 pipelined, 2 paired\n"
+            "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
+            "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
+            "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n");
 }
 
 /* The names of h3_cuda_attention_variant, as --attention-variant takes them. */
@@ -102,6 +108,7 @@ static void set_defaults(bench_options *o) {
     o->vsa = 1;
     o->vae = 1;
     o->vae_reps = 2;
+    o->fl2va = 1;
     o->forward = 1;
     o->link_gbps = 360.0;
 }
@@ -133,6 +140,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--vsa") && (n = parse_section(v)) >= 0) o->vsa = n;
     else if (!strcmp(a, "--vae") && (n = parse_section(v)) >= 0) o->vae = n;
     else if (!strcmp(a, "--vae-reps")) o->vae_reps = atoi(v);
+    else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--devices")) *devices = v;
@@ -196,13 +204,19 @@ static int run_all(const bench_options *o, const char *gpu) {
     ops_report(o, ops, gpu);
     if (vsa) vsa_report(o, vsa, gpu);
     if (o->vae) vae_bench(o);
+    if (o->fl2va) fl2va_bench(o, gpu);
     vsa_free(vsa);
     ops_free(ops);
     return 0;
 }
 
-/* One section alone (--vae only, --attention only, --vsa only, --forward only); -1 when none is alone. */
+/* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --forward only); -1 when none is
+ * alone. */
 static int run_alone(const bench_options *o, const char *gpu) {
+    if (o->fl2va == 2) { /* a keyframe's vision tower and VAE encode against eager torch, and the surcharge */
+        fl2va_bench(o, gpu);
+        return 0;
+    }
     if (o->vae == 2) { /* the VAE decoders against eager torch, nothing else */
         vae_bench(o);
         return 0;
@@ -229,7 +243,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && !o.attn_only && o.vsa != 2);
+    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

@@ -164,7 +164,7 @@ keyframe_from_sample (GstH3VideoSrc * self, const gchar * prop,
   gsize bytes;
   gboolean ok;
 
-  if (!caps || gst_caps_get_size (caps) != 1 || !buf) {
+  if (!caps || !gst_caps_is_fixed (caps) || !buf) {
     SAMPLE_ERROR (self, prop, "the sample has %s", !buf ? "no buffer" :
         "no fixed caps");
     return FALSE;

@@ -13,7 +13,8 @@
  *  - last-image-location, and a first sample with a last file: the engine's
  *    clip bit for bit; T2VA, first, last and first+last have distinct ids;
  *  - bad keyframes (missing, corrupt, truncated, a FIFO, a directory; a 0x0,
- *    NV12, GRAY8, caps-less, non-video or short sample): the state change to
+ *    NV12, GRAY8, caps-less, unfixed, non-video, oversized or short
+ *    sample): the state change to
  *    PAUSED fails with a message naming the file or the property, nothing is
  *    loaded or pushed, and the same element then runs with a good one;
  *  - the rules: the last set of a file and a sample wins, a change in
@@ -578,6 +579,8 @@ GST_START_TEST (test_bad_keyframes)
         GST_LIBRARY_ERROR_SETTINGS, {"100 bytes", "64x32"}},
     {"image", NULL, NULL, 100, L, GST_LIBRARY_ERROR_SETTINGS, {"no fixed caps",
             NULL}},
+    {"image", NULL, "video/x-raw,format=RGB,width=[1,100],height=32", 100, L,
+        GST_LIBRARY_ERROR_SETTINGS, {"no fixed caps", NULL}},
     {"last-image", NULL, "audio/x-raw,format=F32LE,rate=8000,channels=1", 100,
         L, GST_LIBRARY_ERROR_SETTINGS, {"not video/x-raw", NULL}},
     {"image", NULL, "video/x-raw,format=RGB,width=20000,height=8", 20000 * 24,

@@ -5,8 +5,9 @@
  * code: it drives the h3core engine (h3.h) from a worker thread and streams
  * what the engine's callbacks deliver.
  *
- *   READY->PAUSED  snapshot the properties and check everything that needs
- *                  no weight (h3_engine_preflight: the model's layout and
+ *   READY->PAUSED  snapshot the properties, decode the keyframes (FL2VA:
+ *                  files and samples into the run's own RGB), and check
+ *                  everything that needs no weight (h3_engine_preflight: the model's layout and
  *                  audio rate, compute and devices, backend against the
  *                  adapter's kind; a linked pad; downstream accepting the
  *                  caps), then start one pad task per pad and the worker.

@@ -12,10 +12,10 @@
  *    I420 runs to the end;
  *  - last-image-location, and a first sample with a last file: the engine's
  *    clip bit for bit; T2VA, first, last and first+last have distinct ids;
- *  - bad keyframes (missing, corrupt, truncated, a FIFO, a directory; a 0x0,
- *    NV12, GRAY8, caps-less, unfixed, non-video, oversized or short
- *    sample): the state change to
- *    PAUSED fails with a message naming the file or the property, nothing is
+ *  - bad keyframes (missing, corrupt, truncated, empty, a FIFO, a directory,
+ *    a 20000x20000 or 0x0 header; a 0x0, NV12, GRAY8, caps-less, unfixed,
+ *    non-video, oversized or short sample): the state change to PAUSED
+ *    fails with a message naming the file or the property, nothing is
  *    loaded or pushed, and the same element then runs with a good one;
  *  - the rules: the last set of a file and a sample wins, a change in
  *    PLAYING is ignored with a warning, the h3: URI carries the locations,
@@ -137,6 +137,50 @@ raw_sample (const gchar * caps_text, gsize n)
     gst_caps_unref (caps);
   gst_buffer_unref (buf);
   return s;
+}
+
+static guint32
+crc32_of (const guint8 * p, gsize n)
+{
+  guint32 c = 0xffffffffu;
+
+  for (gsize i = 0; i < n; i++) {
+    c ^= p[i];
+    for (gint k = 0; k < 8; k++)
+      c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+  }
+  return c ^ 0xffffffffu;
+}
+
+static void
+put32 (guint8 * p, guint32 v)
+{
+  p[0] = v >> 24, p[1] = v >> 16, p[2] = v >> 8, p[3] = v;
+}
+
+/* A PNG file whose IHDR claims w x h (8-bit RGB), then an empty IDAT and
+ * IEND: the decoder refuses the size from the header. */
+static void
+write_png_header (const gchar * path, guint32 w, guint32 h)
+{
+  static const guint8 sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+  guint8 b[80], *c = b + 8, *d = c + 25, *e = d + 12;
+
+  memcpy (b, sig, 8);
+  put32 (c, 13);
+  memcpy (c + 4, "IHDR", 4);
+  put32 (c + 8, w);
+  put32 (c + 12, h);
+  c[16] = 8, c[17] = 2, c[18] = 0, c[19] = 0, c[20] = 0;
+  put32 (c + 21, crc32_of (c + 4, 17));
+  put32 (d, 0);
+  memcpy (d + 4, "IDAT", 4);
+  put32 (d + 8, crc32_of (d + 4, 4));
+  put32 (e, 0);
+  memcpy (e + 4, "IEND", 4);
+  put32 (e + 8, crc32_of (e + 4, 4));
+  fail_unless (g_file_set_contents (path, (const gchar *) b, e + 12 - b,
+          NULL));
 }
 
 /* The picture upside down: another keyframe of the same size. */
@@ -569,6 +613,10 @@ GST_START_TEST (test_bad_keyframes)
         GST_RESOURCE_ERROR_OPEN_READ, {"fifo.png", "not a regular file"}},
     {"image-location", "folder", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
         {"folder", "not a regular file"}},
+    {"image-location", "huge.png", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
+        {"20000x20000", "16384"}},
+    {"last-image-location", "zero.png", NULL, 0, R,
+        GST_RESOURCE_ERROR_OPEN_READ, {"zero.png", NULL}},
     {"image", NULL, "video/x-raw,format=RGB,width=0,height=0,framerate=0/1",
         16, L, GST_LIBRARY_ERROR_SETTINGS, {"0x0", "no pixels"}},
     {"image", NULL, "video/x-raw,format=NV12,width=64,height=32", 64 * 48,
@@ -604,12 +652,19 @@ GST_START_TEST (test_bad_keyframes)
   p = g_build_filename (dir, "folder", NULL);
   fail_unless (g_mkdir (p, 0700) == 0);
   g_free (p);
+  p = g_build_filename (dir, "huge.png", NULL);
+  write_png_header (p, 20000, 20000);
+  g_free (p);
+  p = g_build_filename (dir, "zero.png", NULL);
+  write_png_header (p, 0, 0);
+  g_free (p);
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     expect_refused (&cases[i], dir);
 
   for (const gchar * const *f = (const gchar *[]) {
-  "truncated.png", "notes.png", "empty.png", "fifo.png", "folder", NULL}; *f;
+  "truncated.png", "notes.png", "empty.png", "fifo.png", "folder",
+        "huge.png", "zero.png", NULL}; *f;
       f++) {
     p = g_build_filename (dir, *f, NULL);
     g_remove (p);

@@ -102,8 +102,10 @@ gst_h3_video_src_streams_new (GstH3VideoSrc * self)
 
   self->group_id = gst_util_group_id_next ();
   self->segment_seqnum = gst_util_seqnum_next ();
-  self->video_stream_id = gst_h3_settings_stream_id (&self->run, "video");
-  self->audio_stream_id = gst_h3_settings_stream_id (&self->run, "audio");
+  self->video_stream_id = gst_h3_settings_stream_id (&self->run,
+      self->run_keyframes, "video");
+  self->audio_stream_id = gst_h3_settings_stream_id (&self->run,
+      self->run_keyframes, "audio");
   caps = gst_h3_video_caps_new (self->run.width, self->run.height);
   self->video_stream = gst_stream_new (self->video_stream_id, caps,
       GST_STREAM_TYPE_VIDEO, GST_STREAM_FLAG_NONE);

@@ -5,8 +5,9 @@
  * code: it drives the h3core engine (h3.h) from a worker thread and streams
  * what the engine's callbacks deliver.
  *
- *   READY->PAUSED  snapshot the properties and check everything that needs
- *                  no weight (h3_engine_preflight: the model's layout and
+ *   READY->PAUSED  snapshot the properties, decode the keyframes (FL2VA:
+ *                  files and samples into the run's own RGB), and check
+ *                  everything that needs no weight (h3_engine_preflight: the model's layout and
  *                  audio rate, compute and devices, backend against the
  *                  adapter's kind; a linked pad; downstream accepting the
  *                  caps), then start one pad task per pad and the worker.
@@ -52,6 +53,8 @@
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
  *                             capabilities structures, engine errors
  *   gsth3videosrc-uri.c       the h3: URI of a clip (h3src handles it)
+ *   gsth3videosrc-keyframes.c the FL2VA keyframes: files (media/) and
+ *                             GstSamples into RGB, once per run
  */
 #ifndef GST_H3_VIDEO_SRC_PRIVATE_H
 #define GST_H3_VIDEO_SRC_PRIVATE_H
@@ -61,6 +64,7 @@
 
 #include "gsth3videosrc.h"
 #include "h3.h"
+#include "h3_image_file.h"
 
 G_BEGIN_DECLS
 
@@ -125,7 +129,20 @@ typedef struct
   guint64 keep_clip_max_bytes;
   gboolean is_live;
   gint64 latency;               /* ns, or -1: estimated */
+  /* FL2VA keyframes: a file or a sample for each (setting one clears the
+   * other: the last set wins); all unset: T2VA. */
+  gchar *image_location, *last_image_location;
+  GstSample *image, *last_image;
 } GstH3Settings;
+
+/* A keyframe of a run, decoded at READY->PAUSED (gsth3videosrc-keyframes.c):
+ * packed RGB pixels of its own and their digest (for the stream ids). */
+typedef struct
+{
+  gboolean present;
+  h3_image_file file;
+  gchar *digest;                /* SHA-256 of the size and pixels */
+} GstH3Keyframe;
 
 /* Live mode: a complete clip waiting to be pushed, or being pushed, with
  * the timestamp offset both pads give it (gsth3videosrc-output.c). */
@@ -192,6 +209,7 @@ struct _GstH3VideoSrc
 
   GThread *worker;
   GstH3Settings run;            /* read-only while the worker runs */
+  GstH3Keyframe run_keyframes[2];       /* the run's first and last; read-only too */
   gint run_frames;              /* aligned frame count of the run */
   gint run_rate;                /* audio rate of the run (the preflight's) */
   gint64 run_audio_len;         /* stereo samples of the run: the video's length */
@@ -296,7 +314,7 @@ G_GNUC_INTERNAL
 gchar *gst_h3_settings_engine_key (const GstH3Settings * s);
 G_GNUC_INTERNAL
 gchar *gst_h3_settings_stream_id (const GstH3Settings * s,
-    const gchar * pad_name);
+    const GstH3Keyframe * keyframes, const gchar * pad_name);
 G_GNUC_INTERNAL
 h3_compute gst_h3_settings_compute (const GstH3Settings * s);
 G_GNUC_INTERNAL
@@ -306,7 +324,17 @@ void gst_h3_settings_engine_options (const GstH3Settings * s,
     h3_engine_options * opt);
 G_GNUC_INTERNAL
 gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
-    h3_preflight * pf);
+    const GstH3Keyframe * keyframes, h3_preflight * pf);
+
+/* ---- gsth3videosrc-keyframes.c ------------------------------------------- */
+
+G_GNUC_INTERNAL
+gboolean gst_h3_keyframes_load (GstH3VideoSrc * self, const GstH3Settings * s,
+    GstH3Keyframe kf[2]);
+G_GNUC_INTERNAL
+void gst_h3_keyframes_apply (const GstH3Keyframe kf[2], h3_request * req);
+G_GNUC_INTERNAL
+void gst_h3_keyframe_clear (GstH3Keyframe * k);
 
 /* ---- gsth3videosrc-engine.c ---------------------------------------------- */
 

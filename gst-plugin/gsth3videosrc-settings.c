@@ -44,6 +44,12 @@ gst_h3_settings_clear (GstH3Settings * s)
   g_free (s->model_location);
   g_free (s->adapter_location);
   g_free (s->devices);
+  g_free (s->image_location);
+  g_free (s->last_image_location);
+  if (s->image)
+    gst_sample_unref (s->image);
+  if (s->last_image)
+    gst_sample_unref (s->last_image);
   memset (s, 0, sizeof *s);
 }
 
@@ -56,6 +62,10 @@ gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src)
   dst->model_location = g_strdup (src->model_location);
   dst->adapter_location = g_strdup (src->adapter_location);
   dst->devices = g_strdup (src->devices);
+  dst->image_location = g_strdup (src->image_location);
+  dst->last_image_location = g_strdup (src->last_image_location);
+  dst->image = src->image ? gst_sample_ref (src->image) : NULL;
+  dst->last_image = src->last_image ? gst_sample_ref (src->last_image) : NULL;
 }
 
 const gchar *
@@ -82,24 +92,38 @@ gst_h3_settings_engine_key (const GstH3Settings * s)
 gchar *
 gst_h3_settings_shape (const GstH3Settings * s)
 {
-  return g_strdup_printf ("%dx%d %d frames %u steps backend %d %g",
-      s->width, s->height, h3_align_frames (s->num_frames), s->steps,
-      (int) s->backend, s->vsa_sparsity);
+  gboolean first = (s->image_location && *s->image_location) || s->image;
+  gboolean last = (s->last_image_location && *s->last_image_location)
+      || s->last_image;
+
+  return g_strdup_printf ("%dx%d %d frames %u steps backend %d %g "
+      "keyframes %d%d", s->width, s->height, h3_align_frames (s->num_frames),
+      s->steps, (int) s->backend, s->vsa_sparsity, first, last);
 }
 
 /* Stream ids must be deterministic (the same request gives the same ids)
- * and distinct per pad: a hash of everything that defines the clip. */
+ * and distinct per pad: a hash of everything that defines the clip, the
+ * keyframes by their pixels' digests (NULL keyframes: none), so the same
+ * picture gives the same id whether it came from a file or a sample. */
 gchar *
-gst_h3_settings_stream_id (const GstH3Settings * s, const gchar * pad_name)
+gst_h3_settings_stream_id (const GstH3Settings * s,
+    const GstH3Keyframe * keyframes, const gchar * pad_name)
 {
-  gchar *desc, *hash, *id;
+  gchar *desc, *hash, *id, *frames = NULL;
+  gboolean first = keyframes && keyframes[0].present;
+  gboolean last = keyframes && keyframes[1].present;
 
+  /* T2VA keeps the ids it always had. */
+  if (first || last)
+    frames = g_strdup_printf ("\nfirst %s\nlast %s",
+        first ? keyframes[0].digest : "-", last ? keyframes[1].digest : "-");
   desc = g_strdup_printf ("%s\n%" G_GUINT64_FORMAT "\n%dx%d\n%d\n%u\n%d\n%g\n"
-      "%s\n%s\n%d\n%d", s->prompt ? s->prompt : "", s->seed, s->width,
-      s->height, h3_align_frames (s->num_frames), s->steps, (int) s->backend,
-      s->vsa_sparsity, gst_h3_settings_model_dir (s),
+      "%s\n%s\n%d\n%d%s", s->prompt ? s->prompt : "",
+      s->seed, s->width, s->height, h3_align_frames (s->num_frames), s->steps,
+      (int) s->backend, s->vsa_sparsity, gst_h3_settings_model_dir (s),
       s->adapter_location ? s->adapter_location : "", (int) s->load_format,
-      (int) s->dummy_adapter);
+      (int) s->dummy_adapter, frames ? frames : "");
+  g_free (frames);
   hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, desc, -1);
   id = g_strdup_printf ("h3videosrc/%.16s/%s", hash, pad_name);
   g_free (hash);
@@ -164,7 +188,7 @@ gst_h3_settings_request (const GstH3Settings * s)
  * authority (h3_engine_validate also knows the loaded model). */
 gboolean
 gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
-    h3_preflight * pf)
+    const GstH3Keyframe * keyframes, h3_preflight * pf)
 {
   h3_request req = gst_h3_settings_request (s);
   h3_engine_options opt;
@@ -172,6 +196,7 @@ gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
   h3_status st;
   const gchar *dir;
 
+  gst_h3_keyframes_apply (keyframes, &req);
   memset (&st, 0, sizeof st);
   if (h3_request_check (&req, &st) != H3_OK
       || h3_devices_parse (s->devices, gst_h3_settings_compute (s), &devices,

@@ -594,6 +594,8 @@ worker_clip (GstH3VideoSrc * self)
   h3_plan plan;
   h3_engine *engine;
 
+  /* FL2VA: the run's keyframes, decoded at READY->PAUSED. */
+  gst_h3_keyframes_apply (self->run_keyframes, &req);
   /* One generation at a time per engine: wait for the other elements
    * sharing it (cancellable). */
   if (!gst_h3_engine_begin (self->engine, GST_OBJECT (self),

@@ -46,6 +46,16 @@
  *     s.audio ! queue ! mux.
  * ]|
  * A small, fast clip with raw video and audio in Matroska.
+ * |[
+ * gst-launch-1.0 -e h3videosrc model-location=tests/data/models/tiny-h3 \
+ *     image-location=tests/data/goldens/tiny-h3/e2e_fl2va_keyframe.png \
+ *     prompt="a robot dancing" width=64 height=32 num-frames=22 steps=2 \
+ *     name=s s.video ! queue ! matroskamux name=mux ! \
+ *     filesink location=robot.mkv s.audio ! queue ! mux.
+ * ]|
+ * Image to video (FL2VA): the clip starts on the picture. With
+ * #GstH3VideoSrc:last-image-location it ends on another one; an
+ * application holding a frame in memory sets #GstH3VideoSrc:image instead.
  *
  * ## Messages
  *
@@ -109,6 +119,10 @@ enum
   PROP_KEEP_CLIP_MAX_BYTES,
   PROP_IS_LIVE,
   PROP_LATENCY,
+  PROP_IMAGE_LOCATION,
+  PROP_LAST_IMAGE_LOCATION,
+  PROP_IMAGE,
+  PROP_LAST_IMAGE,
   PROP_CAPABILITIES,
   PROP_STATS
 };
@@ -558,6 +572,65 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           G_MAXINT64, DEFAULT_LATENCY, rw));
 
   /**
+   * GstH3VideoSrc:image-location:
+   *
+   * FL2VA: a picture file (PNG, JPEG) the clip starts on, stretched onto
+   * the width x height canvas. It is decoded at READY to PAUSED: a missing,
+   * unreadable or corrupt file, or one that is not a regular file, fails
+   * that state change with a RESOURCE error naming the file, before the
+   * model loads. Setting it (non-empty) unsets #GstH3VideoSrc:image: the
+   * last of the two set is the keyframe. Unset (the default) with no
+   * #GstH3VideoSrc:image: no first keyframe.
+   */
+  g_object_class_install_property (gobject_class, PROP_IMAGE_LOCATION,
+      g_param_spec_string ("image-location", "Image location",
+          "FL2VA: picture file (PNG, JPEG) the clip starts on; unsets image",
+          NULL, rw));
+
+  /**
+   * GstH3VideoSrc:last-image-location:
+   *
+   * FL2VA: a picture file the clip ends on, scaled to cover the canvas and
+   * centre-cropped (alone, without a first keyframe, it is stretched, as
+   * the reference does). Decoded and checked as
+   * #GstH3VideoSrc:image-location; setting it unsets
+   * #GstH3VideoSrc:last-image.
+   */
+  g_object_class_install_property (gobject_class, PROP_LAST_IMAGE_LOCATION,
+      g_param_spec_string ("last-image-location", "Last image location",
+          "FL2VA: picture file (PNG, JPEG) the clip ends on; unsets "
+          "last-image", NULL, rw));
+
+  /**
+   * GstH3VideoSrc:image:
+   *
+   * FL2VA: the picture the clip starts on, for applications that hold a
+   * frame in memory: a #GstSample with video/x-raw caps of format RGB,
+   * RGBx, RGBA (alpha dropped) or I420 (converted to RGB with
+   * GstVideoConverter, the caps' colorimetry), any size up to 16384 pixels
+   * a side. The element copies the pixels at READY to PAUSED; another
+   * format, no buffer, 0x0 or a buffer too small for the caps fails that
+   * state change with LIBRARY/SETTINGS. Setting it (non-NULL) unsets
+   * #GstH3VideoSrc:image-location: the last of the two set is the keyframe.
+   */
+  g_object_class_install_property (gobject_class, PROP_IMAGE,
+      g_param_spec_boxed ("image", "Image",
+          "FL2VA: GstSample (video/x-raw RGB, RGBx, RGBA or I420) the clip "
+          "starts on; unsets image-location", GST_TYPE_SAMPLE, rw));
+
+  /**
+   * GstH3VideoSrc:last-image:
+   *
+   * FL2VA: the picture the clip ends on, as a #GstSample (see
+   * #GstH3VideoSrc:image and #GstH3VideoSrc:last-image-location). Setting
+   * it unsets #GstH3VideoSrc:last-image-location.
+   */
+  g_object_class_install_property (gobject_class, PROP_LAST_IMAGE,
+      g_param_spec_boxed ("last-image", "Last image",
+          "FL2VA: GstSample (video/x-raw RGB, RGBx, RGBA or I420) the clip "
+          "ends on; unsets last-image-location", GST_TYPE_SAMPLE, rw));
+
+  /**
    * GstH3VideoSrc::queue-prompt:
    * @h3videosrc: the element
    * @prompt: what the next clip shows and sounds like
@@ -703,6 +776,8 @@ gst_h3_video_src_finalize (GObject * object)
 
   gst_h3_settings_clear (&self->settings);
   gst_h3_settings_clear (&self->run);
+  gst_h3_keyframe_clear (&self->run_keyframes[0]);
+  gst_h3_keyframe_clear (&self->run_keyframes[1]);
   g_free (self->rate_key);
   g_free (self->measured_shape);
   g_queue_clear_full (&self->prompt_queue,
@@ -733,6 +808,7 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
   GstH3VideoSrc *self = GST_H3_VIDEO_SRC (object);
   GstH3Settings *s = &self->settings;
   GstState state;
+  const gchar *unset = NULL;    /* the keyframe property this one replaces */
 
   GST_OBJECT_LOCK (self);
   /* GST_PARAM_MUTABLE_READY is only a hint to tools; the core does not
@@ -805,11 +881,46 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_LATENCY:
       s->latency = g_value_get_int64 (value);
       break;
+      /* A keyframe comes from a file or from a sample: the last set wins. */
+    case PROP_IMAGE_LOCATION:
+      set_string (&s->image_location, value);
+      if (s->image_location && *s->image_location && s->image) {
+        g_clear_pointer (&s->image, gst_sample_unref);
+        unset = "image";
+      }
+      break;
+    case PROP_LAST_IMAGE_LOCATION:
+      set_string (&s->last_image_location, value);
+      if (s->last_image_location && *s->last_image_location && s->last_image) {
+        g_clear_pointer (&s->last_image, gst_sample_unref);
+        unset = "last-image";
+      }
+      break;
+    case PROP_IMAGE:
+      g_clear_pointer (&s->image, gst_sample_unref);
+      s->image = g_value_dup_boxed (value);
+      if (s->image && s->image_location) {
+        g_clear_pointer (&s->image_location, g_free);
+        unset = "image-location";
+      }
+      break;
+    case PROP_LAST_IMAGE:
+      g_clear_pointer (&s->last_image, gst_sample_unref);
+      s->last_image = g_value_dup_boxed (value);
+      if (s->last_image && s->last_image_location) {
+        g_clear_pointer (&s->last_image_location, g_free);
+        unset = "last-image-location";
+      }
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
   GST_OBJECT_UNLOCK (self);
+  if (unset) {
+    GST_INFO_OBJECT (self, "%s replaces %s", pspec->name, unset);
+    g_object_notify (object, unset);
+  }
 }
 
 static void
@@ -893,6 +1004,18 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       break;
     case PROP_LATENCY:
       g_value_set_int64 (value, s->latency);
+      break;
+    case PROP_IMAGE_LOCATION:
+      g_value_set_string (value, s->image_location);
+      break;
+    case PROP_LAST_IMAGE_LOCATION:
+      g_value_set_string (value, s->last_image_location);
+      break;
+    case PROP_IMAGE:
+      g_value_set_boxed (value, s->image);
+      break;
+    case PROP_LAST_IMAGE:
+      g_value_set_boxed (value, s->last_image);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -1381,13 +1504,22 @@ static gboolean
 run_prepare (GstH3VideoSrc * self)
 {
   GstH3Settings snapshot;
+  GstH3Keyframe keyframes[2];
   h3_preflight pf;
 
   memset (&snapshot, 0, sizeof snapshot);
   GST_OBJECT_LOCK (self);
   gst_h3_settings_copy (&snapshot, &self->settings);
   GST_OBJECT_UNLOCK (self);
-  if (!gst_h3_settings_check (self, &snapshot, &pf)) {
+  /* The keyframes first: a bad file or sample is refused before anything
+   * else is looked at, and their sizes go into h3core's request check. */
+  if (!gst_h3_keyframes_load (self, &snapshot, keyframes)) {
+    gst_h3_settings_clear (&snapshot);
+    return FALSE;
+  }
+  if (!gst_h3_settings_check (self, &snapshot, keyframes, &pf)) {
+    gst_h3_keyframe_clear (&keyframes[0]);
+    gst_h3_keyframe_clear (&keyframes[1]);
     gst_h3_settings_clear (&snapshot);
     return FALSE;
   }
@@ -1397,15 +1529,23 @@ run_prepare (GstH3VideoSrc * self)
         ("Neither pad of %s is linked: link its video pad, its audio pad or "
             "both before starting it.", GST_ELEMENT_NAME (self)),
         ("not-linked at READY->PAUSED"));
+    gst_h3_keyframe_clear (&keyframes[0]);
+    gst_h3_keyframe_clear (&keyframes[1]);
     gst_h3_settings_clear (&snapshot);
     return FALSE;
   }
 
+  /* The previous run's generation may still read its keyframes: replace
+   * them once it has returned. */
   gst_h3_video_src_worker_join (self);
   gst_h3_video_src_clip_clear (self);
   gst_h3_video_src_streams_clear (self);
   gst_h3_settings_clear (&self->run);
   self->run = snapshot;
+  for (gint i = 0; i < 2; i++) {
+    gst_h3_keyframe_clear (&self->run_keyframes[i]);
+    self->run_keyframes[i] = keyframes[i];
+  }
   self->run_frames = h3_align_frames (self->run.num_frames);
   self->run_rate = pf.sample_rate;
   self->run_audio_len = (gint64) gst_util_uint64_scale_round (self->run_frames,

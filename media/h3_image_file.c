@@ -91,8 +91,23 @@ static h3_status_code to_rgb(const char *name, GdkPixbuf *pb, h3_image_file *out
     return H3_OK;
 }
 
+/* GdkPixbuf's PNG loader accepts a PNG cut short (the missing rows left
+ * blank): a PNG must reach its IEND chunk. Walks the chunks from the
+ * signature; 0 when the file ends first. */
+static int png_complete(const uint8_t *b, size_t n) {
+    size_t off = 8;
+    while (n - off >= 12) {
+        size_t len = (size_t)b[off] << 24 | (size_t)b[off + 1] << 16 | (size_t)b[off + 2] << 8 | b[off + 3];
+        if (memcmp(b + off + 4, "IEND", 4) == 0) return 1;
+        if (len > n - off - 12) return 0;
+        off += 12 + len;
+    }
+    return 0;
+}
+
 h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *name, h3_image_file *out,
                                     h3_status *status) {
+    static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memset(out, 0, sizeof *out);
     if (n == 0) return h3_fail(status, H3_ERR_FORMAT, "image '%s' is empty", name);
     GdkPixbufLoader *loader = gdk_pixbuf_loader_new();
@@ -108,6 +123,8 @@ h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *
     else if (!ok || !pb)
         rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' cannot be decoded (PNG, JPEG, ...): %s", name,
                      err ? err->message : "no image");
+    else if (n >= 8 && memcmp(bytes, png_signature, 8) == 0 && !png_complete(bytes, n))
+        rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' is a truncated PNG: %zu bytes and no IEND chunk", name, n);
     else rc = to_rgb(name, pb, out, status);
     if (err) g_error_free(err);
     g_object_unref(loader);

@@ -47,6 +47,7 @@ char *h3_capabilities_describe(void) {
     else compute = "cuda";
     g_string_append_printf(s, "compute-auto: %s\n", compute);
     if (*fallback) g_string_append_printf(s, "fallback: %s\n", fallback);
+    g_string_append(s, "modes: t2va, fl2va-first, fl2va-last, fl2va-first-last\n");
     g_string_append(s, "backends: fa, vsa\n");
     g_string_append(s, "fa: available (dense attention, base model or FastH3 dense-datafree adapter)\n");
     g_string_append(s, "vsa: available, experimental (VSA-H3 block-sparse attention, 64-token tiles, exempt "

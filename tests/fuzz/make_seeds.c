@@ -304,6 +304,10 @@ static void engine_seeds(void) {
          named("modular_model_index.json", text("")));
 }
 
+/* The keyframe decoder: the FL2VA golden's PNG (a small JPEG is committed
+ * under seeds/image_file/). */
+static void image_seeds(void) { SEED("image_file", "keyframe.png", NULL, data_file("goldens/tiny-h3/e2e_fl2va_keyframe.png")); }
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: make_seeds OUT_DIR TESTS_DATA_DIR TINY_MODEL_DIR\n");
@@ -320,6 +324,7 @@ int main(int argc, char **argv) {
     tokenizer_seeds();
     adapter_seeds();
     engine_seeds();
+    image_seeds();
     printf("make_seeds: %d seeds in %s\n", n_seeds, out_dir);
     return 0;
 }

@@ -17,7 +17,7 @@
  * engine, no model and no CUDA context: what this build and machine can run. */
 char *h3_capabilities_describe(void) {
     GString *s = g_string_new(NULL);
-    g_string_append(s, "engine: h3core, MiniMax-H3 text to video + audio (T2VA)\n");
+    g_string_append(s, "engine: h3core, MiniMax-H3 text (and keyframes) to video + audio (T2VA, FL2VA)\n");
     int cuda_built = 0, nccl_built = 0;
 #ifdef H3_HAVE_CUDA
     cuda_built = 1;

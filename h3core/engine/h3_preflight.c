@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h3_config.h"
 #include "engine/h3_gpus.h"
 
 /* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: CUDA
@@ -118,6 +119,42 @@ static h3_status_code check_request(const h3_engine_options *o, const h3_request
     return rc;
 }
 
+/* Keyframes need the vision tower (the text encoder's vision_config and,
+ * with the files, its model.visual.* tensors) and the image processor's
+ * config; the configs and the checkpoint's header say so without a load. */
+static h3_status_code check_keyframes(const h3_engine_options *o, const char *root, h3_status *status) {
+    char *te = g_build_filename(root, "text_encoder", NULL);
+    char *cfg_path = g_build_filename(te, "config.json", NULL);
+    char *proc[2] = {g_build_filename(root, "processor", "preprocessor_config.json", NULL),
+                     g_build_filename(te, "preprocessor_config.json", NULL)};
+    h3_config *c = NULL;
+    h3_status_code rc = h3_config_load(cfg_path, &c, status);
+    if (rc == H3_OK && !h3_config_has(c, "vision_config"))
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED,
+                     "keyframes need a vision tower, and the text encoder in '%s' has none (no vision_config in "
+                     "its config.json): this model generates from text only",
+                     te);
+    if (rc == H3_OK && !g_file_test(proc[0], G_FILE_TEST_EXISTS) && !g_file_test(proc[1], G_FILE_TEST_EXISTS))
+        rc = h3_fail(status, H3_ERR_UNSUPPORTED,
+                     "keyframes need the Qwen3-VL image processor's config (%s), and the model has none", proc[0]);
+    if (rc == H3_OK && o->load_format != H3_LOAD_DUMMY) {
+        h3_checkpoint *ck = NULL;
+        rc = h3_checkpoint_open(te, &ck, status);
+        if (rc == H3_OK && !h3_checkpoint_find(ck, "model.visual.patch_embed.proj.weight"))
+            rc = h3_fail(status, H3_ERR_UNSUPPORTED,
+                         "keyframes need a vision tower, and the text encoder checkpoint in '%s' holds none "
+                         "(no model.visual.* tensors)",
+                         te);
+        h3_checkpoint_close(ck);
+    }
+    h3_config_free(c);
+    g_free(proc[0]);
+    g_free(proc[1]);
+    g_free(cfg_path);
+    g_free(te);
+    return rc;
+}
+
 h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request *r, h3_preflight *out,
                                    h3_status *status) {
     memset(out, 0, sizeof *out);
@@ -137,6 +174,7 @@ h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request 
         }
         g_free(audio);
     }
+    if (rc == H3_OK && r && (r->first_image || r->last_image)) rc = check_keyframes(o, root, status);
     g_free(root);
     if (rc != H3_OK || !r) return rc;
     rc = check_devices(o, status);

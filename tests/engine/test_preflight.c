@@ -178,7 +178,46 @@ static void test_devices(void) {
         CHECK(!strstr(st.message, "fewer frames") && !strstr(st.message, "smaller"), "'%s'", st.message);
 }
 
+/* Keyframes against a model without a vision tower, refused before any load;
+ * accepted on the tiny model, which has one. */
+static void test_keyframes(void) {
+    static uint8_t px[32 * 64 * 3];
+    h3_image im = {64, 32, 64 * 3, px};
+    h3_request r = small_request();
+    r.first_image = &im;
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.compute = H3_COMPUTE_CPU;
+    h3_preflight pf;
+    h3_status st = {0};
+    CHECK(h3_engine_preflight(&o, &r, &pf, &st) == H3_OK, "tiny model with a keyframe: %s", st.message);
+    /* a copy of the tiny model whose text encoder config lacks vision_config */
+    char *tmp = g_dir_make_tmp("h3-preflight-XXXXXX", NULL);
+    char *cmd = g_strdup_printf("cp -r '%s/.' '%s/'", h3_test_data("models/tiny-h3"), tmp);
+    CHECK(system(cmd) == 0, "copy the tiny model");
+    char *cfg = g_build_filename(tmp, "text_encoder", "config.json", NULL);
+    gchar *text = NULL;
+    CHECK(g_file_get_contents(cfg, &text, NULL, NULL), "read %s", cfg);
+    char *at = text ? strstr(text, "\"vision_config\"") : NULL;
+    if (at) memcpy(at, "\"visionXconfig\"", 15);
+    CHECK(at && g_file_set_contents(cfg, text, -1, NULL), "edit %s", cfg);
+    o.model_dir = tmp;
+    h3_status_code rc = h3_engine_preflight(&o, &r, &pf, &st);
+    CHECK(rc == H3_ERR_UNSUPPORTED && strstr(st.message, "vision tower"), "no vision_config: %s '%s'",
+          h3_status_code_name(rc), st.message);
+    r.first_image = NULL;
+    CHECK(h3_engine_preflight(&o, &r, &pf, &st) == H3_OK, "the same model without keyframes: %s", st.message);
+    char *rm = g_strdup_printf("rm -rf '%s'", tmp);
+    CHECK(system(rm) == 0, "remove %s", tmp);
+    g_free(rm);
+    g_free(text);
+    g_free(cfg);
+    g_free(cmd);
+    g_free(tmp);
+}
+
 int main(void) {
+    test_keyframes();
     test_sample_rate();
     test_model_dir();
     test_adapters();

@@ -42,6 +42,7 @@
 
 static gint load_starts;        /* `load` progress START (atomic) */
 static gint engine_opens;       /* h3core's "opened" log lines (atomic) */
+static gint wait_starts;        /* `wait` progress START, for the log */
 
 static void
 count_opens (GstDebugCategory * category, GstDebugLevel level,
@@ -104,6 +105,8 @@ media_bus (GstBus * bus, GstMessage * m, gpointer data)
     GST_INFO ("%s: progress %s: %s", GST_MESSAGE_SRC_NAME (m), code, text);
     if (pt == GST_PROGRESS_TYPE_START && g_strcmp0 (code, "load") == 0)
       g_atomic_int_inc (&load_starts);
+    if (pt == GST_PROGRESS_TYPE_START && g_strcmp0 (code, "wait") == 0)
+      g_atomic_int_inc (&wait_starts);
     g_free (code);
     g_free (text);
   } else if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ELEMENT
@@ -205,8 +208,10 @@ server_thread (gpointer data)
   return NULL;
 }
 
+/* threads: the server's client threads (its default is 1: one client's
+ * requests wait while another's media prerolls). */
 static void
-server_start (Server * srv, gboolean engine_cache)
+server_start (Server * srv, gboolean engine_cache, gint threads)
 {
   GstRTSPMountPoints *mounts;
   GstRTSPMediaFactory *factory;
@@ -221,6 +226,12 @@ server_start (Server * srv, gboolean engine_cache)
   srv->server = gst_rtsp_server_new ();
   gst_rtsp_server_set_address (srv->server, "127.0.0.1");
   gst_rtsp_server_set_service (srv->server, "0");       /* a free port */
+  if (threads > 1) {
+    GstRTSPThreadPool *pool = gst_rtsp_server_get_thread_pool (srv->server);
+
+    gst_rtsp_thread_pool_set_max_threads (pool, threads);
+    g_object_unref (pool);
+  }
 
   launch = g_strdup_printf ("( h3videosrc name=src model-location=\"%s\" "
       "prompt=\"" PROMPT "\" seed=42 width=64 height=32 num-frames=%d "
@@ -420,6 +431,7 @@ setup (void)
 
   g_atomic_int_set (&load_starts, 0);
   g_atomic_int_set (&engine_opens, 0);
+  g_atomic_int_set (&wait_starts, 0);
   /* The element's category exists once its plugin is loaded; the engine's
    * "opened" line is at INFO. */
   fail_unless (e != NULL, "no h3videosrc");
@@ -443,22 +455,24 @@ teardown (void)
 static void
 check_loads (gint expected)
 {
-  GST_INFO ("%d load progress START, %d engine opens", load_starts,
-      engine_opens);
+  GST_INFO ("%d load progress START, %d engine opens, %d waits", load_starts,
+      engine_opens, wait_starts);
   fail_unless_equals_int (g_atomic_int_get (&load_starts), expected);
   fail_unless_equals_int (g_atomic_int_get (&engine_opens), expected);
 }
 
 /* ---- tests ---------------------------------------------------------------------- */
 
-/* Two clients at once: two pipelines, two h3videosrc, one load (the second
- * finds the engine loaded, or waits for its load or its turn). */
+/* Two clients at once, their requests handled in parallel (two client
+ * threads): two pipelines, two h3videosrc prerolling together, one load
+ * (the second finds the engine loaded, or waits for its load or its
+ * turn). */
 GST_START_TEST (test_rtsp_two_clients_one_load)
 {
   Server srv;
   Client a, b;
 
-  server_start (&srv, TRUE);
+  server_start (&srv, TRUE, 2);
   client_start (&a, &srv);
   client_start (&b, &srv);
   client_wait_eos (&a);
@@ -482,7 +496,7 @@ GST_START_TEST (test_rtsp_two_clients_no_cache)
   Server srv;
   Client a, b;
 
-  server_start (&srv, FALSE);
+  server_start (&srv, FALSE, 2);
   client_start (&a, &srv);
   client_start (&b, &srv);
   client_wait_eos (&a);
@@ -507,7 +521,7 @@ GST_START_TEST (test_rtsp_clients_one_after_the_other)
   Server srv;
   Client a, b, c;
 
-  server_start (&srv, TRUE);
+  server_start (&srv, TRUE, 1);
   client_start (&a, &srv);
   client_wait_eos (&a);
   client_start (&b, &srv);
@@ -565,7 +579,7 @@ GST_START_TEST (test_rtsp_pipeline_and_clients_one_load)
       GST_STATE_CHANGE_SUCCESS);
   check_loads (1);
 
-  server_start (&srv, TRUE);
+  server_start (&srv, TRUE, 1);
   client_start (&a, &srv);
   client_wait_eos (&a);
   client_stop (&a);

@@ -347,17 +347,43 @@ client_audio (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
       (gint) gst_buffer_get_size (buf));
 }
 
+/* rtspsrc's pads to their depayloaders. Not gst_parse_launch's delayed
+ * links ("r. ! rtph264depay ..."): rtspsrc adds its two pads from two
+ * streaming threads at once, and GStreamer 1.22's delayed linking then
+ * warns now and then (gst_parse_found_pad disconnects a handler twice,
+ * "instance ... has no handler with id ..."). */
+static void
+client_pad_added (GstElement * r, GstPad * pad, gpointer data)
+{
+  GstCaps *caps = gst_pad_get_current_caps (pad);
+  const gchar *media;
+  GstElement *depay;
+  GstPad *sink;
+
+  if (!caps)
+    caps = gst_pad_query_caps (pad, NULL);
+  media = gst_structure_get_string (gst_caps_get_structure (caps, 0),
+      "media");
+  depay = gst_bin_get_by_name (GST_BIN (data),
+      g_strcmp0 (media, "video") == 0 ? "vd" : "ad");
+  sink = gst_element_get_static_pad (depay, "sink");
+  fail_unless_equals_int (gst_pad_link (pad, sink), GST_PAD_LINK_OK);
+  gst_object_unref (sink);
+  gst_object_unref (depay);
+  gst_caps_unref (caps);
+}
+
 static void
 client_start (Client * c, Server * srv)
 {
   gchar *desc = g_strdup_printf ("rtspsrc name=r location=rtsp://127.0.0.1:"
       "%u/h3 protocols=tcp latency=0 "
-      "r. ! rtph264depay ! avdec_h264 ! fakesink name=vs sync=false "
+      "rtph264depay name=vd ! avdec_h264 ! fakesink name=vs sync=false "
       "signal-handoffs=true "
-      "r. ! rtpL16depay ! fakesink name=as sync=false signal-handoffs=true",
+      "rtpL16depay name=ad ! fakesink name=as sync=false signal-handoffs=true",
       srv->port);
   GError *err = NULL;
-  GstElement *vs, *as;
+  GstElement *vs, *as, *r;
 
   memset (c, 0, sizeof *c);
   c->pipeline = gst_parse_launch (desc, &err);
@@ -367,6 +393,10 @@ client_start (Client * c, Server * srv)
   as = gst_bin_get_by_name (GST_BIN (c->pipeline), "as");
   g_signal_connect (vs, "handoff", G_CALLBACK (client_video), c);
   g_signal_connect (as, "handoff", G_CALLBACK (client_audio), c);
+  r = gst_bin_get_by_name (GST_BIN (c->pipeline), "r");
+  g_signal_connect (r, "pad-added", G_CALLBACK (client_pad_added),
+      c->pipeline);
+  gst_object_unref (r);
   gst_object_unref (vs);
   gst_object_unref (as);
   fail_if (gst_element_set_state (c->pipeline, GST_STATE_PLAYING) ==

@@ -43,6 +43,7 @@
 static gint load_starts;        /* `load` progress START (atomic) */
 static gint engine_opens;       /* h3core's "opened" log lines (atomic) */
 static gint wait_starts;        /* `wait` progress START, for the log */
+static GQuark media_quark;      /* a Media on its h3videosrc */
 
 static void
 count_opens (GstDebugCategory * category, GstDebugLevel level,
@@ -145,7 +146,6 @@ mark_finalized (gpointer data)
 static void
 watch_src (GstElement * src, GstBus * bus, Media * md)
 {
-  static GQuark quark;
   GstPad *pad;
 
   gst_bus_set_sync_handler (bus, media_bus, md, NULL);
@@ -157,9 +157,7 @@ watch_src (GstElement * src, GstBus * bus, Media * md)
   gst_object_unref (pad);
   /* Destroyed at the very end of the element's finalize (test_h3videosrc.c,
    * unref_and_wait, says why not a weak reference). */
-  if (!quark)
-    quark = g_quark_from_static_string ("test-h3videosrc-rtsp-media");
-  g_object_set_qdata_full (G_OBJECT (src), quark, md, mark_finalized);
+  g_object_set_qdata_full (G_OBJECT (src), media_quark, md, mark_finalized);
 }
 
 static void
@@ -309,9 +307,10 @@ server_stop (Server * srv)
   g_object_unref (srv->server);
   g_main_loop_unref (srv->loop);
   g_main_context_unref (srv->ctx);
+  gst_rtsp_thread_pool_cleanup ();
+  /* Last: the media pipelines' bus handlers point at them. */
   g_ptr_array_unref (srv->medias);
   g_mutex_clear (&srv->lock);
-  gst_rtsp_thread_pool_cleanup ();
 }
 
 /* ---- the clients --------------------------------------------------------------- */
@@ -462,6 +461,7 @@ setup (void)
   g_atomic_int_set (&load_starts, 0);
   g_atomic_int_set (&engine_opens, 0);
   g_atomic_int_set (&wait_starts, 0);
+  media_quark = g_quark_from_static_string ("test-h3videosrc-rtsp-media");
   /* The element's category exists once its plugin is loaded; the engine's
    * "opened" line is at INFO. */
   fail_unless (e != NULL, "no h3videosrc");

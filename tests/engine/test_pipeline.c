@@ -445,6 +445,16 @@ int main(void) {
     test_golden(e, "e2e_t2va_3steps", 1e-3, 1e-3);
     test_golden(e, "e2e_fl2va_3steps", 1e-4, 1e-4); /* the bounds for FL2VA */
     test_keyframes(e);
+    /* FL2VA over two tensor-parallel CPU ranks: the keyframe encoded with its
+     * tiles split, the presentation on every rank, the same golden */
+    h3_engine_options o2 = h3_engine_options_default();
+    o2.model_dir = h3_test_data("models/tiny-h3");
+    o2.compute = H3_COMPUTE_CPU;
+    o2.devices = "cpu:2";
+    h3_engine *e2 = NULL;
+    if (h3_engine_open(&o2, &e2, &st) == H3_OK) test_golden(e2, "e2e_fl2va_3steps", 1e-4, 1e-4);
+    else CHECK(0, "open cpu:2: %s", st.message);
+    h3_engine_close(e2);
     test_validation(e);
     test_determinism(e);
     test_cancel(e);

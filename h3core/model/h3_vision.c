@@ -40,6 +40,7 @@ struct h3_vision {
     h3_tensor patch_w; /* w[G_PATCH_W] seen as [C, in·tp·ps²] */
     int grid_side;     /* the position table is grid_side x grid_side */
     int head_dim;
+    int head_pad;      /* the width each head is computed at: head_dim, or head_dim padded with zeros (below) */
     float *inv_freq;   /* head_dim/4 rotary frequencies per axis */
 };
 
@@ -273,6 +274,80 @@ static h3_status_code load_all(h3_vision *v, const h3_checkpoint *ck, h3_status 
     return rc;
 }
 
+/* ---- heads padded for the tensor-core attention ------------------------------------
+ * The release's tower has 16 heads of width 72, and the bf16 attention
+ * kernels take widths 64 and 128: at 72 every block ran the generic kernel,
+ * 23x slower than eager torch (docs/PERFORMANCE.md). With each head's q, k
+ * and v padded with zero channels to 128 (zero rows in the qkv projection,
+ * zero columns in the output projection), the scores and outputs are the
+ * same sums (the zeros add nothing; the scale stays 1/sqrt(72)), computed by
+ * the fast kernel. Only on the bf16 backend (CUDA), where that kernel is;
+ * the float32 paths keep the checkpoint's shapes. */
+
+static int padded_width(const h3_backend *b, int dh) {
+    if (h3_backend_compute_dtype(b) != H3_BF16 || dh == 64 || dh == 128 || dh > 128) return dh;
+    return dh < 64 ? 64 : 128;
+}
+
+/* A zeroed weight of w's dtype and the given shape. */
+static h3_status_code zeros_like(h3_backend *b, const h3_tensor *w, int ndim, const int64_t *shape, h3_tensor *out,
+                                 h3_status *status) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *host = calloc((size_t)n, sizeof *host);
+    if (!host) return h3_fail(status, H3_ERR_NO_MEMORY, "vision tower: out of host memory");
+    h3_status_code rc = h3_weight_from_f32(b, host, w->dtype, ndim, shape, out, status);
+    free(host);
+    return rc;
+}
+
+static h3_view view2(int64_t rows, int64_t cols, int64_t offset, int64_t row_stride) {
+    h3_view v = {.ndim = 2, .shape = {rows, cols}, .offset = offset, .stride = {row_stride, 1}};
+    return v;
+}
+
+/* Block l's qkv weight [3·H·dh, C] and bias, and proj weight [C, H·dh],
+ * onto the padded head width P. */
+static h3_status_code pad_block(h3_vision *v, int l, h3_status *status) {
+    h3_backend *b = v->b;
+    h3_tensor *w = &v->w[block_index(l, 0)];
+    int64_t H = v->cfg.num_heads, dh = v->head_dim, P = v->head_pad, C = v->cfg.hidden_size;
+    h3_tensor qkv, bias, proj;
+    int64_t qkv_shape[2] = {3 * H * P, C}, bias_shape[1] = {3 * H * P}, proj_shape[2] = {C, H * P};
+    h3_status_code rc = zeros_like(b, &w[B_QKV_W], 2, qkv_shape, &qkv, status);
+    if (rc == H3_OK) rc = zeros_like(b, &w[B_QKV_B], 1, bias_shape, &bias, status);
+    if (rc == H3_OK) rc = zeros_like(b, &w[B_PROJ_W], 2, proj_shape, &proj, status);
+    if (rc != H3_OK) return rc;
+    for (int64_t part = 0; part < 3; part++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t from = part * H * dh + h * dh, to = part * H * P + h * P;
+            h3_view dv = view2(dh, C, to * C, C), sv = view2(dh, C, from * C, C);
+            h3_op_copy_view(b, &qkv, &dv, &w[B_QKV_W], &sv);
+            h3_view db = view2(1, dh, to, dh), sb = view2(1, dh, from, dh);
+            h3_op_copy_view(b, &bias, &db, &w[B_QKV_B], &sb);
+        }
+    for (int64_t h = 0; h < H; h++) {
+        h3_view dv = view2(C, dh, h * P, H * P), sv = view2(C, dh, h * dh, H * dh);
+        h3_op_copy_view(b, &proj, &dv, &w[B_PROJ_W], &sv);
+    }
+    rc = h3_backend_check(b, status);
+    h3_weight_free(b, &w[B_QKV_W]);
+    h3_weight_free(b, &w[B_QKV_B]);
+    h3_weight_free(b, &w[B_PROJ_W]);
+    w[B_QKV_W] = qkv;
+    w[B_QKV_B] = bias;
+    w[B_PROJ_W] = proj;
+    return rc;
+}
+
+static h3_status_code pad_heads(h3_vision *v, h3_status *status) {
+    v->head_pad = padded_width(v->b, v->head_dim);
+    h3_status_code rc = H3_OK;
+    for (int l = 0; v->head_pad != v->head_dim && l < (int)v->cfg.depth && rc == H3_OK; l++)
+        rc = pad_block(v, l, status);
+    return rc;
+}
+
 h3_status_code h3_vision_load(h3_backend *b, const h3_vision_config *cfg, const h3_checkpoint *ck, h3_vision **out,
                               h3_status *status) {
     *out = NULL;
@@ -285,6 +360,7 @@ h3_status_code h3_vision_load(h3_backend *b, const h3_vision_config *cfg, const 
     v->inv_freq = malloc((size_t)(v->head_dim / 4) * sizeof *v->inv_freq);
     h3_status_code rc = v->inv_freq ? H3_OK : h3_fail(status, H3_ERR_NO_MEMORY, "vision tower: out of host memory");
     if (rc == H3_OK) rc = load_all(v, ck, status);
+    if (rc == H3_OK) rc = pad_heads(v, status);
     if (rc != H3_OK) {
         h3_vision_free(v);
         return rc;
@@ -401,25 +477,27 @@ static void block_forward(h3_vision *v, int l, h3_tensor *x, const h3_tensor *co
     h3_backend *b = v->b;
     const h3_tensor *w = &v->w[block_index(l, 0)];
     int64_t n = h3_tensor_rows(x), C = v->cfg.hidden_size;
-    int H = (int)v->cfg.num_heads, dh = v->head_dim;
+    int H = (int)v->cfg.num_heads, dh = v->head_dim, P = v->head_pad; /* P: the padded head width */
+    int64_t HP = (int64_t)H * P;
     h3_dtype dt = h3_backend_compute_dtype(b);
     size_t mark = h3_arena_mark(b);
-    h3_tensor h = h3_new_2d(b, dt, n, C), o = h3_new_2d(b, dt, n, C);
+    h3_tensor h = h3_new_2d(b, dt, n, C), o = h3_new_2d(b, dt, n, HP);
     h3_tensor qkv[3];
-    h3_tensor bias3 = h3_tensor_2d(&w[B_QKV_B], 3, C);
+    h3_tensor bias3 = h3_tensor_2d(&w[B_QKV_B], 3, HP);
     h3_op_layer_norm(b, &h, x, &w[B_NORM1_W], &w[B_NORM1_B], LN_EPS);
     for (int i = 0; i < 3; i++) {
-        h3_tensor wi = h3_tensor_rows_view(&w[B_QKV_W], i * C, C), bi = h3_tensor_rows_view(&bias3, i, 1);
-        qkv[i] = h3_new_2d(b, dt, n, C);
+        h3_tensor wi = h3_tensor_rows_view(&w[B_QKV_W], i * HP, HP), bi = h3_tensor_rows_view(&bias3, i, 1);
+        qkv[i] = h3_new_2d(b, dt, n, HP);
         h3_op_linear(b, &qkv[i], &h, &wi, &bi);
     }
-    h3_op_rope(b, &qkv[0], cos_t, sin_t, H, dh, dh);
-    h3_op_rope(b, &qkv[1], cos_t, sin_t, H, dh, dh);
+    /* the rotation covers the head's own dh channels; the padding stays zero */
+    h3_op_rope(b, &qkv[0], cos_t, sin_t, H, P, dh);
+    h3_op_rope(b, &qkv[1], cos_t, sin_t, H, P, dh);
     for (int i = 0; i < n_images; i++) {
         int64_t r0 = seg[i], nr = seg[i + 1] - seg[i];
         h3_tensor oi = h3_tensor_rows_view(&o, r0, nr), qi = h3_tensor_rows_view(&qkv[0], r0, nr);
         h3_tensor ki = h3_tensor_rows_view(&qkv[1], r0, nr), vi = h3_tensor_rows_view(&qkv[2], r0, nr);
-        h3_op_attention(b, &oi, &qi, &ki, &vi, H, H, dh, 0, (float)(1.0 / sqrt((double)dh)));
+        h3_op_attention(b, &oi, &qi, &ki, &vi, H, H, P, 0, (float)(1.0 / sqrt((double)dh)));
     }
     h3_op_linear(b, &h, &o, &w[B_PROJ_W], &w[B_PROJ_B]);
     h3_op_add(b, x, x, &h);

@@ -46,6 +46,8 @@ typedef struct bench_options {
     int vsa_pipelined;     /* --vsa-pipelined 0|1|2: the Hopper VSA kernel's consumer; 0, the default */
     const char *commit, *reference, *python, *dump_dir;
     const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
+    const char *vsa_anchors; /* --vsa-anchors DIR: FastVideo's TK and Triton VSA kernels (../shared/anchors/vsa
+                                copied into the checkout), timed in the same run at the VSA section's shapes */
 } bench_options;
 
 /* ---- the harness (bench.c) ------------------------------------------------------------------- */
@@ -78,6 +80,9 @@ double tflops(double flop, double ms);
 /* Runs a PyTorch reference command; its lines that start with `tag` carry
  * one JSON object (returned, or NULL), the rest is echoed as it comes. */
 JsonNode *run_python_json(const char *cmd, const char *tag);
+/* The whole of cmd's stdout parsed as one JSON document (its stderr passes
+ * through); NULL when it fails or prints no JSON. */
+JsonNode *run_python_json_document(const char *cmd);
 /* A number at a dotted path of a reference's JSON; NAN when absent. */
 double ref_num(JsonNode *root, const char *path);
 /* `name` in the folder of --reference (the scripts lie side by side). */

@@ -39,7 +39,7 @@ static void usage(void) {
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
-            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--tp-project LIST [--link-gbps G]]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
@@ -55,6 +55,9 @@ static void usage(void) {
             "  --attention-variant NAME  the attention kernel every section uses where it does not force one:\n"
             "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
             "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic\n"
+            "  --vsa-anchors DIR  FastVideo's ThunderKittens and Triton VSA kernels (../shared/anchors/vsa copied\n"
+            "                  into the checkout) timed by DIR/bench_vsa_anchors.py in the same run at the VSA\n"
+            "                  section's shapes; the table gets the ratios against them\n"
             "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
             "                  1 pipelined, 2 paired\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
@@ -136,6 +139,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--perf-md")) o->perf_md = strcmp(v, "-") ? v : NULL;
     else if (!strcmp(a, "--reference")) o->reference = v;
     else if (!strcmp(a, "--python")) o->python = v;
+    else if (!strcmp(a, "--vsa-anchors")) o->vsa_anchors = v;
     else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
     else if (!strcmp(a, "--vsa") && (n = parse_section(v)) >= 0) o->vsa = n;
     else if (!strcmp(a, "--vae") && (n = parse_section(v)) >= 0) o->vae = n;

@@ -353,6 +353,16 @@ h3_status_code h3_weight_from_f32(h3_backend *b, const float *host, h3_dtype dty
     return rc;
 }
 
+h3_status_code h3_weight_zeros(h3_backend *b, h3_dtype dtype, int ndim, const int64_t *shape, h3_tensor *out,
+                               h3_status *status) {
+    h3_status_code rc = persistent_alloc(b, dtype, ndim, shape, out, status);
+    if (rc != H3_OK) return rc;
+    h3_op_fill(b, out, 0.0f);
+    rc = h3_backend_check(b, status);
+    if (rc != H3_OK) h3_weight_free(b, out);
+    return rc;
+}
+
 h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n, h3_tensor *out, h3_status *status) {
     h3_status_code rc = persistent_alloc(b, H3_I32, 1, &n, out, status);
     if (rc != H3_OK) return rc;

@@ -114,7 +114,11 @@ __global__ void k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w
     for (int c = 0; c < CO; c++) st1(y, ydt, (b * Cout + co0 + c) * Lout + t, acc[c]);
 }
 
-/* y[b, co, p] = bias + Σ_ci Σ_k x[b, ci, m]·w[ci, co, k] over m·stride − padding + k = p. */
+/* y[b, co, p] = bias + Σ_ci Σ_k x[b, ci, m]·w[ci, co, k] over m·stride − padding + k = p.
+ * Polyphase: only the taps k ≡ p + padding (mod stride) meet an input sample,
+ * so each thread walks those alone (K/stride of them, ascending k as the
+ * formula sums) instead of testing all K; lanes of a warp then run the same
+ * number of taps and none idles through another phase's channel loop. */
 template <int CO>
 __global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt,
                                    const void *bias, int bdt, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout,
@@ -125,10 +129,9 @@ __global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, con
     float acc[CO];
 #pragma unroll
     for (int c = 0; c < CO; c++) acc[c] = bias ? ld1(bias, bdt, co0 + c) : 0.0f;
-    for (int k = 0; k < K; k++) {
-        int64_t q = p + padding - k;
-        if (q < 0 || q % stride) continue;
-        int64_t m = q / stride;
+    int64_t q0 = p + padding; /* >= 0: p >= 0, padding >= 0 */
+    for (int k = (int)(q0 % stride); k < K; k += stride) {
+        int64_t m = (q0 - k) / stride;
         if (m >= Lin) continue;
         for (int64_t ci = 0; ci < Cin; ci++) {
             float xv = ld1(x, xdt, (b * Cin + ci) * Lin + m);
@@ -197,22 +200,76 @@ __global__ void k_snake_beta(void *y, int ydt, const void *x, int xdt, const voi
     }
 }
 
-/* BigVGAN Activation1d: downsample(snake(upsample(x))), the 2×-rate signal
- * computed where each output tap needs it. y != x (the caller stages). */
+/* BigVGAN Activation1d, downsample(snake(upsample(x))), a tile of kActTile
+ * outputs of one row per block. The block stages the row's input samples the
+ * tile reaches into shared memory, computes every upsampled sample the
+ * downsampler reads once (its polyphase taps only, then SnakeBeta: one sinf
+ * a 2×-rate sample), keeps them in shared memory, and filters them down. The
+ * 2×-rate signal never reaches device memory, and each of its samples is
+ * computed once instead of once per downsampling tap (Kd times). Sums run in
+ * the formulas' order (h3_ops_audio_vae.h: ascending taps), so the values are
+ * those of upsample_at / k_downsample1d composed. y != x (the caller stages). */
+const int kActTile = 512, kActThreads = 256;
+
+__device__ __forceinline__ int64_t clamp_len(int64_t v, int64_t len) { return v < 0 ? 0 : v >= len ? len - 1 : v; }
+
+/* floor(a / b) for b > 0. */
+__device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* Shared floats of one block: both filters, the upsampled tile, the input span. */
+inline size_t act_smem_floats(int Ku, int Kd, int ratio) {
+    size_t nu = (size_t)(kActTile - 1) * (size_t)ratio + (size_t)Kd;
+    size_t nx = (nu + (size_t)Ku) / (size_t)ratio + 3;
+    return (size_t)Ku + (size_t)Kd + nu + nx;
+}
+
 __global__ void k_snake_antialiased(void *y, int ydt, const void *x, int xdt, const void *alpha, int adt,
                                     const void *beta, int bdt, const void *fu, int fudt, int Ku, const void *fd,
-                                    int fddt, int Kd, int ratio, int64_t C, int64_t L, int64_t n) {
-    int64_t Lr = L * ratio, left = Kd / 2 - (Kd % 2 == 0);
-    GRID_STRIDE(i, n) {
-        int64_t r = i / L, t = i - r * L, c = r % C;
-        float a = expf(ld1(alpha, adt, c)), inv = 1.0f / (expf(ld1(beta, bdt, c)) + 1e-9f);
-        float acc = 0.0f;
-        for (int k = 0; k < Kd; k++) {
-            int64_t j = t * ratio + k - left;
-            j = j < 0 ? 0 : j >= Lr ? Lr - 1 : j;
-            acc += ld1(fd, fddt, k) * snake(upsample_at(x, xdt, r * L, L, fu, fudt, Ku, ratio, j), a, inv);
+                                    int fddt, int Kd, int ratio, int64_t C, int64_t L, int64_t rows) {
+    extern __shared__ float act_smem[];
+    float *fus = act_smem, *fds = fus + Ku;
+    const int64_t Lr = L * ratio, left = Kd / 2 - (Kd % 2 == 0);
+    const int64_t p = Ku / ratio - 1, off = p * ratio + (Ku - ratio) / 2, Lp = L + 2 * p;
+    const int64_t t0 = (int64_t)blockIdx.x * kActTile;
+    const int tn = (int)(L - t0 < kActTile ? L - t0 : kActTile);
+    const int nu = (tn - 1) * ratio + Kd;     /* upsampled samples the tile reads */
+    const int64_t jlo = t0 * ratio - left;    /* the first of them, before clamping */
+    const int64_t ulo = clamp_len(jlo, Lr), uhi = clamp_len(jlo + nu - 1, Lr);
+    /* input samples s = clamp(m − p) for m = (n + off − k)/ratio over n in [ulo, uhi], k in [0, Ku) */
+    const int64_t slo = clamp_len(floor_div(ulo + off - (Ku - 1), ratio) - p, L);
+    const int64_t shi = clamp_len(floor_div(uhi + off, ratio) - p, L);
+    const int nx = (int)(shi - slo + 1);
+    float *us = fds + Kd, *xs = us + ((kActTile - 1) * ratio + Kd);
+    for (int i = (int)threadIdx.x; i < Ku; i += (int)blockDim.x) fus[i] = (float)ratio * ld1(fu, fudt, i);
+    for (int i = (int)threadIdx.x; i < Kd; i += (int)blockDim.x) fds[i] = ld1(fd, fddt, i);
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int64_t base = row * L, c = row % C;
+        const float a = expf(ld1(alpha, adt, c)), inv = 1.0f / (expf(ld1(beta, bdt, c)) + 1e-9f);
+        for (int i = (int)threadIdx.x; i < nx; i += (int)blockDim.x) xs[i] = ld1(x, xdt, base + slo + i);
+        __syncthreads();
+        for (int i = (int)threadIdx.x; i < nu; i += (int)blockDim.x) {
+            int64_t j = clamp_len(jlo + i, Lr) + off; /* the downsampler's replicate padding, then upsample_at */
+            int k = (int)(j % ratio);
+            if (k < 0) k += ratio;
+            int64_t m = floor_div(j - k, ratio); /* taps k, k + ratio, ... read m, m − 1, ... */
+            float acc = 0.0f;
+            for (; k < Ku; k += ratio, m--) {
+                if (j - k < 0 || m >= Lp) continue;
+                acc += fus[k] * xs[clamp_len(m - p, L) - slo];
+            }
+            us[i] = snake(acc, a, inv);
         }
-        st1(y, ydt, i, acc);
+        __syncthreads();
+        for (int i = (int)threadIdx.x; i < tn; i += (int)blockDim.x) {
+            const float *u = us + (int64_t)i * ratio;
+            float acc = 0.0f;
+            for (int k = 0; k < Kd; k++) acc += fds[k] * u[k];
+            st1(y, ydt, base + t0 + i, acc);
+        }
+        __syncthreads(); /* xs and us are the next row's */
     }
 }
 
@@ -408,10 +465,16 @@ extern "C" int h3k_snake_beta_antialiased(void *y, int ydt, const void *x, int x
                                           const void *beta, int bdt, const void *up, int updt, int Ku,
                                           const void *down, int downdt, int Kd, int ratio, int64_t B, int64_t C,
                                           int64_t L, cudaStream_t stream) {
-    int64_t n = B * C * L;
-    if (n <= 0) return 0;
-    k_snake_antialiased<<<grid_for(n), kThreads, 0, stream>>>(y, ydt, x, xdt, alpha, adt, beta, bdt, up, updt, Ku,
-                                                              down, downdt, Kd, ratio, C, L, n);
+    int64_t rows = B * C;
+    if (rows <= 0 || L <= 0) return 0;
+    if (ratio < 1 || Ku < 1 || Kd < 1) return (int)cudaErrorInvalidValue;
+    size_t smem = act_smem_floats(Ku, Kd, ratio) * sizeof(float);
+    if (smem > 48 * 1024) return (int)cudaErrorInvalidValue; /* filters of thousands of taps: none exist */
+    int64_t tiles = (L + kActTile - 1) / kActTile;
+    if (tiles > 0x7fffffff) return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)tiles, (unsigned)(rows < 65535 ? rows : 65535));
+    k_snake_antialiased<<<grid, kActThreads, smem, stream>>>(y, ydt, x, xdt, alpha, adt, beta, bdt, up, updt, Ku,
+                                                             down, downdt, Kd, ratio, C, L, rows);
     return launched();
 }
 

@@ -624,7 +624,7 @@ static void test_vae_ops(void) {
     test_conv(2, 16, 50, 24, 7, 1, 3, 1, 1, 1);
     test_conv(2, 16, 61, 8, 5, 2, 4, 3, 4, 0);
     test_conv(1, 32, 300, 32, 11, 1, 15, 3, 1, 1);
-    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* the f32 GEMM path (im2col), two batch items */
+    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* an f32 GEMM path (implicit at 16 channels), two batch items */
     test_conv(2, 8, 200, 16, 4, 2, 1, 1, 1, 0);    /* GEMM path, strided, no bias */
     test_conv_transpose(2, 16, 20, 8, 8, 4, 2);
     test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
@@ -636,9 +636,11 @@ static void test_vae_ops(void) {
  * The anti-aliased SnakeBeta runs in tiles of 512 outputs a row (k_snake_antialiased): lengths of one
  * sample, a tile and one, two tiles and one, a ratio of 3 with odd filters, and more rows than one grid
  * holds (70,000 > 65,535). conv_transpose1d walks its polyphase taps: K = stride, K < 2·stride, odd
- * sizes. Then (full) every op at a stage of the release's decoder (207 latents, stereo, hop 800), at the
- * audio goldens' parity: relative L2 <= 1e-5 (same sums, another order), 2e-5 for conv1d, whose
- * sequential fp32 sums of up to 14,336 terms (conv_pre) round to about u·sqrt(n/6) = 3e-6 on each side. */
+ * sizes. The float32 conv1d on each GEMM path forced (1 im2col + cuBLASLt, 2 the implicit GEMM with its
+ * three tile heights), partial tiles of channels, steps and (ci, k) rows. Then (full) every op at a
+ * stage of the release's decoder (207 latents, stereo, hop 800), at the audio goldens' parity: relative
+ * L2 <= 1e-5 (same sums, another order), 2e-5 for conv1d, whose sequential fp32 sums of up to 14,336
+ * terms (conv_pre) round to about u·sqrt(n/6) = 3e-6 on each side. */
 static void test_audio_vae_ops(int full) {
     test_resample_tol(1, 3, 513, 12, 12, 2, 1e-5);
     test_resample_tol(1, 2, 1025, 12, 12, 2, 1e-5);
@@ -650,6 +652,18 @@ static void test_audio_vae_ops(int full) {
     test_conv_transpose_tol(1, 3, 11, 8, 5, 5, 0, 1e-5);
     test_conv_transpose_tol(1, 4, 9, 8, 7, 3, 2, 1e-5);
     test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5); /* GEMM path, dilation 5, padding past the signal */
+    for (int path = 1; path <= 2; path++) {
+        printf("  conv1d, the float32 GEMM path forced to %s:\n", path == 1 ? "im2col + cuBLASLt" : "implicit GEMM");
+        h3_backend_cuda_set_conv1d_path(gpu, path);
+        test_conv_tol(2, 24, 130, 16, 3, 1, 1, 1, 1, 1, 2e-5);
+        test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5);
+        test_conv_tol(1, 70, 177, 130, 5, 2, 3, 2, 1, 1, 2e-5); /* 130 channels: a partial 64-row tile */
+        test_conv_tol(2, 8, 200, 16, 4, 2, 1, 1, 1, 0, 2e-5);
+        test_conv_tol(1, 6, 1000, 65, 3, 1, 1, 1, 1, 1, 2e-5);  /* 18 (ci, k) rows: a step and a partial one */
+        test_conv_tol(1, 33, 300, 40, 7, 3, 0, 1, 1, 1, 2e-5);  /* 40 channels: 32-row tiles */
+        test_conv_tol(2, 64, 1100, 64, 11, 1, 15, 3, 1, 1, 2e-5);
+        h3_backend_cuda_set_conv1d_path(gpu, 0);
+    }
     if (!full) return;
     test_resample_tol(2, 512, 1035, 12, 12, 2, 1e-5);   /* stage 0 */
     test_resample_tol(2, 256, 5175, 12, 12, 2, 1e-5);   /* stage 1 */

@@ -383,6 +383,88 @@ __global__ void k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin,
     }
 }
 
+/* conv1d as an implicit GEMM (float32, groups 1): y_b[Cout, Lout] = w[Cout, Cin·K] · col_b + bias, where
+ * col_b[(ci, k), t] = x_b[ci, t·stride + k·dilation − padding] (0 outside) is gathered tile by tile into
+ * shared memory and never written out. A block computes BM = 16·TM channels × BN = 128 steps of one batch
+ * item (grid.z); each of its 256 threads TM channels × 8 steps (4 + 4, 64 apart, read as float4), over
+ * BK = 16 rows of (ci, k) a step. Each output sums its (ci, k) terms in ascending order, sequentially, as
+ * the direct kernel does; the bias is added last, as the im2col GEMM path adds it. TM follows Cout (4, 2
+ * or 1) so that few-channel convolutions (the decoder's last stages) waste little of the tile. */
+const int kIgBN = 128, kIgBK = 16, kIgThreads = 256;
+
+template <int TM>
+__global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const float *x, const float *w,
+                                                           const float *bias, int64_t Cin, int64_t Lin, int64_t Cout,
+                                                           int64_t Lout, int K, int stride, int padding,
+                                                           int dilation) {
+    const int BM = 16 * TM;
+    __shared__ float As[16 * TM][kIgBK];       /* w rows m0.., columns g0.. */
+    __shared__ __align__(16) float Bs[kIgBK][kIgBN]; /* col rows g0.., steps n0.. */
+    const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * kIgBN, b = blockIdx.z;
+    const int64_t CK = Cin * K;
+    const float *xb = x + b * Cin * Lin;
+    float acc[TM][8];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    for (int64_t g0 = 0; g0 < CK; g0 += kIgBK) {
+        /* A: a warp reads 16 consecutive weights of two rows */
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            int m = ty + 16 * i;
+            int64_t g = g0 + tx;
+            As[m][tx] = m0 + m < Cout && g < CK ? w[(m0 + m) * CK + g] : 0.0f;
+        }
+        /* B: a warp gathers 32 consecutive steps of one (ci, k) row, twice, 8 rows apart */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            int kk = tid / 32 + 8 * r, col = tid % 32;
+            int64_t g = g0 + kk;
+            const float *src = NULL;
+            int64_t off = 0;
+            if (g < CK) {
+                int64_t ci = g / K;
+                src = xb + ci * Lin;
+                off = (g - ci * K) * dilation - padding;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int64_t n = n0 + col + 32 * j, pos = n * stride + off;
+                Bs[kk][col + 32 * j] = src && n < Lout && pos >= 0 && pos < Lin ? src[pos] : 0.0f;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kIgBK; kk++) {
+            float a[TM];
+#pragma unroll
+            for (int i = 0; i < TM; i++) a[i] = As[ty * TM + i][kk];
+            float4 lo = *reinterpret_cast<const float4 *>(&Bs[kk][tx * 4]);
+            float4 hi = *reinterpret_cast<const float4 *>(&Bs[kk][64 + tx * 4]);
+            float bv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int64_t m = m0 + ty * TM + i;
+        if (m >= Cout) continue;
+        float bm = bias ? bias[m] : 0.0f;
+        float *yr = y + (b * Cout + m) * Lout;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int64_t n = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + (j - 4));
+            if (n < Lout) yr[n] = __fadd_rn(acc[i][j], bm);
+        }
+    }
+}
+
 /* y[b, c, t] += bias[c] over y [B, C, L] float32. */
 __global__ void k_add_channel_bias(float *y, const float *bias, int64_t C, int64_t L, int64_t n) {
     GRID_STRIDE(i, n) y[i] += bias[(i / L) % C];
@@ -393,6 +475,26 @@ extern "C" int h3k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin
     if (Lout <= 0 || Cin <= 0 || K <= 0) return 0;
     k_im2col1d<<<grid_for(Lout * Cin * K), kThreads, 0, stream>>>(col, x, Cin, Lin, Lout, K, stride, padding,
                                                                     dilation);
+    return launched();
+}
+
+extern "C" int h3k_conv1d_igemm(float *y, const float *x, const float *w, const float *bias, int64_t B,
+                                int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride, int padding,
+                                int dilation, cudaStream_t stream) {
+    if (B <= 0 || Cout <= 0 || Lout <= 0) return 0;
+    int tm = Cout >= 64 ? 4 : Cout >= 32 ? 2 : 1;
+    int64_t bx = (Lout + kIgBN - 1) / kIgBN, by = (Cout + 16 * tm - 1) / (16 * tm);
+    if (bx > 0x7fffffff || by > 65535 || B > 65535) return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)bx, (unsigned)by, (unsigned)B);
+    if (tm == 4)
+        k_conv1d_igemm<4><<<grid, kIgThreads, 0, stream>>>(y, x, w, bias, Cin, Lin, Cout, Lout, K, stride, padding,
+                                                             dilation);
+    else if (tm == 2)
+        k_conv1d_igemm<2><<<grid, kIgThreads, 0, stream>>>(y, x, w, bias, Cin, Lin, Cout, Lout, K, stride, padding,
+                                                             dilation);
+    else
+        k_conv1d_igemm<1><<<grid, kIgThreads, 0, stream>>>(y, x, w, bias, Cin, Lin, Cout, Lout, K, stride, padding,
+                                                             dilation);
     return launched();
 }
 

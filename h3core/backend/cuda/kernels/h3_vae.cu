@@ -118,8 +118,14 @@ __global__ void k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w
  * Polyphase: only the taps k ≡ p + padding (mod stride) meet an input sample,
  * so each thread walks those alone (K/stride of them, ascending k as the
  * formula sums) instead of testing all K; lanes of a warp then run the same
- * number of taps and none idles through another phase's channel loop. */
-template <int CO>
+ * number of taps and none idles through another phase's channel loop. F32:
+ * every operand is float32 (the audio decoder), read without ld1's switch. */
+template <bool F32>
+__device__ __forceinline__ float ldv(const void *p, int dt, int64_t i) {
+    return F32 ? ((const float *)p)[i] : ld1(p, dt, i);
+}
+
+template <int CO, bool F32>
 __global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt,
                                    const void *bias, int bdt, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout,
                                    int K, int stride, int padding) {
@@ -128,15 +134,15 @@ __global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, con
     if (p >= Lout) return;
     float acc[CO];
 #pragma unroll
-    for (int c = 0; c < CO; c++) acc[c] = bias ? ld1(bias, bdt, co0 + c) : 0.0f;
+    for (int c = 0; c < CO; c++) acc[c] = bias ? ldv<F32>(bias, bdt, co0 + c) : 0.0f;
     int64_t q0 = p + padding; /* >= 0: p >= 0, padding >= 0 */
     for (int k = (int)(q0 % stride); k < K; k += stride) {
         int64_t m = (q0 - k) / stride;
         if (m >= Lin) continue;
         for (int64_t ci = 0; ci < Cin; ci++) {
-            float xv = ld1(x, xdt, (b * Cin + ci) * Lin + m);
+            float xv = ldv<F32>(x, xdt, (b * Cin + ci) * Lin + m);
 #pragma unroll
-            for (int c = 0; c < CO; c++) acc[c] += xv * ld1(w, wdt, (ci * Cout + co0 + c) * K + k);
+            for (int c = 0; c < CO; c++) acc[c] += xv * ldv<F32>(w, wdt, (ci * Cout + co0 + c) * K + k);
         }
     }
 #pragma unroll
@@ -243,6 +249,11 @@ __global__ void k_snake_antialiased(void *y, int ydt, const void *x, int xdt, co
     const int64_t shi = clamp_len(floor_div(uhi + off, ratio) - p, L);
     const int nx = (int)(shi - slo + 1);
     float *us = fds + Kd, *xs = us + ((kActTile - 1) * ratio + Kd);
+    /* Upsampled sample i of the tile sits at j = jbase + li, li = clamp(jlo + i) − jlo in [0, nu): its
+     * phase and quotient from the block's once-computed ones in 32-bit arithmetic (no 64-bit division per
+     * sample). jbase = q_base·ratio + ph_base, ph_base in [0, ratio). */
+    const int64_t jbase = jlo + off, q_base = floor_div(jbase, ratio);
+    const int ph_base = (int)(jbase - q_base * ratio);
     for (int i = (int)threadIdx.x; i < Ku; i += (int)blockDim.x) fus[i] = (float)ratio * ld1(fu, fudt, i);
     for (int i = (int)threadIdx.x; i < Kd; i += (int)blockDim.x) fds[i] = ld1(fd, fddt, i);
     for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
@@ -251,10 +262,9 @@ __global__ void k_snake_antialiased(void *y, int ydt, const void *x, int xdt, co
         for (int i = (int)threadIdx.x; i < nx; i += (int)blockDim.x) xs[i] = ld1(x, xdt, base + slo + i);
         __syncthreads();
         for (int i = (int)threadIdx.x; i < nu; i += (int)blockDim.x) {
-            int64_t j = clamp_len(jlo + i, Lr) + off; /* the downsampler's replicate padding, then upsample_at */
-            int k = (int)(j % ratio);
-            if (k < 0) k += ratio;
-            int64_t m = floor_div(j - k, ratio); /* taps k, k + ratio, ... read m, m − 1, ... */
+            /* the downsampler's replicate padding, then upsample_at at j = clamp(jlo + i) + off */
+            int li = (int)(clamp_len(jlo + i, Lr) - jlo), t = ph_base + li, k = t % ratio;
+            int64_t j = jbase + li, m = q_base + (t - k) / ratio; /* taps k, k + ratio, ... read m, m − 1, ... */
             float acc = 0.0f;
             for (; k < Ku; k += ratio, m--) {
                 if (j - k < 0 || m >= Lp) continue;
@@ -387,10 +397,57 @@ __global__ void k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin,
  * col_b[(ci, k), t] = x_b[ci, t·stride + k·dilation − padding] (0 outside) is gathered tile by tile into
  * shared memory and never written out. A block computes BM = 16·TM channels × BN = 128 steps of one batch
  * item (grid.z); each of its 256 threads TM channels × 8 steps (4 + 4, 64 apart, read as float4), over
- * BK = 16 rows of (ci, k) a step. Each output sums its (ci, k) terms in ascending order, sequentially, as
- * the direct kernel does; the bias is added last, as the im2col GEMM path adds it. TM follows Cout (4, 2
- * or 1) so that few-channel convolutions (the decoder's last stages) waste little of the tile. */
+ * BK = 16 rows of (ci, k) a step, the next step's operands loaded into registers while this one computes.
+ * Each output sums its (ci, k) terms in ascending order, sequentially, as the direct kernel does; the bias
+ * is added last, as the im2col GEMM path adds it. TM follows Cout (4, 2 or 1) so that few-channel
+ * convolutions (the decoder's last stages) waste little of the tile. */
 const int kIgBN = 128, kIgBK = 16, kIgThreads = 256;
+
+/* One step's operands, read from global memory into registers (the next step's, while this one computes):
+ * A, TM weights a thread, a warp reading 16 consecutive ones of two rows; B, 8 gathered samples a thread, a
+ * warp reading 32 consecutive steps of one (ci, k) row, twice, 8 rows apart. */
+template <int TM> struct ig_regs {
+    float a[TM], b[2][4];
+};
+
+template <int TM>
+__device__ __forceinline__ void ig_load(ig_regs<TM> &r, const float *w, const float *xb, int64_t g0, int64_t m0,
+                                        int64_t n0, int64_t CK, int64_t Cout, int64_t Lin, int64_t Lout, int K,
+                                        int stride, int padding, int dilation) {
+    const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int64_t m = m0 + ty + 16 * i, g = g0 + tx;
+        r.a[i] = m < Cout && g < CK ? w[m * CK + g] : 0.0f;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int64_t g = g0 + tid / 32 + 8 * h;
+        const float *src = NULL;
+        int64_t off = 0;
+        if (g < CK) {
+            int64_t ci = g / K;
+            src = xb + ci * Lin;
+            off = (g - ci * K) * dilation - padding;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int64_t n = n0 + tid % 32 + 32 * j, pos = n * stride + off;
+            r.b[h][j] = src && n < Lout && pos >= 0 && pos < Lin ? src[pos] : 0.0f;
+        }
+    }
+}
+
+template <int TM>
+__device__ __forceinline__ void ig_store(const ig_regs<TM> &r, float (*As)[kIgBK], float (*Bs)[kIgBN]) {
+    const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
+#pragma unroll
+    for (int i = 0; i < TM; i++) As[ty + 16 * i][tx] = r.a[i];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) Bs[tid / 32 + 8 * h][tid % 32 + 32 * j] = r.b[h][j];
+}
 
 template <int TM>
 __global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const float *x, const float *w,
@@ -398,8 +455,8 @@ __global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const flo
                                                            int64_t Lout, int K, int stride, int padding,
                                                            int dilation) {
     const int BM = 16 * TM;
-    __shared__ float As[16 * TM][kIgBK];       /* w rows m0.., columns g0.. */
-    __shared__ __align__(16) float Bs[kIgBK][kIgBN]; /* col rows g0.., steps n0.. */
+    __shared__ float As[16 * TM][kIgBK];                /* w rows m0.., columns g0.. */
+    __shared__ __align__(16) float Bs[kIgBK][kIgBN];    /* col rows g0.., steps n0.. */
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * kIgBN, b = blockIdx.z;
     const int64_t CK = Cin * K;
@@ -409,33 +466,13 @@ __global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const flo
     for (int i = 0; i < TM; i++)
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    ig_regs<TM> next;
+    ig_load<TM>(next, w, xb, 0, m0, n0, CK, Cout, Lin, Lout, K, stride, padding, dilation);
+    ig_store<TM>(next, As, Bs);
+    __syncthreads();
     for (int64_t g0 = 0; g0 < CK; g0 += kIgBK) {
-        /* A: a warp reads 16 consecutive weights of two rows */
-#pragma unroll
-        for (int i = 0; i < TM; i++) {
-            int m = ty + 16 * i;
-            int64_t g = g0 + tx;
-            As[m][tx] = m0 + m < Cout && g < CK ? w[(m0 + m) * CK + g] : 0.0f;
-        }
-        /* B: a warp gathers 32 consecutive steps of one (ci, k) row, twice, 8 rows apart */
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            int kk = tid / 32 + 8 * r, col = tid % 32;
-            int64_t g = g0 + kk;
-            const float *src = NULL;
-            int64_t off = 0;
-            if (g < CK) {
-                int64_t ci = g / K;
-                src = xb + ci * Lin;
-                off = (g - ci * K) * dilation - padding;
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int64_t n = n0 + col + 32 * j, pos = n * stride + off;
-                Bs[kk][col + 32 * j] = src && n < Lout && pos >= 0 && pos < Lin ? src[pos] : 0.0f;
-            }
-        }
-        __syncthreads();
+        const bool more = g0 + kIgBK < CK;
+        if (more) ig_load<TM>(next, w, xb, g0 + kIgBK, m0, n0, CK, Cout, Lin, Lout, K, stride, padding, dilation);
 #pragma unroll
         for (int kk = 0; kk < kIgBK; kk++) {
             float a[TM];
@@ -450,6 +487,10 @@ __global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const flo
                 for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
         }
         __syncthreads();
+        if (more) {
+            ig_store<TM>(next, As, Bs);
+            __syncthreads();
+        }
     }
 #pragma unroll
     for (int i = 0; i < TM; i++) {
@@ -529,14 +570,19 @@ extern "C" int h3k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, co
                                     int64_t Lout, int K, int stride, int padding, cudaStream_t stream) {
     if (B <= 0 || Cout <= 0 || Lout <= 0) return 0;
     dim3 grid((unsigned)((Lout + 127) / 128), 1, (unsigned)B);
+    bool f32 = ydt == H3K_F32 && xdt == H3K_F32 && wdt == H3K_F32 && (!bias || bdt == H3K_F32);
     if (Cout % 8 == 0) {
         grid.y = (unsigned)(Cout / 8);
-        k_conv_transpose1d<8><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K,
-                                                         stride, padding);
+        if (f32)
+            k_conv_transpose1d<8, true><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout,
+                                                                   Lout, K, stride, padding);
+        else
+            k_conv_transpose1d<8, false><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout,
+                                                                    Lout, K, stride, padding);
     } else {
         grid.y = (unsigned)Cout;
-        k_conv_transpose1d<1><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout, Lout, K,
-                                                         stride, padding);
+        k_conv_transpose1d<1, false><<<grid, 128, 0, stream>>>(y, ydt, x, xdt, w, wdt, bias, bdt, Cin, Lin, Cout,
+                                                                Lout, K, stride, padding);
     }
     return launched();
 }

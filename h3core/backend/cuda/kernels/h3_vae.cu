@@ -439,7 +439,7 @@ __device__ __forceinline__ void ig_load(ig_regs<TM> &r, const float *w, const fl
 }
 
 template <int TM>
-__device__ __forceinline__ void ig_store(const ig_regs<TM> &r, float (*As)[kIgBK], float (*Bs)[kIgBN]) {
+__device__ __forceinline__ void ig_store(const ig_regs<TM> &r, float (*As)[kIgBK + 1], float (*Bs)[kIgBN]) {
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
 #pragma unroll
     for (int i = 0; i < TM; i++) As[ty + 16 * i][tx] = r.a[i];
@@ -455,7 +455,8 @@ __global__ void __launch_bounds__(kIgThreads) k_conv1d_igemm(float *y, const flo
                                                            int64_t Lout, int K, int stride, int padding,
                                                            int dilation) {
     const int BM = 16 * TM;
-    __shared__ float As[16 * TM][kIgBK];                /* w rows m0.., columns g0.. */
+    /* w rows m0.., columns g0.. (a column of padding: a warp's two rows of a column fall in two banks) */
+    __shared__ float As[16 * TM][kIgBK + 1];
     __shared__ __align__(16) float Bs[kIgBK][kIgBN];    /* col rows g0.., steps n0.. */
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * kIgBN, b = blockIdx.z;

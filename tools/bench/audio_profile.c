@@ -1,5 +1,5 @@
 /* audio_profile.c - the audio VAE decoder (BigVGAN, h3_audio_vae.c) op by op
- * at the bench's shape: 207 latents, stereo ([2, C, L] signals), fp32, the
+ * at the bench's shape (vae.c: 207 latents), stereo ([2, C, L] signals), fp32, the
  * release's config (tests/data/official/audio_vae). Every distinct op of
  * decode_device is run alone on random activations and weights of its shape
  * (CUDA events, 3 calls a timed run, medians of 7) and weighted by how many
@@ -17,8 +17,6 @@
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "bench.h"
 #include "model/h3_audio_vae.h"
-
-#define AP_LATENTS 207
 
 enum { AP_CONV, AP_GEMM, AP_CONVT, AP_ACT, AP_ADD, AP_COPY, AP_SCALE, AP_CLAMP, AP_KINDS };
 static const char *ap_kind_names[AP_KINDS] = {"conv1d",        "(its GEMM alone)", "conv_transpose1d",
@@ -210,7 +208,7 @@ static void ap_print_row(const ap_row *r, double total) {
 }
 
 /* The table, then the time by kind. */
-static void ap_report(const ap_table *t, const h3_audio_vae_config *cfg) {
+static void ap_report(const ap_table *t, const h3_audio_vae_config *cfg, int n_latents) {
     double total = 0, by_kind[AP_KINDS] = {0};
     for (int i = 0; i < t->n; i++) {
         double ms = t->r[i].ms * t->r[i].calls;
@@ -219,7 +217,7 @@ static void ap_report(const ap_table *t, const h3_audio_vae_config *cfg) {
     }
     printf("\naudio VAE decoder op by op: %d latents, stereo, fp32, hop %d; ms per call (median of 7 runs of 3 calls), "
            "calls per decode, ms per decode, share of the sum:\n",
-           AP_LATENTS, cfg->hop);
+           n_latents, cfg->hop);
     for (int i = 0; i < t->n; i++) {
         const ap_op *o = &t->r[i].op;
         if (o->kind == AP_CONVT)
@@ -245,7 +243,7 @@ static void ap_report(const ap_table *t, const h3_audio_vae_config *cfg) {
            by_kind[AP_CONV], forced[0], by_kind[AP_GEMM], forced[1], best);
 }
 
-void audio_vae_profile(void) {
+void audio_vae_profile(int n_latents) {
     h3_audio_vae_config cfg;
     h3_status st;
     if (h3_audio_vae_config_load("tests/data/official/audio_vae", &cfg, &st) != H3_OK) {
@@ -254,7 +252,7 @@ void audio_vae_profile(void) {
     }
     static ap_table t;
     t.n = 0;
-    ap_plan(&cfg, AP_LATENTS, &t);
+    ap_plan(&cfg, n_latents, &t);
     size_t mark = h3_arena_mark(B);
     ap_bufs bf;
     ap_alloc(&t, &bf);
@@ -269,7 +267,7 @@ void audio_vae_profile(void) {
             }
             h3_backend_cuda_set_conv1d_path(B, 0);
         }
-        ap_report(&t, &cfg);
+        ap_report(&t, &cfg, n_latents);
     }
     h3_arena_reset(B, mark);
 }

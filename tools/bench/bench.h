@@ -124,10 +124,10 @@ void vsa_report(const bench_options *o, const vsa_run *run, const char *gpu);
 void vsa_free(vsa_run *run);
 
 /* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op;
- * audio_profile.c: the audio decoder op by op at the bench's 207 latents. */
+ * audio_profile.c: the audio decoder op by op at n_latents (the bench's 207). */
 void vae_bench(const bench_options *o);
 void vae_profile_block(int tiles);
-void audio_vae_profile(void);
+void audio_vae_profile(int n_latents);
 
 /* fl2va.c: the vision tower and VAE encoder of one 1280×736 keyframe against eager torch
  * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes

@@ -368,7 +368,7 @@ void vae_bench(const bench_options *o) {
         vae_profile_block(1);
         vae_profile_block(7);
     }
-    audio_vae_profile();
+    audio_vae_profile(VAE_AUDIO_L);
     vae_bench_audio(o, dir, &r);
     if (!audio_only) vae_bench_video(o, dir, &r);
     JsonNode *ref = strcmp(o->reference, "none") ? vae_run_reference(o, dir, audio_only) : NULL;

@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
+    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

@@ -15,7 +15,8 @@
  * Without a GPU (or without CUDA in the build) the test prints why and
  * exits 77, meson's code for a skipped test. H3_TEST_QUICK=1 skips the
  * full-size part; H3_TEST_ATTENTION_ONLY=1 runs the small attention cases alone, H3_TEST_VSA_ONLY=1
- * the VSA-H3 cases alone (see the VSA section), H3_TEST_VAE_ENCODER_ONLY=1 the video VAE encoder's ops.
+ * the VSA-H3 cases alone (see the VSA section), H3_TEST_VAE_ENCODER_ONLY=1 the video VAE encoder's ops,
+ * H3_TEST_AUDIO_VAE_ONLY=1 the audio VAE decoder's.
  *
  * Arguments, for runs by hand (meson passes none): --attention NAME makes the
  * attention variant NAME (auto, generic, mma, wgmma, wgmma-simple,
@@ -446,8 +447,8 @@ static void test_rgb8(void) {
     reset(mc, mg);
 }
 
-static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding, int dilation,
-                      int groups, int with_bias) {
+static void test_conv_tol(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding,
+                          int dilation, int groups, int with_bias, double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cout, Cin / groups, K};
@@ -462,11 +463,17 @@ static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, 
     h3_op_conv1d(gpu, &y.g, &x.g, &w.g, with_bias ? &b.g : NULL, stride, padding, dilation, groups);
     snprintf(name, sizeof name, "conv1d %lldx%lldx%lld -> %lld K%d s%d p%d d%d g%d f32", (long long)B, (long long)Cin,
              (long long)Lin, (long long)Cout, K, stride, padding, dilation, groups);
-    compare(name, &y, tolerance(H3_F32));
+    compare(name, &y, tol);
     reset(mc, mg);
 }
 
-static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding) {
+static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding, int dilation,
+                      int groups, int with_bias) {
+    test_conv_tol(B, Cin, Lin, Cout, K, stride, padding, dilation, groups, with_bias, tolerance(H3_F32));
+}
+
+static void test_conv_transpose_tol(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding,
+                                    double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cin, Cout, K};
@@ -481,11 +488,17 @@ static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cou
     h3_op_conv_transpose1d(gpu, &y.g, &x.g, &w.g, &b.g, stride, padding);
     snprintf(name, sizeof name, "conv_transpose1d %lldx%lldx%lld -> %lld K%d s%d p%d f32", (long long)B,
              (long long)Cin, (long long)Lin, (long long)Cout, K, stride, padding);
-    compare(name, &y, tolerance(H3_F32));
+    compare(name, &y, tol);
     reset(mc, mg);
 }
 
-static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio) {
+static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding) {
+    test_conv_transpose_tol(B, Cin, Lin, Cout, K, stride, padding, tolerance(H3_F32));
+}
+
+/* The resampling ops, SnakeBeta plain and anti-aliased (out of place and in place), clamp; the anti-aliased
+ * one at tol (the others at the f32 tolerance). */
+static void test_resample_tol(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio, double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, C, L};
@@ -519,17 +532,21 @@ static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int r
     h3_op_snake_beta_antialiased(gpu, &ay.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
     snprintf(name, sizeof name, "snake_beta_antialiased %lldx%lldx%lld Ku%d Kd%d f32", (long long)B, (long long)C,
              (long long)L, Ku, Kd);
-    compare(name, &ay, tolerance(H3_F32));
+    compare(name, &ay, tol);
     h3_op_snake_beta_antialiased(cpu, &x.c, &x.c, &al.c, &be.c, &fu.c, &fd.c, ratio);
     h3_op_snake_beta_antialiased(gpu, &x.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
     snprintf(name, sizeof name, "snake_beta_antialiased in place %lldx%lldx%lld f32", (long long)B, (long long)C,
              (long long)L);
-    compare(name, &x, tolerance(H3_F32));
+    compare(name, &x, tol);
     pair cl = output2(H3_F32, B * C, L);
     h3_op_clamp(cpu, &cl.c, &x2c, -0.5f, 0.7f);
     h3_op_clamp(gpu, &cl.g, &x2g, -0.5f, 0.7f);
     compare("clamp [-0.5, 0.7] f32", &cl, tolerance(H3_F32)); /* x differs by rounding after the in-place op */
     reset(mc, mg);
+}
+
+static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio) {
+    test_resample_tol(B, C, L, Ku, Kd, ratio, tolerance(H3_F32));
 }
 
 /* Non-finite values and injected faults (issue 14): h3_tensor_count_nonfinite
@@ -607,12 +624,61 @@ static void test_vae_ops(void) {
     test_conv(2, 16, 50, 24, 7, 1, 3, 1, 1, 1);
     test_conv(2, 16, 61, 8, 5, 2, 4, 3, 4, 0);
     test_conv(1, 32, 300, 32, 11, 1, 15, 3, 1, 1);
-    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* the f32 GEMM path (im2col), two batch items */
+    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* an f32 GEMM path (implicit at 16 channels), two batch items */
     test_conv(2, 8, 200, 16, 4, 2, 1, 1, 1, 0);    /* GEMM path, strided, no bias */
     test_conv_transpose(2, 16, 20, 8, 8, 4, 2);
     test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
     test_resample(2, 8, 33, 12, 12, 2);
     test_resample(1, 4, 100, 12, 11, 2);
+}
+
+/* ---- the audio VAE decoder's ops at its kernels' edges and at the release's shapes ----------------------
+ * The anti-aliased SnakeBeta runs in tiles of 512 outputs a row (k_snake_antialiased): lengths of one
+ * sample, a tile and one, two tiles and one, a ratio of 3 with odd filters, and more rows than one grid
+ * holds (70,000 > 65,535). conv_transpose1d walks its polyphase taps: K = stride, K < 2·stride, odd
+ * sizes. The float32 conv1d on each GEMM path forced (1 im2col + cuBLASLt, 2 the implicit GEMM with its
+ * three tile heights), partial tiles of channels, steps and (ci, k) rows. Then (full) every op at a
+ * stage of the release's decoder (207 latents, stereo, hop 800), at the audio goldens' parity: relative
+ * L2 <= 1e-5 (same sums, another order), 2e-5 for conv1d, whose sequential fp32 sums of up to 14,336
+ * terms (conv_pre) round to about u·sqrt(n/6) = 3e-6 on each side. */
+static void test_audio_vae_ops(int full) {
+    test_resample_tol(1, 3, 513, 12, 12, 2, 1e-5);
+    test_resample_tol(1, 2, 1025, 12, 12, 2, 1e-5);
+    test_resample_tol(2, 3, 1, 12, 12, 2, 1e-5);
+    test_resample_tol(1, 2, 1500, 7, 5, 3, 1e-5);
+    test_resample_tol(1, 70000, 3, 12, 12, 2, 1e-5);
+    test_conv_transpose_tol(1, 7, 13, 3, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 5, 17, 16, 4, 2, 1, 1e-5);
+    test_conv_transpose_tol(1, 3, 11, 8, 5, 5, 0, 1e-5);
+    test_conv_transpose_tol(1, 4, 9, 8, 7, 3, 2, 1e-5);
+    test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5); /* GEMM path, dilation 5, padding past the signal */
+    for (int path = 1; path <= 2; path++) {
+        printf("  conv1d, the float32 GEMM path forced to %s:\n", path == 1 ? "im2col + cuBLASLt" : "implicit GEMM");
+        h3_backend_cuda_set_conv1d_path(gpu, path);
+        test_conv_tol(2, 24, 130, 16, 3, 1, 1, 1, 1, 1, 2e-5);
+        test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5);
+        test_conv_tol(1, 70, 177, 130, 5, 2, 3, 2, 1, 1, 2e-5); /* 130 channels: a partial 64-row tile */
+        test_conv_tol(2, 8, 200, 16, 4, 2, 1, 1, 1, 0, 2e-5);
+        test_conv_tol(1, 6, 1000, 65, 3, 1, 1, 1, 1, 1, 2e-5);  /* 18 (ci, k) rows: a step and a partial one */
+        test_conv_tol(1, 33, 300, 40, 7, 3, 0, 1, 1, 1, 2e-5);  /* 40 channels: 32-row tiles */
+        test_conv_tol(2, 64, 1100, 64, 11, 1, 15, 3, 1, 1, 2e-5);
+        h3_backend_cuda_set_conv1d_path(gpu, 0);
+    }
+    if (!full) return;
+    test_resample_tol(2, 512, 1035, 12, 12, 2, 1e-5);   /* stage 0 */
+    test_resample_tol(2, 256, 5175, 12, 12, 2, 1e-5);   /* stage 1 */
+    test_resample_tol(2, 8, 165600, 12, 12, 2, 1e-5);   /* stage 6 and act_post */
+    test_conv_transpose_tol(2, 1024, 207, 512, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 512, 1035, 256, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 256, 5175, 128, 4, 2, 1, 1e-5);
+    test_conv_transpose_tol(2, 16, 82800, 8, 4, 2, 1, 1e-5);
+    test_conv_tol(2, 32, 207, 2048, 1, 1, 0, 1, 1, 1, 2e-5);      /* in_proj */
+    test_conv_tol(2, 2048, 207, 1024, 7, 1, 3, 1, 1, 1, 2e-5);    /* conv_pre */
+    test_conv_tol(2, 512, 1035, 512, 11, 1, 25, 5, 1, 1, 1e-5);   /* stage 0, the widest AMP conv */
+    test_conv_tol(2, 512, 1035, 512, 3, 1, 1, 1, 1, 1, 2e-5);
+    test_conv_tol(2, 64, 20700, 64, 7, 1, 9, 3, 1, 1, 1e-5);      /* stage 3 */
+    test_conv_tol(2, 8, 165600, 8, 11, 1, 5, 1, 1, 1, 2e-5);      /* stage 6 */
+    test_conv_tol(2, 8, 165600, 1, 7, 1, 3, 1, 1, 0, 2e-5);       /* conv_post (the direct kernel) */
 }
 
 /* ---- the video VAE encoder's ops (h3_op_im2col3d, h3_op_group_norm) ------------------
@@ -1498,6 +1564,14 @@ int main(int argc, char **argv) {
         h3_backend_destroy(cpu);
         return h3_test_finish("test_cuda_ops");
     }
+    /* H3_TEST_AUDIO_VAE_ONLY=1: the audio VAE decoder's ops alone (then the release's shapes unless H3_TEST_QUICK) */
+    const char *aonly = getenv("H3_TEST_AUDIO_VAE_ONLY");
+    if (aonly && *aonly && strcmp(aonly, "0") != 0) {
+        test_audio_vae_ops(!is_quick);
+        h3_backend_destroy(gpu);
+        h3_backend_destroy(cpu);
+        return h3_test_finish("test_cuda_ops");
+    }
     if (vonly && *vonly && strcmp(vonly, "0") != 0) {
         test_vsa_small();
         if (!is_quick) full_vsa_all();
@@ -1565,6 +1639,7 @@ int main(int argc, char **argv) {
     test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_VARIANT_AUTO);
     test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_VARIANT_AUTO);
     if (!attention_only) test_vae_ops();
+    if (!attention_only) test_audio_vae_ops(!is_quick);
     if (!attention_only) test_encoder_ops(!is_quick);
     if (!attention_only) test_errors();
     if (!attention_only) test_nonfinite_and_faults();

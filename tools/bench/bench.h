@@ -31,7 +31,8 @@
 typedef struct bench_options {
     int blocks, reps, forward_reps;
     int vsa;           /* --vsa: 0 off, 1 on (default), 2 only */
-    int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only; --vae-reps (default 2) */
+    int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only, 3 audio (only the audio decoder and its
+                          profile); --vae-reps (default 2) */
     int fl2va;         /* --fl2va: 0 off, 1 on (default), 2 only: a keyframe's vision tower, VAE encode, surcharge */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
@@ -127,9 +128,11 @@ vsa_run *vsa_bench(const bench_options *o);
 void vsa_report(const bench_options *o, const vsa_run *run, const char *gpu);
 void vsa_free(vsa_run *run);
 
-/* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op. */
+/* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op;
+ * audio_profile.c: the audio decoder op by op at n_latents (the bench's 207). */
 void vae_bench(const bench_options *o);
 void vae_profile_block(int tiles);
+void audio_vae_profile(int n_latents);
 
 /* fl2va.c: the vision tower and VAE encoder of one 1280×736 keyframe against eager torch
  * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes

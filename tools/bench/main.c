@@ -15,7 +15,7 @@
  *                 --tp-sweep, --backend vsa; h3_bench_tp.c);
  *   vsa.c         VSA-H3 against our dense attention (--vsa on|off|only);
  *   vae.c         the VAE decoders against tools/bench/h3_vae_reference.py
- *                 (--vae on|off|only), after vae_profile.c's ViT block op by op;
+ *                 (--vae on|off|only|audio), after vae_profile.c's ViT block and audio_profile.c's decoder op by op;
  *   fl2va.c       one 1280×736 keyframe: the vision tower and the VAE encoder
  *                 against tools/bench/h3_fl2va_reference.py, and what FL2VA
  *                 adds over T2VA (--fl2va on|off|only);
@@ -37,7 +37,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
-            "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
+            "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
             "                [--attention-variant NAME] [--vsa-pipelined 0|1|2|3] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
@@ -142,6 +142,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--vsa-anchors")) o->vsa_anchors = v;
     else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
     else if (!strcmp(a, "--vsa") && (n = parse_section(v)) >= 0) o->vsa = n;
+    else if (!strcmp(a, "--vae") && !strcmp(v, "audio")) o->vae = 3; /* the audio decoder alone */
     else if (!strcmp(a, "--vae") && (n = parse_section(v)) >= 0) o->vae = n;
     else if (!strcmp(a, "--vae-reps")) o->vae_reps = atoi(v);
     else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
@@ -221,7 +222,7 @@ static int run_alone(const bench_options *o, const char *gpu) {
         fl2va_bench(o, gpu);
         return 0;
     }
-    if (o->vae == 2) { /* the VAE decoders against eager torch, nothing else */
+    if (o->vae >= 2) { /* the VAE decoders (3: the audio one) against eager torch, nothing else */
         vae_bench(o);
         return 0;
     }
@@ -247,7 +248,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
+    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

@@ -16,7 +16,9 @@
  * implementation written from docs/spec/h3-vaes.md (fp16 as §3.8 says for the
  * video, fp32 for the audio), times it the same way and reports relative L2
  * against ours. Before them, the video decoder's ViT block op by op
- * (vae_profile.c). */
+ * (vae_profile.c) and the audio decoder op by op (audio_profile.c). With
+ * --vae audio only the audio decoder runs: its profile, its decode and the
+ * reference's (--skip-video), in one call. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,10 +348,11 @@ static void vae_bench_audio(const bench_options *o, const char *dir, vae_result 
 }
 
 /* Runs h3_vae_reference.py (beside --reference) on the dump; returns its H3VAE JSON object (or NULL). */
-static JsonNode *vae_run_reference(const bench_options *o, const char *dir) {
+static JsonNode *vae_run_reference(const bench_options *o, const char *dir, int audio_only) {
     char cmd[8192], script[2048];
     reference_script(o, "h3_vae_reference.py", script, sizeof script);
-    snprintf(cmd, sizeof cmd, "%s %s --dump %s --reps %d 2>&1", o->python, script, dir, o->vae_reps);
+    snprintf(cmd, sizeof cmd, "%s %s --dump %s --reps %d%s 2>&1", o->python, script, dir, o->vae_reps,
+             audio_only ? " --skip-video" : "");
     return run_python_json(cmd, "H3VAE ");
 }
 
@@ -360,20 +363,28 @@ void vae_bench(const bench_options *o) {
     mkdir(dir, 0755);
     vae_result r;
     memset(&r, 0, sizeof r);
-    vae_profile_block(1);
-    vae_profile_block(7);
+    int audio_only = o->vae == 3;
+    if (!audio_only) {
+        vae_profile_block(1);
+        vae_profile_block(7);
+    }
+    audio_vae_profile(VAE_AUDIO_L);
     vae_bench_audio(o, dir, &r);
-    vae_bench_video(o, dir, &r);
-    JsonNode *ref = strcmp(o->reference, "none") ? vae_run_reference(o, dir) : NULL;
+    if (!audio_only) vae_bench_video(o, dir, &r);
+    JsonNode *ref = strcmp(o->reference, "none") ? vae_run_reference(o, dir, audio_only) : NULL;
     double tv = ref_num(ref, "video.ms"), ta = ref_num(ref, "audio.ms");
     double pv = ref_num(ref, "video.rel_l2"), pa = ref_num(ref, "audio.rel_l2");
     printf("\nVAE decoders, 1280x736x124 (37 latents, 7 windows x 28 tiles) and 207 audio latents (5.175 s, "
            "stereo, 32 kHz):\n");
     printf("%-34s %12s %12s %10s %12s\n", "", "ours ms", "torch ms", "speedup", "parity relL2");
-    printf("%-34s %12.1f %12.1f %9.2fx %12.2e\n", "video VAE decode (fp16)", r.video_ms, tv, tv / r.video_ms, pv);
+    if (!audio_only)
+        printf("%-34s %12.1f %12.1f %9.2fx %12.2e\n", "video VAE decode (fp16)", r.video_ms, tv, tv / r.video_ms, pv);
     printf("%-34s %12.2f %12.2f %9.2fx %12.2e\n", "audio VAE decode (fp32)", r.audio_ms, ta, ta / r.audio_ms, pa);
-    printf("video: %.1f ms per tile forward (196), %d frames emitted; target: >= 1.5x the eager reference%s\n",
-           r.video_ms / 196, r.frames, !isnan(tv) && tv / r.video_ms >= 1.5 ? " (met)" : " (missed)");
+    printf("audio: torch with TF32 convolutions %.2f ms; target: at least as fast as eager torch fp32%s\n",
+           ref_num(ref, "audio.ms_tf32"), !isnan(ta) && ta / r.audio_ms >= 1.0 ? " (met)" : " (missed)");
+    if (!audio_only)
+        printf("video: %.1f ms per tile forward (196), %d frames emitted; target: >= 1.5x the eager reference%s\n",
+               r.video_ms / 196, r.frames, !isnan(tv) && tv / r.video_ms >= 1.5 ? " (met)" : " (missed)");
     if (ref) json_node_unref(ref);
 }
 

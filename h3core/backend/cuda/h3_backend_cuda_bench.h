@@ -87,6 +87,11 @@ typedef enum h3_cuda_vsa_probe { H3_CUDA_VSA_PROBE_COPIES = 0, H3_CUDA_VSA_PROBE
 h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
                                             h3_status *status);
 
+/* The float32 conv1d's path, for benchmarks and tests: 0 (the default) chosen per shape, 1 im2col +
+ * cuBLASLt, 2 the implicit-GEMM kernel (where neither fits a call, the direct kernel runs either way).
+ * Returns the previous setting. */
+int h3_backend_cuda_set_conv1d_path(h3_backend *b, int path);
+
 #ifdef __cplusplus
 }
 #endif

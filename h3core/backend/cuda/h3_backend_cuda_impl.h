@@ -74,6 +74,7 @@ typedef struct cuda_impl {
     unsigned long long *count; /* device counter of count_nonfinite, in the same block */
     int fault_armed; /* h3_backend_inject_fault came due: the next launch check fails */
     h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
+    int conv1d_path; /* h3_backend_cuda_set_conv1d_path: 0 (the default) chosen per shape (h3_cuda_vae.c) */
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
 } cuda_impl;

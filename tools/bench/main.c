@@ -39,7 +39,7 @@ static void usage(void) {
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
             "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
-            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2|3] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
@@ -58,8 +58,8 @@ static void usage(void) {
             "  --vsa-anchors DIR  FastVideo's ThunderKittens and Triton VSA kernels (../shared/anchors/vsa copied\n"
             "                  into the checkout) timed by DIR/bench_vsa_anchors.py in the same run at the VSA\n"
             "                  section's shapes; the table gets the ratios against them\n"
-            "  --vsa-pipelined 0|1|2|3  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
-            "                  1 pipelined, 2 paired, 3 wide (two key tiles a step)\n"
+            "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
+            "                  1 pipelined, 2 paired\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
             "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
             "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n");
@@ -153,7 +153,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;
     else if (!strcmp(a, "--backend") && (!strcmp(v, "fa") || !strcmp(v, "vsa"))) o->fwd_vsa = !strcmp(v, "vsa");
     else if (!strcmp(a, "--attention-variant") && parse_variant(v, &o->attention_variant)) return 1;
-    else if (!strcmp(a, "--vsa-pipelined") && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "3")))
+    else if (!strcmp(a, "--vsa-pipelined") && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2")))
         o->vsa_pipelined = atoi(v);
     else return 0;
     return 1;

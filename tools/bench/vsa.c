@@ -34,16 +34,14 @@ static const vsa_case vsa_cases[] = {
 };
 #define N_VSA_CASES 3
 
-#define N_ALT 3 /* the Hopper kernel's consumers other than the current one */
-
 typedef struct vsa_result {
     int ok;
     int64_t S, n, P, k;
     double dense_ms, vsa_ms, nogate_ms, mma_ms, stage_ms[3];
-    double alt_ms[N_ALT], alt_fine_ms[N_ALT]; /* the other consumers of the Hopper kernel (simple, pipelined, paired, wide) */
+    double alt_ms[2], alt_fine_ms[2]; /* the other consumers of the Hopper kernel (simple, pipelined, paired) */
     double copy_ms, copy_bytes;       /* the fine kernel's tile copies alone (h3_backend_cuda_vsa_probe_ms) */
     double math_ms;                   /* its consumer alone, on resident tiles */
-    const char *alt_kernel[N_ALT];
+    const char *alt_kernel[2];
     double useful_flop, dense_flop;
     const char *kernel;
     int ctas;
@@ -132,15 +130,15 @@ static int vsa_inputs(vsa_ctx *c, const h3_vsa_plan *pl) {
     return bench_ok("vsa inputs");
 }
 
-/* On Hopper, the other consumers of the wgmma kernel (0 simple, 1 pipelined, 2 paired, 3 wide): the
- * three that are not the current one, timed where they run a kernel of their own. */
+/* On Hopper, the other consumers of the wgmma kernel (0 simple, 1 pipelined, 2 paired): the two
+ * that are not the current one, timed where they run a kernel of their own. */
 static void vsa_time_alternatives(const bench_options *o, vsa_ctx *c, const h3_vsa_plan *pl, vsa_result *r,
                                   int *alts, int *has_alt) {
     int pipe = h3_backend_cuda_set_vsa_pipelined(B, 0);
     h3_backend_cuda_set_vsa_pipelined(B, pipe);
-    for (int a = 0, v = 0; v < 4; v++)
-        if (v != pipe && a < N_ALT) alts[a++] = v;
-    for (int a = 0; a < N_ALT; a++) {
+    for (int a = 0, v = 0; v < 3; v++)
+        if (v != pipe && a < 2) alts[a++] = v;
+    for (int a = 0; a < 2; a++) {
         h3_backend_cuda_set_vsa_pipelined(B, alts[a]);
         r->alt_kernel[a] = h3_backend_cuda_vsa_kernel(B, H3_BF16, HD, pl->tile_elems);
         h3_backend_cuda_set_vsa_pipelined(B, pipe);
@@ -153,7 +151,7 @@ static void vsa_time_alternatives(const bench_options *o, vsa_ctx *c, const h3_v
 /* Stage timing of one gated call (and of the alternatives), and the fine kernel's two probes. */
 static void vsa_profile(vsa_ctx *c, vsa_result *r, const int *alts, const int *has_alt) {
     h3_status st;
-    float ms[3] = {NAN, NAN, NAN}, alt[N_ALT][3] = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, {NAN, NAN, NAN}};
+    float ms[3] = {NAN, NAN, NAN}, alt[2][3] = {{NAN, NAN, NAN}, {NAN, NAN, NAN}};
     r->copy_ms = r->math_ms = NAN;
     if (h3_backend_cuda_vsa_profile(B, 1, &st) == H3_OK) {
         c->what = VSA_GATE;
@@ -168,7 +166,7 @@ static void vsa_profile(vsa_ctx *c, vsa_result *r, const int *alts, const int *h
         /* a Q image per CTA, then K and Vᵀ images (16 KB each) per listed key tile */
         double n = (double)r->n, P = (double)r->P, tiles = NH * (n + 2 * (P * n + (n - P) * (P + r->k)));
         r->copy_bytes = tiles * 64 * HD * 2;
-        for (int a = 0; a < N_ALT; a++)
+        for (int a = 0; a < 2; a++)
             if (has_alt[a]) {
                 c->what = VSA_ALT;
                 c->consumer = alts[a];
@@ -179,7 +177,7 @@ static void vsa_profile(vsa_ctx *c, vsa_result *r, const int *alts, const int *h
     }
     bench_ok("vsa stages");
     for (int i = 0; i < 3; i++) r->stage_ms[i] = ms[i];
-    for (int a = 0; a < N_ALT; a++) r->alt_fine_ms[a] = alt[a][2];
+    for (int a = 0; a < 2; a++) r->alt_fine_ms[a] = alt[a][2];
 }
 
 static void vsa_case_run(const bench_options *o, const vsa_case *vc, vsa_result *r, int reference_shape) {
@@ -212,7 +210,7 @@ static void vsa_case_run(const bench_options *o, const vsa_case *vc, vsa_result 
         r->useful_flop = isnan(r->vsa_ms) ? NAN : vsa_useful_flop(pl);
         r->nogate_ms = vsa_time(&c, VSA_NOGATE, 1, o->reps);
         r->mma_ms = reference_shape ? vsa_time(&c, VSA_MMA, 1, o->reps) : NAN;
-        int alts[N_ALT], has_alt[N_ALT];
+        int alts[2], has_alt[2];
         vsa_time_alternatives(o, &c, pl, r, alts, has_alt);
         vsa_profile(&c, r, alts, has_alt);
         r->ok = 1;
@@ -293,7 +291,7 @@ static void print_case(const vsa_result *r, const char *label, int reference_sha
                "alone (no copies): %.2f ms = %.1f TF/s; the fine kernel takes %.2fx the larger\n", "", r->copy_ms,
                r->copy_bytes / 1e9, r->copy_bytes / r->copy_ms / 1e9, r->math_ms,
                tflops(r->useful_flop, r->math_ms), r->stage_ms[2] / fmax(r->copy_ms, r->math_ms));
-    for (int a = 0; a < N_ALT; a++)
+    for (int a = 0; a < 2; a++)
         if (!isnan(r->alt_ms[a]))
             printf("%-22s %s: %.2f ms = %.1f useful TF/s (%.1f%% of dense), fine kernel %.2f ms = %.1f TF/s (%.1f%%)\n",
                    "", r->alt_kernel[a], r->alt_ms[a], tflops(r->useful_flop, r->alt_ms[a]),
@@ -322,7 +320,7 @@ static void record_case(const bench_options *o, const vsa_result *r, const char 
         snprintf(alt + at, sizeof alt - at, "; same run: TK %.2f ms (fine %.2fx TK, op %.2fx TK), Triton %.2f ms",
                  r->tk_ms, r->tk_ms / r->stage_ms[2], r->tk_ms / r->vsa_ms, r->triton_ms);
     }
-    for (int a = 0; a < N_ALT; a++)
+    for (int a = 0; a < 2; a++)
         if (!isnan(r->alt_ms[a])) {
             size_t at = strlen(alt);
             snprintf(alt + at, sizeof alt - at, "; %s %.2f ms, fine %.2f ms (%.0f%%)", r->alt_kernel[a], r->alt_ms[a],

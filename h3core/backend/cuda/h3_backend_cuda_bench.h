@@ -49,14 +49,13 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
  * for bf16/f16, head_dim 64/128 and tiles of at most 64 rows; the generic
  * kernel otherwise (MMA or GENERIC forces the lower ones). Name of the
  * kernel a call with these parameters runs now ("wgmma", "wgmma-pipelined",
- * "wgmma-paired", "wgmma-wide", "mma.sync", "generic"). */
+ * "wgmma-paired", "mma.sync", "generic"). */
 const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_dim, int tile_elems);
 /* The Hopper VSA kernel's consumer: 0 (the default) one tile at a time,
  * 1 FlashAttention-3's intra-warpgroup overlap (the softmax of tile j+1
  * while P·V of tile j runs), 2 paired (two query tiles of a head a CTA,
- * the union of their key lists streamed once), 3 wide (two listed key tiles
- * a consumer step: one wait, one softmax pass and one O rescale for both;
- * other values: 1). Returns the previous setting. */
+ * the union of their key lists streamed once; other values: 1). Returns
+ * the previous setting. */
 int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on);
 /* For tests and benchmarks: copies what the last h3_op_vsa_attention left in
  * the backend's scratch to the host, when no op has used the scratch since

@@ -53,8 +53,7 @@ size_t h3_cuda_vsa_scratch_at(int sm, int path, const h3_tensor *o, const h3_ten
 
 static const char *vsa_kernel_name(const h3k_vsa_args *a) {
     int path = h3k_vsa_path(a);
-    static const char *const consumers[] = {"wgmma", "wgmma-pipelined", "wgmma-paired", "wgmma-wide"};
-    if (path == H3K_ATTN_WGMMA && a->pipelined > 0 && a->pipelined < 4) return consumers[a->pipelined];
+    if (path == H3K_ATTN_WGMMA && a->pipelined) return a->pipelined == 2 ? "wgmma-paired" : "wgmma-pipelined";
     return h3k_attention_path_name(path);
 }
 
@@ -135,7 +134,7 @@ const char *h3_backend_cuda_vsa_kernel(h3_backend *b, h3_dtype dtype, int head_d
 int h3_backend_cuda_set_vsa_pipelined(h3_backend *b, int on) {
     cuda_impl *c = impl_of(b);
     int old = c->vsa_pipelined;
-    c->vsa_pipelined = on < 0 || on > 3 ? 1 : on; /* 0 simple, 1 pipelined, 2 paired, 3 wide */
+    c->vsa_pipelined = on < 0 || on > 2 ? 1 : on; /* 0 simple, 1 pipelined, 2 paired */
     return old;
 }
 

@@ -35,7 +35,7 @@ typedef struct h3k_vsa_args {
     const int32_t *tile_sizes;   /* device, [num_tiles] */
     const int32_t *untile_index; /* device, [S]: padded slot of each packed row */
     int path;                    /* H3K_ATTN_*: AUTO/WGMMA pick the best fit, MMA, GENERIC */
-    int pipelined;               /* wgmma path: 0 the simple consumer, 1 the FA3-style pipelined one, 2 paired, 3 wide */
+    int pipelined;               /* wgmma path: 0 the simple consumer, 1 the FA3-style pipelined one, 2 paired */
     int sm;
     void *scratch;
     size_t scratch_size;

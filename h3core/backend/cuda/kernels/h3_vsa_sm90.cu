@@ -1,7 +1,7 @@
 /* h3_vsa_sm90.cu - the block-sparse kernels of VSA-H3 on Hopper (sm_90a:
  * wgmma, mbarriers, bulk copies), for bf16, head_dim 128 and 64-row tiles:
- * k_vsa_wgmma with its three consumers (one tile at a time, the default; the
- * FlashAttention-3-style pipelined one; the wide one, two tiles a step), the paired k_vsa_pair, and the two
+ * k_vsa_wgmma with its two consumers (one tile at a time, the default; the
+ * FlashAttention-3-style pipelined one), the paired k_vsa_pair, and the two
  * probes of benchmarks (k_vsa_copy_probe: the tile copies alone;
  * k_vsa_wgmma<false, true>: the consumer alone). Built for sm_80 too,
  * where every kernel here is a trap: the dispatch (h3_vsa.cu) launches
@@ -126,67 +126,6 @@ __device__ __forceinline__ void wg_rescale(float oacc[64], float l[2], const flo
 #pragma unroll
     for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
 }
-
-/* The wide consumer's step (k_vsa_wgmma<false, false, true>): two listed key
- * tiles a step. Both score GEMMs are issued and committed as one group, so
- * the warpgroup waits once for both, runs one softmax pass over their 128
- * columns (one row max, one rescale of O), and issues both P·V products as
- * one group: half the waits and half the softmax bookkeeping of the
- * one-tile step, the same sums (the running max moves in steps of 128 keys
- * instead of 64, so P is rounded against another max: rounding-level
- * differences from the default consumer). */
-__device__ __forceinline__ void wg_scores_pair(float s0[32], float s1[32], uint32_t sQ, uint32_t k0, uint32_t k1) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) s0[i] = s1[i] = 0.0f;
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        uint32_t off = (uint32_t)((kk >> 2) * (kRows * 128) + (kk & 3) * 32);
-        wgmma_ss_n64(s0, wg_desc(sQ + off), wg_desc(k0 + off), kk > 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        uint32_t off = (uint32_t)((kk >> 2) * (kRows * 128) + (kk & 3) * 32);
-        wgmma_ss_n64(s1, wg_desc(sQ + off), wg_desc(k1 + off), kk > 0);
-    }
-    wg_commit();
-}
-
-/* wg_softmax over two finished score tiles at once, in place (no GEMM is in
- * flight when it runs): s0, s1 become p with keys >= ks0 / ks1 masked. */
-__device__ __forceinline__ void wg_softmax_pair(float s0[32], float s1[32], int ks0, int ks1, int t, float scale_log2,
-                                                float m[2], float corr[2], float rs[2]) {
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        int col = 8 * (i >> 2) + 2 * t + (i & 1);
-        float x0 = col < ks0 ? s0[i] * scale_log2 : -INFINITY;
-        float x1 = col < ks1 ? s1[i] * scale_log2 : -INFINITY;
-        s0[i] = x0;
-        s1[i] = x1;
-        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], fmaxf(x0, x1));
-    }
-    float base[2];
-    softmax_row_max(mx, m, base, corr);
-    rs[0] = rs[1] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        s0[i] = exp2f(s0[i] - base[(i >> 1) & 1]);
-        s1[i] = exp2f(s1[i] - base[(i >> 1) & 1]);
-        rs[(i >> 1) & 1] += s0[i] + s1[i];
-    }
-}
-
-/* O += P0·V0 + P1·V1, both issued and committed as one group. */
-__device__ __forceinline__ void wg_pv_pair(float oacc[64], const uint32_t pa0[4][4], const uint32_t pa1[4][4],
-                                           uint32_t v0, uint32_t v1) {
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs(oacc, pa0[kk], wg_desc(v0 + kk * 32), 1);
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs(oacc, pa1[kk], wg_desc(v1 + kk * 32), 1);
-    wg_commit();
-}
 #endif
 
 #ifdef H3_HAVE_WGMMA
@@ -279,7 +218,7 @@ __device__ __forceinline__ void wg_produce(const uint8_t *qimg, const uint8_t *k
  * S_{j+1} = Q·K_{j+1}ᵀ and O += P_j·V_j back to back and computes the
  * softmax of S_{j+1} while P_j·V_j runs; without it each tile is S, wait,
  * softmax, P·V, wait, and the overlap comes only from the SM's other CTA. */
-template <bool PIPE, bool MATH_ONLY = false, bool WIDE = false>
+template <bool PIPE, bool MATH_ONLY = false>
 __global__ void __launch_bounds__(160, 2)
     k_vsa_wgmma(__nv_bfloat16 *o, const __nv_bfloat16 *gate, const uint8_t *qimg, const uint8_t *kimg,
                 const uint8_t *vimg, const float *oc, const int32_t *lists, const int32_t *slot, const int32_t *sizes,
@@ -309,45 +248,7 @@ __global__ void __launch_bounds__(160, 2)
     mbar_wait(bars, 0);
     int st = 0;
     uint32_t use = 0;
-    if constexpr (WIDE) {
-        static_assert(!PIPE && !MATH_ONLY, "the wide consumer is a variant of the simple one");
-        float s1[32];
-        uint32_t pa1[4][4];
-        int64_t it = 0;
-        for (; it + 1 < kl.count; it += 2) { /* stages st and st1 hold listed tiles it and it + 1 */
-            int st1 = st + 1 == kWgStages ? 0 : st + 1;
-            uint32_t use1 = st1 == 0 ? use + 1 : use;
-            mbar_wait(bars + 8 + 8 * st, use & 1);
-            mbar_wait(bars + 8 + 8 * st1, use1 & 1);
-            int ks0 = info[2 * st + 1], ks1 = info[2 * st1 + 1];
-            wg_scores_pair(s, s1, sQ, sK + st * 2 * kWgImg, sK + st1 * 2 * kWgImg);
-            wg_wait0();
-            wg_softmax_pair(s, s1, ks0, ks1, t, scale_log2, m, corr, rs);
-            wg_pack(s, pa);
-            wg_pack(s1, pa1);
-            wg_rescale(oacc, l, corr, rs);
-            wg_pv_pair(oacc, pa, pa1, sV + st * 2 * kWgImg, sV + st1 * 2 * kWgImg);
-            wg_wait0();
-            if (lane == 0) {
-                mbar_arrive(bars + 32 + 8 * st);
-                mbar_arrive(bars + 32 + 8 * st1);
-            }
-            st = st1 + 1 == kWgStages ? 0 : st1 + 1;
-            use = st == 0 ? use1 + 1 : use1;
-        }
-        if (it < kl.count) { /* an odd list's last tile: the one-tile step */
-            mbar_wait(bars + 8 + 8 * st, use & 1);
-            int ks = info[2 * st + 1];
-            wg_scores(s, sQ, sK + st * 2 * kWgImg);
-            wg_wait0();
-            wg_softmax(s, p, ks, t, scale_log2, m, corr, rs);
-            wg_pack(p, pa);
-            wg_rescale(oacc, l, corr, rs);
-            wg_pv(oacc, pa, sV + st * 2 * kWgImg);
-            wg_wait0();
-            if (lane == 0) mbar_arrive(bars + 32 + 8 * st);
-        }
-    } else if constexpr (!PIPE) {
+    if constexpr (!PIPE) {
         for (int64_t it = 0; it < kl.count; it++) {
             if (!MATH_ONLY || use == 0) mbar_wait(bars + 8 + 8 * st, use & 1);
             int ks = info[2 * st + 1];
@@ -634,17 +535,16 @@ __global__ void __launch_bounds__(288, 1)
 #endif
 }
 
-template <bool PIPE, bool WIDE = false>
+template <bool PIPE>
 int launch_consumer(const h3k_vsa_args *a, const h3k_vsa::vsa_layout &L, char *sc, const h3k_vsa::fine_args &f,
                     cudaStream_t stream) {
-    cudaError_t e =
-        cudaFuncSetAttribute(k_vsa_wgmma<PIPE, false, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+    cudaError_t e = cudaFuncSetAttribute(k_vsa_wgmma<PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_vsa_wgmma<PIPE, false, WIDE>, cudaFuncAttributePreferredSharedMemoryCarveout,
+        e = cudaFuncSetAttribute(k_vsa_wgmma<PIPE>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  (int)cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return (int)e;
     unsigned grid = (unsigned)((int64_t)a->n_heads * a->num_tiles);
-    k_vsa_wgmma<PIPE, false, WIDE><<<grid, 160, kWgSmem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->gate,
+    k_vsa_wgmma<PIPE><<<grid, 160, kWgSmem, stream>>>((__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->gate,
                                                 (const uint8_t *)(sc + L.qimg), (const uint8_t *)(sc + L.kimg),
                                                 (const uint8_t *)(sc + L.vimg), f.oc, f.lists, f.slot, a->tile_sizes,
                                                 a->num_tiles, a->num_prefix_tiles, a->topk, f.dense_all, a->n_heads,
@@ -673,14 +573,12 @@ int launch_pair(const h3k_vsa_args *a, const h3k_vsa::vsa_layout &L, char *sc, c
 namespace h3k_vsa {
 
 int launch_wgmma(const h3k_vsa_args *a, const vsa_layout &L, char *sc, const fine_args &f, cudaStream_t stream) {
-    return a->pipelined == 3 ? launch_consumer<false, true>(a, L, sc, f, stream)
-           : a->pipelined == 2 ? launch_pair(a, L, sc, f, stream)
-           : a->pipelined      ? launch_consumer<true>(a, L, sc, f, stream)
-                               : launch_consumer<false>(a, L, sc, f, stream);
+    return a->pipelined == 2 ? launch_pair(a, L, sc, f, stream)
+           : a->pipelined    ? launch_consumer<true>(a, L, sc, f, stream)
+                             : launch_consumer<false>(a, L, sc, f, stream);
 }
 
 int wgmma_ctas_per_sm(const h3k_vsa_args *a) {
-    if (a->pipelined == 3) return occupancy(k_vsa_wgmma<false, false, true>, 160, kWgSmem);
     if (a->pipelined == 2) return occupancy(k_vsa_pair, 288, kPairSmem);
     return a->pipelined ? occupancy(k_vsa_wgmma<true>, 160, kWgSmem) : occupancy(k_vsa_wgmma<false>, 160, kWgSmem);
 }

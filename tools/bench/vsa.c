@@ -183,6 +183,7 @@ static void vsa_profile(vsa_ctx *c, vsa_result *r, const int *alts, const int *h
 static void vsa_case_run(const bench_options *o, const vsa_case *vc, vsa_result *r, int reference_shape) {
     h3_status st;
     memset(r, 0, sizeof *r);
+    r->tk_ms = r->triton_ms = NAN; /* set by vsa_anchors when --vsa-anchors runs */
     h3_vsa_params p = h3_vsa_params_default();
     int64_t seg[3] = {vc->text, 0, vc->audio};
     h3_vsa_plan *pl = NULL;

@@ -313,28 +313,35 @@ static int misfit(const h3_memory_plan *plan) {
     return -1;
 }
 
+/* Bytes for a message: GiB, or MiB under a tenth of one (the tiny model). */
+static const char *size_text(uint64_t bytes, char *buf, size_t size) {
+    if ((double)bytes >= 0.1 * GIB) snprintf(buf, size, "%.2f GiB", (double)bytes / GIB);
+    else snprintf(buf, size, "%.2f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
 static h3_status_code refuse_open(const h3_engine *e, const h3_memory_device *d, int stream, uint64_t resident,
                                   h3_status *status) {
-    char w[16], ws[160], cap[96];
+    char w[16], ws[160], cap[96], a[32], t[32];
     where(d, w, sizeof w);
     weights_text(d, ws, sizeof ws);
-    if (capped(e, d->device) && d->available == e->max_gpu_memory)
-        snprintf(cap, sizeof cap, "max-gpu-memory %.2f GiB", (double)d->available / GIB);
-    else
-        snprintf(cap, sizeof cap, "the %.2f GiB free on %s", (double)d->available / GIB, w);
+    size_text(d->available, a, sizeof a);
+    if (capped(e, d->device) && d->available == e->max_gpu_memory) snprintf(cap, sizeof cap, "max-gpu-memory %s", a);
+    else snprintf(cap, sizeof cap, "the %s free on %s", a, w);
     if (!stream)
         return h3_fail(status, H3_ERR_NO_MEMORY,
                        "%s needs %.2f GiB before any request (%s; arena %.2f; workspace %.2f) but %s is less "
                        "(memory=resident); use memory=stream or auto, spread the model over more GPUs "
                        "(devices=0,1,...) or free memory on %s",
                        w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB, cap, w);
-    char also[96] = "";
-    if (resident) snprintf(also, sizeof also, " (resident: %.2f GiB)", (double)resident / GIB);
+    char also[96] = "", r[32];
+    if (resident) snprintf(also, sizeof also, " (resident: %s)", size_text(resident, r, sizeof r));
     return h3_fail(status, H3_ERR_NO_MEMORY,
-                   "%s is below the %.2f GiB stream mode needs on %s%s: %s (the transformer's and text "
+                   "%s is below the %s stream mode needs on %s%s: %s GiB (the transformer's and text "
                    "encoder's are what stays on the device, two ring slots each included); arena %.2f; "
                    "workspace %.2f; spread the model over more GPUs (devices=0,1,...) or raise the cap",
-                   cap, (double)d->total / GIB, w, also, ws, (double)d->arena / GIB, (double)d->workspace / GIB);
+                   cap, size_text(d->total, t, sizeof t), w, also, ws, (double)d->arena / GIB,
+                   (double)d->workspace / GIB);
 }
 
 /* No free count to plan against (the CPU, NVML silent): the mode asked

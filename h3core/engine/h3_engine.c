@@ -371,24 +371,37 @@ static h3_status_code load_video_vae(h3_engine *e, const h3_tp *tp, h3_engine_ra
     return rc;
 }
 
+static h3_status_code load_transformer(const h3_tp *tp, h3_engine *e, h3_engine_rank *r, h3_status *status) {
+    h3_status_code rc = e->stream ? h3_dit_load_stream(r->backend, e->transformer_dir, e->dummy.transformer, tp,
+                                                       e->adapter, &r->dit, status)
+                                  : h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp,
+                                                     e->adapter, &r->dit, status);
+    /* Every weight is counted as it loads (h3_weight_load); one that the
+     * adapter was fused into may owe its NaN to the adapter: say so. */
+    if (rc == H3_ERR_NONFINITE && e->adapter)
+        h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    return rc;
+}
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     /* e->dummy.*: NULL (the files) unless load-format dummy */
     uint64_t at = 0;
     took(r->backend, &at);
-    h3_status_code rc = h3_engine_text_encoder_load(e, tp, status);
-    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
-    if (rc == H3_OK) {
-        rc = e->stream ? h3_dit_load_stream(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter,
-                                            &r->dit, status)
-                       : h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter,
-                                          &r->dit, status);
-        /* Every weight is counted as it loads (h3_weight_load); one that the
-         * adapter was fused into may owe its NaN to the adapter: say so. */
-        if (rc == H3_ERR_NONFINITE && e->adapter)
-            h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    h3_status_code rc = H3_OK;
+    /* memory=stream: the transformer first, so its blocks (copied every
+     * forward) take the pin budget before the text encoder's layers
+     * (copied once a request) do */
+    if (e->stream) {
+        rc = load_transformer(tp, e, r, status);
+        r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
     }
-    r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
+    if (rc == H3_OK) rc = h3_engine_text_encoder_load(e, tp, status);
+    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
+    if (rc == H3_OK && !e->stream) {
+        rc = load_transformer(tp, e, r, status);
+        r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
+    }
     if (rc == H3_OK) rc = load_video_vae(e, tp, r, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
     r->weight_bytes[H3_PART_VIDEO_VAE] = took(r->backend, &at);

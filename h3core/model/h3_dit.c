@@ -144,20 +144,29 @@ static void feed_forward(h3_dit *dit, const h3_dit_block *blk, block_scratch *s)
 
 /* A pass over n blocks (the refiner's, the main ones) reads block i's
  * weights through block_get and gives them back with block_put. Resident,
- * these hand the block itself. memory=stream: block_start queues the first
- * blocks' copies into the ring's slots; block_get waits for block i's copy
- * and hands a copy of the block whose tensors are views into its slot;
- * block_put releases the slot and queues the copy of block i + slots into
- * it, which runs while the blocks in the other slots compute. */
-static h3_status_code block_start(h3_dit *dit, h3_dit_block *blocks, int n, h3_status *status) {
-    if (!dit->ring) return H3_OK;
-    int slots = h3_weight_ring_slots(dit->ring);
+ * these hand the block itself. memory=stream: block_get waits for block i's
+ * copy and hands a copy of the block whose tensors are views into its slot;
+ * block_put, called once block i's ops are queued, releases its slot and
+ * queues the copy of the next block into the slot the block before i freed,
+ * so that copy runs while block i computes. Queued after block i's ops, a
+ * copy from pageable memory (past the pin budget), which the host stages
+ * itself, also overlaps block i. */
+static int block_ahead(const h3_weight_ring *ring) {
+    int slots = h3_weight_ring_slots(ring);
+    return slots > 1 ? slots - 1 : 1; /* blocks in flight beyond the one computing */
+}
+
+static h3_status_code block_load(h3_dit *dit, h3_dit_block *blocks, int i, h3_status *status) {
     h3_tensor *list[H3_DIT_BLOCK_TENSORS];
+    h3_dit_block_tensors(&blocks[i], list);
+    return h3_weight_ring_load(dit->ring, i % h3_weight_ring_slots(dit->ring), (const h3_tensor *const *)list,
+                               H3_DIT_BLOCK_TENSORS, status);
+}
+
+static h3_status_code block_start(h3_dit *dit, h3_dit_block *blocks, int n, h3_status *status) {
     h3_status_code rc = H3_OK;
-    for (int i = 0; i < n && i < slots && rc == H3_OK; i++) {
-        h3_dit_block_tensors(&blocks[i], list);
-        rc = h3_weight_ring_load(dit->ring, i, (const h3_tensor *const *)list, H3_DIT_BLOCK_TENSORS, status);
-    }
+    for (int i = 0; dit->ring && i < n && i < block_ahead(dit->ring) && rc == H3_OK; i++)
+        rc = block_load(dit, blocks, i, status);
     return rc;
 }
 
@@ -171,12 +180,9 @@ static h3_status_code block_get(h3_dit *dit, h3_dit_block *blocks, int i, h3_dit
 
 static h3_status_code block_put(h3_dit *dit, h3_dit_block *blocks, int n, int i, h3_status *status) {
     if (!dit->ring) return H3_OK;
-    int slots = h3_weight_ring_slots(dit->ring), slot = i % slots;
-    h3_weight_ring_release(dit->ring, slot);
-    if (i + slots >= n) return h3_backend_check(dit->b, status);
-    h3_tensor *list[H3_DIT_BLOCK_TENSORS];
-    h3_dit_block_tensors(&blocks[i + slots], list);
-    return h3_weight_ring_load(dit->ring, slot, (const h3_tensor *const *)list, H3_DIT_BLOCK_TENSORS, status);
+    h3_weight_ring_release(dit->ring, i % h3_weight_ring_slots(dit->ring));
+    int next = i + block_ahead(dit->ring);
+    return next < n ? block_load(dit, blocks, next, status) : h3_backend_check(dit->b, status);
 }
 
 /* ---- begin: text refiner, RoPE tables, indices ------------------------------------- */

@@ -366,15 +366,25 @@ static h3_status_code make_ring(h3_text_encoder *te, h3_status *status) {
 
 /* Layer l's weights where the ops can read them (the forward's pass over
  * the layers, as the DiT's blocks: h3_dit.c): resident, the layer itself;
- * streamed, views into its slot once its copy is done, the copy of layer
- * l + 2 queued into the slot as layer l gives it back. */
+ * streamed, views into its slot once its copy is done. layer_put, once
+ * layer l's ops are queued, releases its slot and queues the copy of the
+ * next layer into the slot the layer before freed, behind layer l's ops. */
+static int layer_ahead(const h3_text_encoder *te) {
+    int slots = h3_weight_ring_slots(te->ring);
+    return slots > 1 ? slots - 1 : 1;
+}
+
+static h3_status_code layer_load(h3_text_encoder *te, int l, h3_status *status) {
+    h3_tensor *list[LAYER_TENSORS];
+    layer_tensors(&te->layers[l], list);
+    return h3_weight_ring_load(te->ring, l % h3_weight_ring_slots(te->ring), (const h3_tensor *const *)list,
+                               LAYER_TENSORS, status);
+}
+
 static h3_status_code layer_start(h3_text_encoder *te, h3_status *status) {
     h3_status_code rc = H3_OK;
-    h3_tensor *list[LAYER_TENSORS];
-    for (int l = 0; te->ring && l < te->tap_layer && l < h3_weight_ring_slots(te->ring) && rc == H3_OK; l++) {
-        layer_tensors(&te->layers[l], list);
-        rc = h3_weight_ring_load(te->ring, l, (const h3_tensor *const *)list, LAYER_TENSORS, status);
-    }
+    for (int l = 0; te->ring && l < te->tap_layer && l < layer_ahead(te) && rc == H3_OK; l++)
+        rc = layer_load(te, l, status);
     return rc;
 }
 
@@ -388,12 +398,9 @@ static h3_status_code layer_get(h3_text_encoder *te, int l, layer_weights *dev, 
 
 static h3_status_code layer_put(h3_text_encoder *te, int l, h3_status *status) {
     if (!te->ring) return H3_OK;
-    int slots = h3_weight_ring_slots(te->ring);
-    h3_weight_ring_release(te->ring, l % slots);
-    if (l + slots >= te->tap_layer) return h3_backend_check(te->b, status);
-    h3_tensor *list[LAYER_TENSORS];
-    layer_tensors(&te->layers[l + slots], list);
-    return h3_weight_ring_load(te->ring, l % slots, (const h3_tensor *const *)list, LAYER_TENSORS, status);
+    h3_weight_ring_release(te->ring, l % h3_weight_ring_slots(te->ring));
+    int next = l + layer_ahead(te);
+    return next < te->tap_layer ? layer_load(te, next, status) : h3_backend_check(te->b, status);
 }
 
 int h3_text_encoder_is_streamed(const h3_text_encoder *te) { return te->stream; }

@@ -598,7 +598,8 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     /* a measuring engine runs the mode it is asked for (the plan asks it
      * for each); a real one's is decided by h3_memory_check_open */
     e->stream = measure && o->memory == H3_MEMORY_STREAM;
-    if (!measure) h3_weight_set_pin_budget(o->max_pinned_memory);
+    /* the twin and the plan decide pinned or pageable as the engine will */
+    h3_weight_set_pin_budget(o->max_pinned_memory);
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */

@@ -202,10 +202,19 @@ static void compare_modes(const char *what, const char *devices, const char *ada
     CHECK(h3_test_generate(res.e, r, &a, NULL, &st) == H3_OK, "%s: resident run: %s", what, st.message);
     CHECK(h3_test_generate(str.e, r, &b, NULL, &st) == H3_OK, "%s: stream run: %s", what, st.message);
     CHECK(a.frames > 0 && same_clip(&a, &b), "%s: stream differs from resident", what);
-    /* a second request on the streamed engine: the ring starts over */
+    /* a second request on the streamed engine: the ring starts over; then
+     * two with the text encoder released after encoding (its host copies
+     * and slots freed, loaded again for the next request) */
     h3_test_capture c = {0};
     CHECK(h3_test_generate(str.e, r, &c, NULL, &st) == H3_OK && same_clip(&a, &c), "%s: second stream run: %s", what,
           st.message);
+    h3_engine_force_text_release(str.e, 1);
+    for (int i = 0; i < 2; i++) {
+        h3_test_capture d = {0};
+        CHECK(h3_test_generate(str.e, r, &d, NULL, &st) == H3_OK && same_clip(&a, &d),
+              "%s: stream run %d with the text encoder released: %s", what, i + 1, st.message);
+        h3_test_capture_free(&d);
+    }
     printf("%s: stream = resident (latents, audio, %d frames) with %.2f MiB of weights on the host\n", what, a.frames,
            (double)str.stats.host_pageable_bytes / 1048576.0);
     h3_test_capture_free(&a);

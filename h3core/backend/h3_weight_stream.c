@@ -120,7 +120,8 @@ h3_status_code h3_weight_to_host(h3_backend *b, h3_tensor *t, h3_status *status)
                        b->ops->name, bytes, h3_dtype_name(t->dtype));
     if (!b->ops->no_data && b->ops->download(b, host, t->data, bytes) != 0) {
         host_give(b, host, bytes, pinned);
-        if (!h3_backend_failed(b)) h3_backend_fail(b, H3_ERR_DEVICE, "%s: download of a streamed weight failed", b->ops->name);
+        if (!h3_backend_failed(b))
+            h3_backend_fail(b, H3_ERR_DEVICE, "%s: download of a streamed weight failed", b->ops->name);
         return h3_backend_check(b, status);
     }
     g_hash_table_insert(b->host_weights, host, (gpointer)(((uintptr_t)bytes << 1) | (uintptr_t)pinned));
@@ -176,7 +177,8 @@ h3_status_code h3_weight_ring_create(h3_backend *b, int n_slots, size_t slot_byt
         r->stream = b->ops->stream_create(b, n_slots);
         if (!r->stream) {
             h3_weight_ring_destroy(r);
-            if (!h3_backend_failed(b)) h3_backend_fail(b, H3_ERR_DEVICE, "%s: cannot create the weight-copy stream", b->ops->name);
+            if (!h3_backend_failed(b))
+                h3_backend_fail(b, H3_ERR_DEVICE, "%s: cannot create the weight-copy stream", b->ops->name);
             return h3_backend_check(b, status);
         }
     }
@@ -212,7 +214,8 @@ h3_status_code h3_weight_ring_load(h3_weight_ring *r, int slot, const h3_tensor 
     h3_backend *b = r->b;
     size_t need = h3_weight_ring_group_bytes(host, n);
     if (need > r->slot_bytes)
-        return h3_fail(status, H3_ERR_INTERNAL, "weight ring: a group of %zu bytes in slots of %zu", need, r->slot_bytes);
+        return h3_fail(status, H3_ERR_INTERNAL, "weight ring: a group of %zu bytes in slots of %zu", need,
+                       r->slot_bytes);
     for (int i = 0; i < n; i++)
         if (host[i]->data && !host[i]->on_host)
             return h3_fail(status, H3_ERR_INTERNAL, "weight ring: tensor %d of the group is not host-resident", i);
@@ -226,7 +229,8 @@ h3_status_code h3_weight_ring_load(h3_weight_ring *r, int slot, const h3_tensor 
     }
     if (!failed && r->stream) failed = b->ops->stream_copy_end(b, r->stream, slot) != 0;
     if (failed) {
-        if (!h3_backend_failed(b)) h3_backend_fail(b, H3_ERR_DEVICE, "%s: weight-stream copy into slot %d failed", b->ops->name, slot);
+        if (!h3_backend_failed(b))
+            h3_backend_fail(b, H3_ERR_DEVICE, "%s: weight-stream copy into slot %d failed", b->ops->name, slot);
         return h3_backend_check(b, status);
     }
     r->loaded[slot] = need;
@@ -244,7 +248,8 @@ h3_status_code h3_weight_ring_acquire(h3_weight_ring *r, int slot, h3_tensor *co
         return h3_fail(status, H3_ERR_INTERNAL, "weight ring: slot %d holds %zu bytes, the group asks for %zu", slot,
                        r->loaded[slot], need);
     if (r->stream && r->b->ops->stream_acquire(r->b, r->stream, slot) != 0) {
-        if (!h3_backend_failed(r->b)) h3_backend_fail(r->b, H3_ERR_DEVICE, "%s: waiting for slot %d failed", r->b->ops->name, slot);
+        if (!h3_backend_failed(r->b))
+            h3_backend_fail(r->b, H3_ERR_DEVICE, "%s: waiting for slot %d failed", r->b->ops->name, slot);
         return h3_backend_check(r->b, status);
     }
     size_t off = 0;

@@ -23,8 +23,10 @@
  * widen the latents), resident or streamed; the video then audio
  * velocities of the second (malloc'd, *n values), the device weights the
  * model took and the ring's stats. */
-static inline float *h3_test_stream_forward(h3_backend *b, const h3_dit_config *cfg, int stream, int seq_scale,
-                                            uint64_t *device_weights, h3_weight_ring_stats *ring, size_t *n) {
+/* slots: the ring's (0: the default). */
+static inline float *h3_test_stream_forward_slots(h3_backend *b, const h3_dit_config *cfg, int stream, int slots,
+                                                  int seq_scale, uint64_t *device_weights, h3_weight_ring_stats *ring,
+                                                  size_t *n) {
     h3_dit *dit = NULL;
     h3_status st = {0};
     h3_backend_memory m0, m1;
@@ -33,6 +35,7 @@ static inline float *h3_test_stream_forward(h3_backend *b, const h3_dit_config *
                                : h3_dit_create_random(b, cfg, cfg->num_layers, 11, NULL, &dit, &st);
     CHECK(rc == H3_OK, "random dit (stream %d): %s", stream, st.message);
     if (!dit) return NULL;
+    if (slots) CHECK(h3_dit_set_stream_slots(dit, slots, &st) == H3_OK, "%d slots: %s", slots, st.message);
     h3_backend_memory_get(b, &m1);
     *device_weights = m1.weights - m0.weights;
     CHECK(h3_dit_is_streamed(dit) == stream, "h3_dit_is_streamed");
@@ -76,6 +79,11 @@ static inline float *h3_test_stream_forward(h3_backend *b, const h3_dit_config *
         return NULL;
     }
     return out;
+}
+
+static inline float *h3_test_stream_forward(h3_backend *b, const h3_dit_config *cfg, int stream, int seq_scale,
+                                            uint64_t *device_weights, h3_weight_ring_stats *ring, size_t *n) {
+    return h3_test_stream_forward_slots(b, cfg, stream, 0, seq_scale, device_weights, ring, n);
 }
 
 typedef struct opened {

@@ -70,6 +70,10 @@ h3_status_code h3_dit_load_stream(h3_backend *b, const char *dir, const h3_check
 h3_status_code h3_dit_create_random_stream(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
                                            const h3_tp *tp, h3_dit **out, h3_status *status);
 int h3_dit_is_streamed(const h3_dit *dit);
+/* The ring's slot count (1..8; H3_DIT_STREAM_SLOTS by default): 3 keeps two
+ * blocks in flight ahead of the one computing, for benchmarks of the
+ * overlap. Remakes the ring; outside a request only; no-op when resident. */
+h3_status_code h3_dit_set_stream_slots(h3_dit *dit, int slots, h3_status *status);
 /* What the ring did (zeros when resident). */
 void h3_dit_stream_stats(h3_dit *dit, h3_weight_ring_stats *out);
 

@@ -32,6 +32,7 @@ struct h3_dit {
      * refiner) live on the host and go through the ring, block i+1 copied
      * while block i computes; everything else stays resident. */
     int stream;
+    int stream_slots;    /* the ring's slots (h3_dit_set_stream_slots; H3_DIT_STREAM_SLOTS by default) */
     h3_weight_ring *ring;
 
     /* Per request (h3_dit_begin .. h3_dit_end). */

@@ -109,8 +109,17 @@ static h3_status_code make_ring(h3_dit *dit, h3_status *status) {
         size_t n = h3_weight_ring_group_bytes((const h3_tensor *const *)list, H3_DIT_BLOCK_TENSORS);
         if (n > most) most = n;
     }
-    h3_status_code rc = h3_weight_ring_create(dit->b, H3_DIT_STREAM_SLOTS, most, &dit->ring, status);
+    int slots = dit->stream_slots ? dit->stream_slots : H3_DIT_STREAM_SLOTS;
+    h3_status_code rc = h3_weight_ring_create(dit->b, slots, most, &dit->ring, status);
     return rc == H3_OK ? rc : h3_status_prefix(status, "dit (memory=stream)");
+}
+
+h3_status_code h3_dit_set_stream_slots(h3_dit *dit, int slots, h3_status *status) {
+    if (slots < 1 || slots > 8)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit: %d stream slots (1..8)", slots);
+    if (dit->layout) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit: stream slots changed inside a request");
+    dit->stream_slots = slots;
+    return make_ring(dit, status);
 }
 
 int h3_dit_is_streamed(const h3_dit *dit) { return dit->stream; }

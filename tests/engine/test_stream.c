@@ -169,6 +169,14 @@ static void test_dit_random(void) {
     /* 5 main blocks per forward (two forwards), 2 refiner blocks at begin */
     CHECK(rs.loads == (uint64_t)(2 * cfg.num_layers + 2) && rr.loads == 0, "ring loads %llu",
           (unsigned long long)rs.loads);
+    for (int slots = 1; slots <= 3; slots += 2) {
+        uint64_t bytes = 0;
+        h3_weight_ring_stats k;
+        float *t = h3_test_stream_forward_slots(b, &cfg, 1, slots, 1, &bytes, &k, &n);
+        CHECK(t && r && memcmp(r, t, n * sizeof *r) == 0 && k.loads == rs.loads, "%d slots differ from resident",
+              slots);
+        free(t);
+    }
     CHECK(stream_bytes < resident_bytes, "stream holds %llu on the device, resident %llu",
           (unsigned long long)stream_bytes, (unsigned long long)resident_bytes);
     printf("dit, 5 random blocks: stream = resident bit for bit; device weights %llu -> %llu bytes\n",

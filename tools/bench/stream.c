@@ -11,7 +11,8 @@
  * median forward (wall, synchronised, after a warm-up), the overhead against
  * resident, the device peak (h3_backend_memory), the time compute stood
  * waiting for a copy (the ring's stall counter: CUDA events around each
- * wait) and what the host holds pinned and pageable. Outputs must match
+ * wait) and what the host holds pinned and pageable; last, the ring with
+ * three slots instead of two, without a cap. Outputs must match
  * resident to the bit; the section says so. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -189,6 +190,16 @@ static int bench_mode(const bench_options *o, const h3_dit_config *cfg, int stre
             print_row(&rows[i], NULL);
             fflush(stdout);
         }
+    if (stream && f.row_index) { /* three slots: two blocks in flight ahead of the one computing */
+        stream_row *r3 = &rows[n_caps];
+        rc = h3_dit_set_stream_slots(f.dit, 3, &st);
+        if (!failed("three slots", rc, &st)) {
+            r3->mode = "stream-3";
+            r3->create_s = create_s;
+            time_row(o, &f, r3, 0, *want, NULL);
+            print_row(r3, NULL);
+        }
+    }
     free_inputs(&f);
     h3_dit_free(f.dit);
     h3_backend_trim(B);
@@ -199,7 +210,7 @@ int stream_bench(const bench_options *o) {
     h3_dit_config cfg;
     release_dit_config(&cfg);
     static const double resident_caps[] = {0}, stream_caps[] = {0, 80, 48, 24};
-    stream_row res[1], str[4];
+    stream_row res[1], str[5]; /* the caps, then three slots without a cap */
     memset(res, 0, sizeof res);
     memset(str, 0, sizeof str);
     float *want = NULL;
@@ -211,7 +222,7 @@ int stream_bench(const bench_options *o) {
            "(random model built in %.1f s resident, %.1f s streamed)\n",
            o->blocks, res[0].create_s, str[0].create_s);
     print_row(&res[0], &res[0]);
-    for (int i = 0; i < 4; i++) print_row(&str[i], &res[0]);
+    for (int i = 0; i < 5; i++) print_row(&str[i], &res[0]);
     if (o->blocks < 50) printf("  (%d blocks: scale the forward times by 50/%d for the whole model)\n", o->blocks, o->blocks);
     fflush(stdout);
     free(want);

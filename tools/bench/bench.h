@@ -36,6 +36,7 @@ typedef struct bench_options {
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
     int stream;        /* --stream: 0 off (default), 1 on, 2 only: memory=stream against resident (stream.c) */
+    double max_pinned_gib; /* --max-pinned-memory GIB: stream.c's pin budget (0: h3's default, half the host) */
     int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
     int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
     int tp_project[8], n_tp_project; /* --tp-project LIST: one rank's share of these TP degrees on the first

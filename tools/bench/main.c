@@ -62,7 +62,7 @@ static void usage(void) {
             "  --stream on|off|only  the product's forward of --blocks release blocks resident, then memory=stream\n"
             "                  without a cap and under 80, 48 and 24 GiB: time, overhead against resident, device\n"
             "                  peak, copy stalls, host pinned/pageable (default off: it holds the blocks on the device\n"
-            "                  and then in host memory)\n"
+            "                  and then in host memory); --max-pinned-memory GIB: its pin budget (default half the host)\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
             "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
             "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n");
@@ -150,6 +150,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--stream") && (n = parse_section(v)) >= 0) o->stream = n;
+    else if (!strcmp(a, "--max-pinned-memory")) return (o->max_pinned_gib = atof(v)) > 0;
     else if (!strcmp(a, "--devices")) *devices = v;
     else if (!strcmp(a, "--tp-project")) return parse_project(o, v);
     else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;

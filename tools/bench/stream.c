@@ -214,6 +214,7 @@ int stream_bench(const bench_options *o) {
     memset(res, 0, sizeof res);
     memset(str, 0, sizeof str);
     float *want = NULL;
+    if (o->max_pinned_gib > 0) h3_weight_set_pin_budget((uint64_t)(o->max_pinned_gib * GIB));
     printf("stream: pin budget %.2f GiB (h3_weight_set_pin_budget; default half of the host's memory)\n",
            h3_weight_pin_budget() / GIB);
     bench_mode(o, &cfg, 0, resident_caps, 1, res, &want);

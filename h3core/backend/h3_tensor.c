@@ -53,6 +53,7 @@ h3_tensor h3_tensor_reshape(const h3_tensor *t, int ndim, const int64_t *shape) 
     v.ndim = ndim;
     memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
     v.data = t->data;
+    v.on_host = t->on_host;
     return v;
 }
 
@@ -65,5 +66,6 @@ h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows) {
     v.shape[0] = nrows;
     v.shape[1] = cols;
     v.data = t->data ? (char *)t->data + (size_t)(row0 * cols) * h3_dtype_size(t->dtype) : NULL;
+    v.on_host = t->on_host;
     return v;
 }

@@ -22,6 +22,9 @@ typedef struct h3_tensor {
     int ndim;
     int64_t shape[H3_MAX_DIMS];
     void *data;
+    /* 1: data is host memory, a streamed weight (h3_weight_stream.h) that
+     * no op may read; views keep it. 0 for everything else. */
+    int on_host;
 } h3_tensor;
 
 /* The backend a tensor lives on; opaque outside the backends (h3_backend.h). */

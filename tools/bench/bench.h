@@ -36,6 +36,8 @@ typedef struct bench_options {
     int fl2va;         /* --fl2va: 0 off, 1 on (default), 2 only: a keyframe's vision tower, VAE encode, surcharge */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
+    int stream;        /* --stream: 0 off (default), 1 on, 2 only: memory=stream against resident (stream.c) */
+    double max_pinned_gib; /* --max-pinned-memory GIB: stream.c's pin budget (0: h3's default, half the host) */
     int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
     int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
     int tp_project[8], n_tp_project; /* --tp-project LIST: one rank's share of these TP degrees on the first
@@ -121,6 +123,10 @@ int forward_bench(const bench_options *o, const ops_result *hand);
 /* forward_tp.c: the product's forward over tensor-parallel ranks (--devices, --tp-sweep, --backend vsa). */
 int forward_tp_degree_ok(const bench_options *o); /* refuses a degree the model does not split over */
 int forward_tp_bench(const bench_options *o);
+
+/* stream.c: the product's forward resident and memory=stream (no cap, 80, 48, 24 GiB): time, overhead,
+ * device peak, copy stalls, host pinned/pageable. */
+int stream_bench(const bench_options *o);
 
 /* vsa.c: VSA-H3 against our dense attention at the spec's shapes. */
 typedef struct vsa_run vsa_run;

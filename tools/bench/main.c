@@ -20,7 +20,9 @@
  *                 against tools/bench/h3_fl2va_reference.py, and what FL2VA
  *                 adds over T2VA (--fl2va on|off|only);
  *   attention.c   alone with --attention only: every dense attention kernel
- *                 and torch SDPA.
+ *                 and torch SDPA;
+ *   stream.c      with --stream on|only: the product's forward resident and
+ *                 memory=stream (no cap, 80, 48, 24 GiB), overhead, peaks.
  * Results go to stdout; --perf-md FILE also records the ops and VSA rows in
  * that file's tables (docs/PERFORMANCE.md). This file parses the options and
  * calls the sections. */
@@ -38,7 +40,7 @@ static void usage(void) {
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
-            "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
+            "                [--forward on|off|only] [--stream on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
             "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
@@ -60,6 +62,10 @@ static void usage(void) {
             "                  section's shapes; the table gets the ratios against them\n"
             "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
             "                  1 pipelined, 2 paired\n"
+            "  --stream on|off|only  the product's forward of --blocks release blocks resident, then memory=stream\n"
+            "                  without a cap and under 80, 48 and 24 GiB: time, overhead against resident, device\n"
+            "                  peak, copy stalls, host pinned/pageable (default off: it holds the blocks on the device\n"
+            "                  and then in host memory); --max-pinned-memory GIB: its pin budget (default half the host)\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
             "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
             "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n");
@@ -148,6 +154,8 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
+    else if (!strcmp(a, "--stream") && (n = parse_section(v)) >= 0) o->stream = n;
+    else if (!strcmp(a, "--max-pinned-memory")) return (o->max_pinned_gib = atof(v)) > 0;
     else if (!strcmp(a, "--devices")) *devices = v;
     else if (!strcmp(a, "--tp-project")) return parse_project(o, v);
     else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;
@@ -210,13 +218,14 @@ static int run_all(const bench_options *o, const char *gpu) {
     if (vsa) vsa_report(o, vsa, gpu);
     if (o->vae) vae_bench(o);
     if (o->fl2va) fl2va_bench(o, gpu);
+    if (o->stream) stream_bench(o); /* last: it fills the device and then the host with the blocks */
     vsa_free(vsa);
     ops_free(ops);
     return 0;
 }
 
-/* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --forward only); -1 when none is
- * alone. */
+/* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --stream only, --forward only); -1
+ * when none is alone. */
 static int run_alone(const bench_options *o, const char *gpu) {
     if (o->fl2va == 2) { /* a keyframe's vision tower and VAE encode against eager torch, and the surcharge */
         fl2va_bench(o, gpu);
@@ -236,6 +245,8 @@ static int run_alone(const bench_options *o, const char *gpu) {
         vsa_free(vsa);
         return 0;
     }
+    if (o->stream == 2) /* memory=stream against resident, nothing else */
+        return stream_bench(o) ? 0 : 1;
     if (o->forward == 2) /* h3_dit_forward (and the hand-written block), nothing else */
         return (o->fwd_tp ? forward_tp_bench(o) : forward_bench(o, NULL)) ? 0 : 1;
     return -1;
@@ -248,7 +259,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2);
+    int forward_runs = o.forward == 2 ||
+                       (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 && o.stream != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

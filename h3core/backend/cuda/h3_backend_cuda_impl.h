@@ -120,6 +120,18 @@ size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_t
                               int groups);
 size_t h3_cuda_snake_scratch(const h3_tensor *y, const h3_tensor *x);
 
+/* h3_cuda_stream.c: weight streaming (h3_weight_stream.h) */
+void *h3_cuda_host_alloc(h3_backend *b, size_t bytes, int pinned);
+void h3_cuda_host_free(h3_backend *b, void *p, int pinned);
+void *h3_cuda_stream_create(h3_backend *b, int n_slots);
+void h3_cuda_stream_destroy(h3_backend *b, void *s);
+int h3_cuda_stream_copy_begin(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_copy(h3_backend *b, void *s, void *dst, const void *src, size_t bytes);
+int h3_cuda_stream_copy_end(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_acquire(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_release(h3_backend *b, void *s, int slot);
+void h3_cuda_stream_stalls(h3_backend *b, void *s, double *ms, uint64_t *count);
+
 /* h3_cuda_vsa.c */
 void h3_cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                            const h3_tensor *gate, const h3_vsa_tiles *t, int n_heads, int head_dim);

@@ -298,6 +298,7 @@ h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_bac
     ops->download = measure_download;
     ops->synchronize = measure_synchronize;
     ops->trim_scratch = measure_trim_scratch;
+    ops->pins_host = target->ops->pins_host; /* host copies pinned as the target would (h3_weight_stream.c) */
     mirror_ops(ops, target->ops);
     h3_backend_init(b, ops, m);
     b->compute_dtype = target->compute_dtype;

@@ -124,13 +124,15 @@ static void vp_print(vae_prof *c, const double *ms) {
 
 /* The attention op and the whole block with each head_dim-64 kernel forced,
  * in the same run: mma.sync (the portable kernel, AUTO's today) and
- * k_attn_d64 (wgmma-d64, the Hopper one; off by default until checked). The
- * newer last: a kernel that faults ends the run after the other's numbers. */
+ * k_attn_d64 with 128- and 192-key tiles (wgmma-d64, wgmma-d64-n192, the
+ * Hopper one; off by default until checked). The newer last: a kernel that
+ * faults ends the run after the others' numbers. */
 static void vp_kernels(vae_prof *c) {
-    static const h3_cuda_attention_variant vs[] = {H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_WGMMA_D64};
+    static const h3_cuda_attention_variant vs[] = {H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_WGMMA_D64,
+                                                   H3_CUDA_VARIANT_WGMMA_D64_N192};
     const double flop = 4.0 * c->G * (double)c->S * (double)c->S * 2048;
-    double attn[2], block[2];
-    for (int i = 0; i < 2; i++) {
+    double attn[3], block[3];
+    for (int i = 0; i < 3; i++) {
         h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, vs[i]);
         const char *kernel = h3_backend_cuda_attention_kernel(B, &c->o, &c->q, &c->k, &c->v, 32, 32, 64, 0);
         c->id = VP_ATTN;
@@ -142,7 +144,8 @@ static void vp_kernels(vae_prof *c) {
                tflops(flop, attn[i]), block[i]);
         fflush(stdout);
     }
-    printf("  wgmma-d64 against mma.sync: attention %.2fx, block %.2fx\n", attn[0] / attn[1], block[0] / block[1]);
+    printf("  against mma.sync: wgmma-d64 attention %.2fx, block %.2fx; wgmma-d64-n192 attention %.2fx, block %.2fx\n",
+           attn[0] / attn[1], block[0] / block[1], attn[0] / attn[2], block[0] / block[2]);
 }
 
 void vae_profile_block(int G) {

@@ -20,7 +20,7 @@
  *
  * Arguments, for runs by hand (meson passes none): --attention NAME makes the
  * attention variant NAME (auto, generic, mma, wgmma, wgmma-simple,
- * wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) what the "auto" cases run, and
+ * wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192], wgmma-d64[-n192]) what the "auto" cases run, and
  * --vsa-consumer N the Hopper VSA consumer they run (0 simple, 1 pipelined,
  * 2 paired): a variant tested as if it were the default. */
 #include <math.h>
@@ -337,6 +337,46 @@ static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
     h3_backend_cuda_set_attention_variant(gpu, default_path);
     snprintf(name, sizeof name, "attention[%s] q%lld kv%lld %d/%d x %d%s %s", kernel, (long long)Sq, (long long)Skv, H,
              Hkv, hd, causal ? " causal" : "", dn(dt));
+    compare(name, &o, tolerance(dt));
+    reset(mc, mg);
+}
+
+/* k_attn_d64 (wgmma-d64, wgmma-d64-n192: the variant `path`), forced: G tiles of Sq query and Skv key rows
+ * stacked in one tensor as the video VAE holds them, each tile's attention
+ * one call on its row views (as h3_video_vae.c and tools/bench/vae_profile.c
+ * do), scale 1/8. On an sm_90 device the call must run k_attn_d64 itself
+ * (a silent fallback would test nothing); elsewhere the variant is AUTO and
+ * this checks AUTO's kernel. Tolerance: tolerance(dt), 2e-3 for f16: the
+ * kernel rounds twice where the f32 reference does not, P to f16 before
+ * P·V and O to f16 at the end, each a relative error of at most 2^-11
+ * (4.9e-4), about 2.8e-4 RMS for values spread over a binade; P·V sums
+ * such errors with random signs, so the expected relative L2 is ~4e-4,
+ * and 2e-3 is 5x that (1e-2 for bf16, whose 2^-8 is 8x coarser). */
+static void test_attention_d64(h3_cuda_attention_variant path, h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
+                               int G) {
+    const char *want = path == H3_CUDA_VARIANT_WGMMA_D64_N192 ? "wgmma-d64-n192" : "wgmma-d64";
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[200];
+    pair q = input2(dt, G * Sq, (int64_t)H * 64, -3, 3), k = input2(dt, G * Skv, (int64_t)Hkv * 64, -1, 1);
+    pair v = input2(dt, G * Skv, (int64_t)Hkv * 64, -1, 1);
+    pair o = output2(dt, G * Sq, (int64_t)H * 64);
+    h3_backend_cuda_set_attention_variant(gpu, path);
+    const char *kernel = "?";
+    for (int t = 0; t < G; t++) {
+        h3_tensor qc = h3_tensor_rows_view(&q.c, t * Sq, Sq), qg = h3_tensor_rows_view(&q.g, t * Sq, Sq);
+        h3_tensor kc = h3_tensor_rows_view(&k.c, t * Skv, Skv), kg = h3_tensor_rows_view(&k.g, t * Skv, Skv);
+        h3_tensor vc = h3_tensor_rows_view(&v.c, t * Skv, Skv), vg = h3_tensor_rows_view(&v.g, t * Skv, Skv);
+        h3_tensor oc = h3_tensor_rows_view(&o.c, t * Sq, Sq), og = h3_tensor_rows_view(&o.g, t * Sq, Sq);
+        kernel = h3_backend_cuda_attention_kernel(gpu, &og, &qg, &kg, &vg, H, Hkv, 64, 0);
+        if (h3_backend_cuda_sm(gpu) == 90)
+            CHECK(strcmp(kernel, want) == 0, "attention d64 q%lld kv%lld %d/%d tile %d: runs %s, not %s",
+                  (long long)Sq, (long long)Skv, H, Hkv, t, kernel, want);
+        h3_op_attention(cpu, &oc, &qc, &kc, &vc, H, Hkv, 64, 0, 0.125f);
+        h3_op_attention(gpu, &og, &qg, &kg, &vg, H, Hkv, 64, 0, 0.125f);
+    }
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
+    snprintf(name, sizeof name, "attention[%s] %d x (q%lld kv%lld) %d/%d x 64 %s", kernel, G, (long long)Sq,
+             (long long)Skv, H, Hkv, dn(dt));
     compare(name, &o, tolerance(dt));
     reset(mc, mg);
 }
@@ -1503,7 +1543,9 @@ static int parse_args(int argc, char **argv) {
                  {"wgmma-fa3-nopp", H3_CUDA_VARIANT_WGMMA_FA3_NOPP},
                  {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
                  {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
-                 {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192}};
+                 {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192},
+                 {"wgmma-d64", H3_CUDA_VARIANT_WGMMA_D64},
+                 {"wgmma-d64-n192", H3_CUDA_VARIANT_WGMMA_D64_N192}};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--attention") && value) {
@@ -1658,6 +1700,22 @@ int main(int argc, char **argv) {
         test_attention(H3_BF16, 100, 60, 2, 2, 128, 0, paths[p]);
         test_attention(H3_BF16, 260, 1100, 4, 2, 128, 0, paths[p]);
         if (!is_quick) full_attention(paths[p]);
+    }
+    /* k_attn_d64 (head_dim 64, f16/bf16; not yet run on a GPU when written, 2026-12-04): the video VAE's
+     * shape (1797 rows a tile, 32 heads, 3 tiles stacked), then ragged and tiny shapes and GQA */
+    h3_cuda_attention_variant d64s[2] = {H3_CUDA_VARIANT_WGMMA_D64, H3_CUDA_VARIANT_WGMMA_D64_N192};
+    for (int p = 0; p < 2; p++) {
+        h3_cuda_attention_variant d = d64s[p];
+        test_attention_d64(d, H3_F16, 1797, 1797, 32, 32, 3);
+        test_attention_d64(d, H3_F16, 1, 1, 2, 2, 1);       /* one row, one key */
+        test_attention_d64(d, H3_F16, 1, 300, 4, 4, 2);     /* one query row, a ragged last key tile */
+        test_attention_d64(d, H3_F16, 300, 1, 4, 1, 1);     /* one key; GQA 4:1 */
+        test_attention_d64(d, H3_F16, 129, 513, 4, 2, 2);   /* one row past a query tile, ragged keys; GQA */
+        test_attention_d64(d, H3_F16, 200, 130, 4, 1, 1);
+        test_attention_d64(d, H3_F16, 128, 384, 2, 2, 1);   /* exact tiles of 128 and of 192 keys: no tail mask */
+        test_attention_d64(d, H3_F16, 1000, 1000, 2, 2, 1); /* 8 or 6 key tiles: every stage reused */
+        test_attention_d64(d, H3_BF16, 300, 300, 4, 4, 1);
+        test_attention_d64(d, H3_BF16, 1797, 1797, 8, 8, 1);
     }
 
     h3_backend_destroy(gpu);

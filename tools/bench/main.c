@@ -56,7 +56,9 @@ static void usage(void) {
             "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n"
             "  --attention-variant NAME  the attention kernel every section uses where it does not force one:\n"
             "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
-            "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic\n"
+            "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic; wgmma-d64[-n192] is\n"
+            "                  auto with the Hopper head_dim-64 kernel (128- or 192-key tiles) for f16/bf16\n"
+            "                  head_dim 64 (the video VAE)\n"
             "  --vsa-anchors DIR  FastVideo's ThunderKittens and Triton VSA kernels (../shared/anchors/vsa copied\n"
             "                  into the checkout) timed by DIR/bench_vsa_anchors.py in the same run at the VSA\n"
             "                  section's shapes; the table gets the ratios against them\n"
@@ -85,6 +87,8 @@ static const struct {
     {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
     {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
     {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192},
+    {"wgmma-d64", H3_CUDA_VARIANT_WGMMA_D64},
+    {"wgmma-d64-n192", H3_CUDA_VARIANT_WGMMA_D64_N192},
     {"mma", H3_CUDA_VARIANT_MMA},
     {"generic", H3_CUDA_VARIANT_GENERIC},
 };

@@ -33,7 +33,12 @@ typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
     H3_CUDA_VARIANT_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
     H3_CUDA_VARIANT_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
-    H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+    H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10, /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+    /* AUTO, except that f16/bf16 head_dim 64 non-causal calls on Hopper (the video VAE's ViT) run k_attn_d64
+     * with 128-key tiles (wgmma-d64) or 192-key tiles (wgmma-d64-n192). Off by default until checked on an
+     * H200; then AUTO takes the faster over. */
+    H3_CUDA_VARIANT_WGMMA_D64 = 11,
+    H3_CUDA_VARIANT_WGMMA_D64_N192 = 12
 } h3_cuda_attention_variant;
 
 /* Sets the variant for later calls; returns the previous setting. */

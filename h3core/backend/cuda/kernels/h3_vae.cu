@@ -137,7 +137,8 @@ __global__ void k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, con
     for (int c = 0; c < CO; c++) acc[c] = bias ? ldv<F32>(bias, bdt, co0 + c) : 0.0f;
     int64_t q0 = p + padding; /* >= 0: p >= 0, padding >= 0 */
     for (int k = (int)(q0 % stride); k < K; k += stride) {
-        int64_t m = (q0 - k) / stride;
+        int64_t m = (q0 - k) / stride; /* exact: k ≡ q0 (mod stride) */
+        if (k > q0) break;              /* m < 0 here and for every later tap (m falls as k grows) */
         if (m >= Lin) continue;
         for (int64_t ci = 0; ci < Cin; ci++) {
             float xv = ldv<F32>(x, xdt, (b * Cin + ci) * Lin + m);

@@ -29,6 +29,11 @@ typedef struct h3_backend_ops {
     void (*trim_scratch)(h3_backend *b);
 
     void (*linear)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
+    /* precision=fp8: dst (H3_F8E4M3 with its scale) = src quantised per row
+     * (h3_fp8.h), src a float weight of the same shape; a non-finite value
+     * sets the sticky H3_ERR_NONFINITE. NULL: the backend has no FP8
+     * linear (and linear never sees an F8 weight). */
+    void (*quantize_fp8)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
     void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);
     void (*layer_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                        float eps);
@@ -119,6 +124,8 @@ struct h3_backend {
     uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
     uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
     uint64_t mem_limit;        /* h3_backend_set_memory_limit; 0: none */
+    int linear_fp8;             /* h3_backend_set_linear_fp8 */
+    int fp8_weights, fp8_kept;  /* h3_backend_fp8_counts */
     long fault_ops; /* h3_backend_inject_fault: ops left until the injected failure; 0 none */
 };
 

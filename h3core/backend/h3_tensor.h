@@ -11,7 +11,10 @@
 extern "C" {
 #endif
 
-typedef enum h3_dtype { H3_F32 = 0, H3_BF16, H3_F16, H3_I32 } h3_dtype;
+/* H3_F8E4M3: FP8 E4M3 (OCP "fn": no infinities, max 448) codes of a weight
+ * quantised per row (precision=fp8, backend/h3_fp8.h); such a tensor also
+ * carries its rows' float32 scales (h3_tensor.scale). */
+typedef enum h3_dtype { H3_F32 = 0, H3_BF16, H3_F16, H3_I32, H3_F8E4M3 } h3_dtype;
 
 #define H3_MAX_DIMS 5
 
@@ -22,6 +25,10 @@ typedef struct h3_tensor {
     int ndim;
     int64_t shape[H3_MAX_DIMS];
     void *data;
+    /* H3_F8E4M3 only: float32 [rows] where the tensor lives, row r's value
+     * = code · scale[r]; NULL for every other dtype. Views by rows carry
+     * their rows' scales, so q/k/v views of a packed qkv keep theirs. */
+    void *scale;
 } h3_tensor;
 
 /* The backend a tensor lives on; opaque outside the backends (h3_backend.h). */

@@ -384,6 +384,10 @@ h3_status_code h3_backend_set_linear_fp8(h3_backend *b, int on, h3_status *statu
     if (on && !b->ops->quantize_fp8)
         return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: no FP8 linear on this backend (precision=fp8 needs the CPU "
                        "backend or CUDA in bf16 on a GPU with FP8 tensor cores)", b->ops->name);
+    if (on && b->ops->fp8_check) {
+        h3_status_code rc = b->ops->fp8_check(b, status);
+        if (rc != H3_OK) return rc;
+    }
     b->linear_fp8 = on != 0;
     return H3_OK;
 }

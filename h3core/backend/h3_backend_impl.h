@@ -34,6 +34,9 @@ typedef struct h3_backend_ops {
      * sets the sticky H3_ERR_NONFINITE. NULL: the backend has no FP8
      * linear (and linear never sees an F8 weight). */
     void (*quantize_fp8)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
+    /* Whether this backend's device can run the FP8 linear (CUDA: FP8 tensor
+     * cores, not the exact mode); the refusal names why. NULL: it can. */
+    h3_status_code (*fp8_check)(h3_backend *b, h3_status *status);
     void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);
     void (*layer_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                        float eps);
@@ -175,6 +178,8 @@ struct h3_measure_target {
      * (that op takes none). The backend keeps its scratch and grows it to
      * scratch_grown(need) when a call needs more than it holds. */
     size_t (*scratch_grown)(size_t need);
+    /* h3_backend_ops.fp8_check for the device stood for; NULL: it can. */
+    h3_status_code (*fp8_check)(const h3_measure_target *t, h3_status *status);
     size_t (*linear_scratch)(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x,
                              const h3_tensor *w);
     size_t (*attention_scratch)(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q,

@@ -119,6 +119,7 @@ struct h3_engine {
     int text_hidden; /* the text encoder's width, known while its weights are away */
     int64_t text_positions; /* its max_position_embeddings: the prompt's limit in tokens (likewise) */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
+    h3_precision precision;  /* h3_engine_options.precision */
     /* FL2VA: the image processor's config (has_processor: one was found) */
     h3_image_processor_config processor;
     int has_processor;

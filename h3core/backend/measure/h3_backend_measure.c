@@ -107,6 +107,11 @@ static void op_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_
     if (m->t.linear_scratch) take_scratch(b, m->t.linear_scratch(&m->t, y, x, w));
 }
 
+static h3_status_code measure_fp8_check(h3_backend *b, h3_status *status) {
+    measure_impl *m = impl_of(b);
+    return m->t.fp8_check(&m->t, status);
+}
+
 /* precision=fp8: the codes and scales were allocated by h3_backend.c, as
  * on the real backend; quantising them computes nothing. */
 static void op_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src) {
@@ -305,6 +310,7 @@ h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_bac
     ops->download = measure_download;
     ops->synchronize = measure_synchronize;
     ops->trim_scratch = measure_trim_scratch;
+    ops->fp8_check = target->fp8_check ? measure_fp8_check : NULL;
     mirror_ops(ops, target->ops);
     h3_backend_init(b, ops, m);
     b->compute_dtype = target->compute_dtype;

@@ -225,7 +225,8 @@ typedef struct h3_stats {
     uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
                                  its backend's allocation tally (weights, arena, its own buffers such as
                                  cuBLASLt's workspace and op scratch), not the CUDA context */
-    char precision[96];       /* "bf16", or "fp8 (e4m3: N linears, K kept in bf16 ...)" (h3_precision) */
+    char precision[96];       /* the linears' weights (h3_precision): the compute type ("bf16"; "f32" on
+                                 the CPU and cuda-f32), or "fp8 (e4m3: N linears[; K kept in bf16])" */
     int text_encoder_released; /* 1: the last generation freed the text encoder after encoding (it did
                                   not fit resident, h3_memory_plan.text_encoder_released); the next
                                   loads it again, which its text time includes */

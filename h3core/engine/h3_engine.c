@@ -545,8 +545,9 @@ static h3_status_code load_tokenizer(h3_engine *e, h3_status *status) {
  * kept in the compute type (in-features not a multiple of 16), so a
  * partial fp8 is never silent. */
 static void describe_precision(h3_engine *e) {
-    if (e->precision != H3_PRECISION_FP8) {
-        snprintf(e->stats.precision, sizeof e->stats.precision, "bf16");
+    if (e->precision != H3_PRECISION_FP8) { /* the backend's own: bf16 on CUDA, f32 on the CPU and cuda-f32 */
+        snprintf(e->stats.precision, sizeof e->stats.precision, "%s",
+                 h3_dtype_name(h3_backend_compute_dtype(e->backend)));
         return;
     }
     int quantised = 0, kept = 0;

@@ -23,7 +23,7 @@
 static const gchar *const uri_keys[] = {
   "prompt", "seed", "width", "height", "num-frames", "steps", "backend",
   "vsa-sparsity", "model-location", "adapter-location", "compute", "devices",
-  "load-format", "dummy-adapter", "engine-cache", "keep-clip",
+  "load-format", "dummy-adapter", "precision", "engine-cache", "keep-clip",
   "keep-clip-max-bytes", "image-location", "last-image-location", NULL
 };
 

@@ -419,6 +419,21 @@ static h3_status_code weight_to_fp8(h3_backend *b, const h3_st_tensor *src, h3_t
 static h3_status_code weight_load_float(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
                                         h3_status *status);
 
+h3_status_code h3_weight_quantize_fp8(h3_backend *b, const h3_tensor *src, h3_tensor *out, h3_status *status) {
+    memset(out, 0, sizeof *out);
+    if (!b->ops->quantize_fp8)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: no FP8 linear on this backend", b->ops->name);
+    if (src->ndim != 2 || src->dtype == H3_I32 || src->dtype == H3_F8E4M3 || !src->data)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "quantize_fp8: a %d-D %s tensor (want a float matrix)",
+                       src->ndim, h3_dtype_name(src->dtype));
+    h3_status_code rc = persistent_alloc(b, H3_F8E4M3, 2, src->shape, out, status);
+    if (rc != H3_OK) return rc;
+    b->ops->quantize_fp8(b, out, src);
+    rc = h3_backend_check(b, status);
+    if (rc != H3_OK) h3_weight_free(b, out);
+    return rc;
+}
+
 h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
                               h3_status *status) {
     h3_status_code rc = weight_load_float(b, src, type, out, status);

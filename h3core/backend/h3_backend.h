@@ -78,6 +78,11 @@ h3_status_code h3_weight_from_f32(h3_backend *b, const float *host, h3_dtype dty
 h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n, h3_tensor *out,
                                   h3_status *status);
 void h3_weight_free(h3_backend *b, h3_tensor *t);
+/* A persistent H3_F8E4M3 copy (codes + per-row scales, h3_fp8.h) of the
+ * float matrix src (a weight or an activation), made where it lives; what
+ * the loader does to a LINEAR weight under fp8, for tools and tests.
+ * UNSUPPORTED on a backend without an FP8 linear. */
+h3_status_code h3_weight_quantize_fp8(h3_backend *b, const h3_tensor *src, h3_tensor *out, h3_status *status);
 
 /* Activations: a bump arena. h3_arena_mark/h3_arena_reset bracket a phase;
  * the arena grows only on first use of a size (chunks are kept after reset),

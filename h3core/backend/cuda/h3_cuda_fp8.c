@@ -15,6 +15,7 @@
  *
  * The CPU backend computes the same thing in float32 (h3_cpu_fp8.c) from
  * the same codes and scales; tests/backend/test_cuda_ops.c compares them. */
+#include "backend/cuda/h3_backend_cuda_bench.h"
 #include "backend/cuda/h3_backend_cuda_impl.h"
 #include "backend/cuda/kernels/h3_kernels_fp8.h"
 
@@ -204,4 +205,19 @@ void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
         ok(b, h3k_row_vector(1, y->data, (int)y->dtype, y->data, (int)y->dtype, bias->data, (int)bias->dtype, M, N,
                              c->stream),
            "linear (fp8): bias");
+}
+
+/* ---- h3-bench's hooks (h3_backend_cuda_bench.h) ---------------------------------------- */
+
+void h3_backend_cuda_fp8_quantize(h3_backend *b, h3_tensor *codes, h3_tensor *scales, const h3_tensor *x) {
+    cuda_impl *c = impl_of(b);
+    ok(b, h3k_quantize_fp8_rows(codes->data, scales->data, x->data, (int)x->dtype, h3_tensor_rows(x),
+                                h3_tensor_cols(x), c->stream),
+       "fp8 quantize (bench)");
+}
+
+void h3_backend_cuda_fp8_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *codes, const h3_tensor *scales,
+                              const h3_tensor *w) {
+    h3_cuda_gemm_fp8(b, y->data, y->dtype, w->data, w->scale, codes->data, scales->data, h3_tensor_rows(codes),
+                     w->shape[0], h3_tensor_cols(codes), NULL);
 }

@@ -32,18 +32,6 @@ void h3_cpu_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src) {
     }
 }
 
-/* The 256 codes' values, made once: a widening is one load. */
-static float code_value[256];
-static int code_value_ready;
-
-static const float *code_values(void) {
-    if (!code_value_ready) {
-        for (int i = 0; i < 256; i++) code_value[i] = h3_fp8_to_f32((uint8_t)i);
-        code_value_ready = 1; /* every thread writes the same values */
-    }
-    return code_value;
-}
-
 void h3_cpu_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
     if (!h3_cpu_need_f32(b, "linear", y) || !h3_cpu_need_f32(b, "linear", x) || !h3_cpu_need_f32(b, "linear", bias))
         return;
@@ -59,7 +47,8 @@ void h3_cpu_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3
     if (!xs) return;
     float *ws = xs + nx, *sx = ws + nw;
     uint8_t *qx = (uint8_t *)(sx + M);
-    const float *val = code_values();
+    float val[256]; /* the codes' values: a widening is one load (256 conversions a call, per rank) */
+    for (int i = 0; i < 256; i++) val[i] = h3_fp8_to_f32((uint8_t)i);
     const float *X = x->data;
     for (int64_t m = 0; m < M; m++) {
         int64_t bad = h3_fp8_quantize_row(X + m * K, K, qx + m * K, sx + m);

@@ -12,6 +12,12 @@
  * fc2 at S = 34,710 rows with 16 rows checked in float64 against the same
  * quantised operands. Also: the refusal on a GPU below compute capability
  * 8.9, and NaN in an input coming out as NaN (the stage checks report it).
+ * Last, the engine on the tiny model (e2e_t2va_3steps' request): CUDA fp8
+ * against the CPU's fp8 emulation, held to 2e-2 rel-L2 on the latents: the
+ * bf16 engine's bound against float32 (1e-2, test_gpu_goldens) doubled,
+ * because bf16 activations also move some of x's codes by one E4M3 step
+ * (the whole fp8 perturbation is 7e-3 on the CPU, test_precision); and the
+ * CUDA fp8 against CUDA bf16 difference, printed.
  * Without a GPU or CUDA the test exits 77 (skipped), saying why. */
 #include <math.h>
 #include <stdint.h>
@@ -21,7 +27,10 @@
 
 #include "backend/h3_backend.h"
 #include "backend/h3_fp8.h"
+#include "h3.h"
 #include "h3_test.h"
+#include "h3_test_capture.h"
+#include "h3_test_golden.h"
 
 #ifndef H3_HAVE_CUDA
 int main(void) {
@@ -241,6 +250,50 @@ static void test_nan_propagates(void) {
     h3_arena_reset(gpu, mg);
 }
 
+static h3_engine *open_tiny(h3_compute compute, h3_precision p) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("models/tiny-h3");
+    o.compute = compute;
+    o.precision = p;
+    h3_engine *e = NULL;
+    h3_status st;
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "open %s/%s: %s", compute == H3_COMPUTE_CPU ? "cpu" : "cuda", h3_precision_name(p), st.message);
+        return NULL;
+    }
+    return e;
+}
+
+static void test_engine(void) {
+    h3_engine *g8 = open_tiny(H3_COMPUTE_CUDA, H3_PRECISION_FP8), *c8 = open_tiny(H3_COMPUTE_CPU, H3_PRECISION_FP8);
+    h3_engine *g16 = open_tiny(H3_COMPUTE_CUDA, H3_PRECISION_BF16);
+    h3_request r = h3_test_golden_request("e2e_t2va_3steps");
+    h3_test_capture a = {0}, b = {0}, c = {0};
+    h3_status st;
+    if (g8 && c8 && g16) {
+        CHECK(h3_test_generate(g8, &r, &a, NULL, &st) == H3_OK, "cuda fp8: %s", st.message);
+        CHECK(h3_test_generate(c8, &r, &b, NULL, &st) == H3_OK, "cpu fp8: %s", st.message);
+        CHECK(h3_test_generate(g16, &r, &c, NULL, &st) == H3_OK, "cuda bf16: %s", st.message);
+    }
+    if (a.latents && b.latents && c.latents) {
+        double e = h3_test_rel_l2(a.latents, b.latents, b.n_latents);
+        double ea = h3_test_rel_l2(a.audio_latents, b.audio_latents, b.n_audio_latents);
+        double d = h3_test_rel_l2(a.latents, c.latents, c.n_latents);
+        h3_stats s;
+        h3_engine_get_stats(g8, &s);
+        printf("  engine e2e_t2va_3steps (%s): cuda fp8 vs cpu fp8 latents %.3e, audio latents %.3e; cuda fp8 vs "
+               "cuda bf16 latents %.3e; %.3f s/step\n", s.precision, e, ea, d, s.per_step);
+        CHECK(e <= 2e-2 && ea <= 2e-2, "cuda fp8 vs cpu fp8: latents %.3g, audio latents %.3g", e, ea);
+        CHECK(d > 0, "cuda fp8 is cuda bf16: nothing was quantised");
+    }
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
+    h3_test_capture_free(&c);
+    h3_engine_close(g8);
+    h3_engine_close(c8);
+    h3_engine_close(g16);
+}
+
 int main(void) {
     char why[256];
     if (h3_cuda_device_count(why, sizeof why) == 0) {
@@ -287,6 +340,7 @@ int main(void) {
         full_linear(34710, 5376, 2 * 14336); /* fc1 */
         full_linear(34710, 14336, 5376);     /* fc2 */
     }
+    test_engine();
     h3_backend_destroy(gpu);
     h3_backend_destroy(cpu);
     return h3_test_finish("test_cuda_fp8");

@@ -198,7 +198,9 @@ void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     float *xs = (float *)(void *)(tmp + align256((size_t)(M * K)));
     if (!ok(b, h3k_quantize_fp8_rows(xq, xs, x->data, (int)x->dtype, M, K, c->stream), "linear (fp8): quantize x"))
         return;
-    int fused = bias && bias->dtype == y->dtype;
+    /* the bias epilogue takes a bias of y's type for a bf16/f16 y; an f32 y (whose FP8
+     * bias would be bf16) gets it added after */
+    int fused = bias && bias->dtype == y->dtype && y->dtype != H3_F32;
     fused = h3_cuda_gemm_fp8(b, y->data, y->dtype, w->data, w->scale, xq, xs, M, N, K, fused ? bias->data : NULL);
     if (h3_backend_failed(b)) return;
     if (bias && !fused)

@@ -15,6 +15,7 @@
 
 #include "h3.h"
 #include "backend/h3_fp8.h"
+#include "model/h3_dit.h"
 #include "h3_test.h"
 #include "h3_test_capture.h"
 #include "h3_test_golden.h"
@@ -202,6 +203,54 @@ static void test_memory_plan(void) {
     }
 }
 
+/* The release's clip at 1280x736x124 with load-format dummy, planned on the
+ * CPU twin (float32) and, in CUDA builds, the CUDA twin (bf16): the
+ * transformer's saving is exactly its linears' (from the official config),
+ * the text encoder's a whole number of its layers'. Printed for the record. */
+static void test_release_plan(void) {
+    h3_dit_config c;
+    h3_status st = {0};
+    if (h3_dit_config_load(h3_test_data("official/transformer"), &c, &st) != H3_OK) {
+        CHECK(0, "official config: %s", st.message);
+        return;
+    }
+    int64_t D = c.hidden_size, inner = (int64_t)c.num_heads * c.head_dim, F = c.ffn_dim, Te = c.time_embed_dim;
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data("official");
+    o.load_format = H3_LOAD_DUMMY;
+    h3_request r = h3_request_default();
+    r.prompt = "a robot dancing";
+    r.width = 1280, r.height = 736, r.num_frames = 124;
+    h3_compute computes[2] = {H3_COMPUTE_CPU, H3_COMPUTE_CUDA};
+    for (int i = 0; i < 2; i++) {
+        h3_memory_plan bf, f8;
+        o.compute = computes[i];
+        o.precision = H3_PRECISION_BF16;
+        if (h3_memory_plan_make(&o, &r, &bf, &st) != H3_OK) {
+            CHECK(i == 1, "release plan: %s", st.message); /* no CUDA plan in a CPU build */
+            continue;
+        }
+        o.precision = H3_PRECISION_FP8;
+        CHECK(h3_memory_plan_make(&o, &r, &f8, &st) == H3_OK, "release fp8 plan: %s", st.message);
+        uint64_t es = i == 0 ? 4 : 2; /* float32 on the CPU, bf16 on CUDA */
+#define SAVED(n, k) ((uint64_t)((n) * (k)) * es - h3_fp8_weight_bytes((n), (k)))
+        uint64_t block = SAVED(3 * inner, D) + SAVED(D, inner) + SAVED(2 * F, D) + SAVED(D, F);
+        uint64_t dit = (uint64_t)(c.num_layers + c.num_refiner_layers) * block +
+                       (uint64_t)c.num_layers * SAVED(18 * D, Te); /* AdaLN in the main blocks */
+#undef SAVED
+        const h3_memory_device *a = &bf.devices[0], *b = &f8.devices[0];
+        printf("release plan (%s) %s -> fp8: text encoder %.2f -> %.2f GiB, transformer %.2f -> %.2f GiB, "
+               "total %.2f -> %.2f GiB\n", i == 0 ? "cpu" : "cuda", i == 0 ? "f32" : "bf16", a->text_encoder / 1073741824.0,
+               b->text_encoder / 1073741824.0, a->transformer / 1073741824.0, b->transformer / 1073741824.0,
+               a->total / 1073741824.0, b->total / 1073741824.0);
+        CHECK(a->transformer - b->transformer == dit, "%s: transformer saves %llu, want %llu",
+              i == 0 ? "cpu" : "cuda", (unsigned long long)(a->transformer - b->transformer),
+              (unsigned long long)dit);
+        CHECK(b->text_encoder < a->text_encoder && b->total < a->total, "%s: the text encoder and total shrink",
+              i == 0 ? "cpu" : "cuda");
+    }
+}
+
 static void test_refusals(void) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
@@ -228,6 +277,7 @@ static void test_refusals(void) {
 int main(void) {
     test_refusals();
     test_memory_plan();
+    test_release_plan();
     test_end_to_end();
     return h3_test_finish("test_precision");
 }

@@ -1,6 +1,8 @@
 /* h3_tensor.c - tensor helpers: sizes, names, shapes and views (h3_tensor.h). */
 #include "backend/h3_tensor.h"
 
+#include "backend/h3_fp8.h"
+
 #include <string.h>
 
 size_t h3_dtype_size(h3_dtype dtype) {
@@ -70,5 +72,17 @@ h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows) {
     v.shape[1] = cols;
     v.data = t->data ? (char *)t->data + (size_t)(row0 * cols) * h3_dtype_size(t->dtype) : NULL;
     v.scale = t->scale ? (float *)t->scale + row0 : NULL;
+    return v;
+}
+
+size_t h3_tensor_storage_bytes(const h3_tensor *t) {
+    if (t->dtype == H3_F8E4M3 && t->scale) return h3_fp8_weight_bytes(h3_tensor_rows(t), h3_tensor_cols(t));
+    return h3_tensor_nbytes(t);
+}
+
+h3_tensor h3_tensor_at(const h3_tensor *t, void *data) {
+    h3_tensor v = *t;
+    v.data = data;
+    if (t->scale) v.scale = (char *)data + ((const char *)t->scale - (const char *)t->data);
     return v;
 }

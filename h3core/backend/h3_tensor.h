@@ -46,6 +46,12 @@ h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows);
 /* The same data with another shape (numel must match; else a zero tensor). */
 h3_tensor h3_tensor_reshape(const h3_tensor *t, int ndim, const int64_t *shape);
 h3_tensor h3_tensor_2d(const h3_tensor *t, int64_t rows, int64_t cols);
+/* The bytes a whole tensor's storage spans from its data: its values, and
+ * for an H3_F8E4M3 weight its scales after them (backend/h3_fp8.h). A copy
+ * of these bytes is a copy of the tensor (a weight streamer's unit). */
+size_t h3_tensor_storage_bytes(const h3_tensor *t);
+/* t over storage copied to `data` (its scale pointer moved along). */
+h3_tensor h3_tensor_at(const h3_tensor *t, void *data);
 
 #ifdef __cplusplus
 }

@@ -167,6 +167,19 @@ static void test_linear(void) {
         for (int n = 0; n < 16; n++) off += fabsf(gv[m * 16 + n] - (g8[m * N + 8 + n] - bias[8 + n])) > 1e-5f * (1 + fabsf(g8[m * N + 8 + n]));
     CHECK(off == 0, "%d outputs of the row view differ", off);
 
+    /* its storage is one span: a byte copy of it, seen through h3_tensor_at, multiplies the same */
+    CHECK(h3_tensor_storage_bytes(&w8) == h3_fp8_weight_bytes(N, K), "storage %zu", h3_tensor_storage_bytes(&w8));
+    void *copy = malloc(h3_tensor_storage_bytes(&w8));
+    memcpy(copy, w8.data, h3_tensor_storage_bytes(&w8));
+    h3_tensor wc = h3_tensor_at(&w8, copy), yc = h3_new_2d(b, H3_F32, M, N);
+    CHECK(wc.scale == (char *)copy + h3_fp8_scale_offset(N * K), "the copy's scales follow its codes");
+    h3_op_linear(b, &yc, &xt, &wc, &bt);
+    float *gc = malloc(sizeof(float) * M * N);
+    h3_tensor_download_f32(b, &yc, gc, &st);
+    CHECK(memcmp(gc, g8, sizeof(float) * M * N) == 0, "the copied weight gives other outputs");
+    free(gc);
+    free(copy);
+
     /* the download of an fp8 weight gives code · scale */
     float *wd = malloc(sizeof(float) * N * K);
     CHECK(h3_tensor_download_f32(b, &w8, wd, &st) == H3_OK, "%s", st.message);

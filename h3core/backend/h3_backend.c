@@ -438,10 +438,12 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
                               h3_status *status) {
     h3_status_code rc = weight_load_float(b, src, type, out, status);
     if (rc != H3_OK || type != H3_WEIGHT_LINEAR || !b->linear_fp8 || out->ndim != 2) return rc;
-    /* The FP8 GEMMs take in-features in multiples of 16 (cuBLASLt's rule
-     * for FP8; every linear of the release qualifies). The others keep the
-     * compute type on every backend alike, counted for the engine's log. */
-    if (out->shape[1] % 16 != 0) {
+    /* The FP8 GEMMs take shapes in multiples of 16 (16-byte rows of E4M3
+     * codes for cuBLASLt's FP8 kernels; out-features too, as torch's
+     * _scaled_mm asks; every linear of the release qualifies, its TP shards
+     * too). The others keep the compute type on every backend alike, so the
+     * CPU and the GPU agree, counted for the engine's log. */
+    if (out->shape[1] % 16 != 0 || out->shape[0] % 16 != 0) {
         b->fp8_kept++;
         return H3_OK;
     }

@@ -116,8 +116,8 @@ void h3_backend_set_memory_limit(h3_backend *b, uint64_t bytes);
 h3_status_code h3_backend_set_linear_fp8(h3_backend *b, int on, h3_status *status);
 int h3_backend_linear_fp8(const h3_backend *b);
 /* Since creation: the LINEAR weights loaded as FP8, and those kept in the
- * compute type because their in-features are not a multiple of 16 (the
- * FP8 GEMMs' rule; the tiny test model's narrow layers). */
+ * compute type because their in- or out-features are not a multiple of 16
+ * (the FP8 GEMMs' rule; the tiny test model's narrow layers). */
 void h3_backend_fp8_counts(const h3_backend *b, int *quantised, int *kept);
 
 /* The device memory a backend holds, tallied at every allocation and free

@@ -542,8 +542,8 @@ static h3_status_code load_tokenizer(h3_engine *e, h3_status *status) {
 }
 
 /* stats.precision and the log: which linears rank 0 holds in FP8, and any
- * kept in the compute type (in-features not a multiple of 16), so a
- * partial fp8 is never silent. */
+ * kept in the compute type (in- or out-features not a multiple of 16), so
+ * a partial fp8 is never silent. */
 static void describe_precision(h3_engine *e) {
     if (e->precision != H3_PRECISION_FP8) { /* the backend's own: bf16 on CUDA, f32 on the CPU and cuda-f32 */
         snprintf(e->stats.precision, sizeof e->stats.precision, "%s",
@@ -559,7 +559,8 @@ static void describe_precision(h3_engine *e) {
     else
         snprintf(e->stats.precision, sizeof e->stats.precision, "fp8 (e4m3: %d linears)", quantised);
     h3_engine_log(e, kept ? H3_LOG_WARNING : H3_LOG_INFO, "precision %s%s", e->stats.precision,
-                  kept ? ": the FP8 GEMMs take in-features in multiples of 16, the others stay as they are" : "");
+                  kept ? ": the FP8 GEMMs take in- and out-features in multiples of 16, the others stay as they are"
+                       : "");
 }
 
 static void discard_log(void *opaque, h3_log_level level, const char *message) {

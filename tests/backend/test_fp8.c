@@ -97,7 +97,7 @@ static void test_linear(void) {
     h3_status st = {0};
     CHECK(h3_backend_cpu_create(1, &b, &st) == H3_OK, "%s", st.message);
     if (!b) return;
-    enum { M = 37, K = 96, N = 40 };
+    enum { M = 37, K = 96, N = 48 };
     float *x = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
     uint32_t seed = 7;
     for (int i = 0; i < M * K; i++) x[i] = uniform(&seed) * (i % 7 == 0 ? 30.0f : 1.0f); /* outliers */
@@ -193,14 +193,16 @@ static void test_linear(void) {
     CHECK(rc == H3_ERR_NONFINITE && strstr(st.message, "row 2"), "NaN input: %s", st.message);
     h3_backend_clear_error(b);
 
-    /* in-features not a multiple of 16: kept in the compute type, counted */
+    /* in- or out-features not a multiple of 16: kept in the compute type, counted */
     int q0, k0, q1, k1;
     h3_backend_fp8_counts(b, &q0, &k0);
-    h3_st_tensor narrow = host_source("narrow", w, 8, 24);
-    h3_tensor wn;
+    h3_st_tensor narrow = host_source("narrow", w, 16, 24), short_rows = host_source("short", w, 40, 32);
+    h3_tensor wn, ws;
     CHECK(h3_weight_load(b, &narrow, H3_WEIGHT_LINEAR, &wn, &st) == H3_OK && wn.dtype == H3_F32, "narrow kept f32");
+    CHECK(h3_weight_load(b, &short_rows, H3_WEIGHT_LINEAR, &ws, &st) == H3_OK && ws.dtype == H3_F32, "40 rows kept f32");
     h3_backend_fp8_counts(b, &q1, &k1);
-    CHECK(q1 == q0 && k1 == k0 + 1, "counts %d/%d -> %d/%d", q0, k0, q1, k1);
+    CHECK(q1 == q0 && k1 == k0 + 2, "counts %d/%d -> %d/%d", q0, k0, q1, k1);
+    h3_weight_free(b, &ws);
     /* DEFAULT weights are never quantised */
     h3_tensor wd2;
     CHECK(h3_weight_load(b, &src, H3_WEIGHT_DEFAULT, &wd2, &st) == H3_OK && wd2.dtype == H3_F32, "default stays f32");

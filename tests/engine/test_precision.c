@@ -151,19 +151,15 @@ static void test_memory_plan(void) {
      * out [48,64], fc1 [192,48], fc2 [48,96] in fp8; AdaLN [864,24] keeps f32
      * (24 in-features, not a multiple of 16) */
     uint64_t dit = 4 * (saved_f32(192, 48) + saved_f32(48, 64) + saved_f32(192, 48) + saved_f32(48, 96));
-    /* its text encoder: per layer o [40,64] and down [40,80] in fp8; q/k/v
-     * and gate_up (40 in-features) keep f32 */
-    uint64_t te_layer = saved_f32(40, 64) + saved_f32(40, 80);
+    /* its text encoder, 40 wide, keeps f32 throughout */
     printf("plan cpu bf16 / fp8: transformer %llu / %llu, text encoder %llu / %llu, total %llu / %llu\n",
            (unsigned long long)a->transformer, (unsigned long long)b->transformer,
            (unsigned long long)a->text_encoder, (unsigned long long)b->text_encoder, (unsigned long long)a->total,
            (unsigned long long)b->total);
     CHECK(a->transformer - b->transformer == dit, "transformer saves %llu, want %llu",
           (unsigned long long)(a->transformer - b->transformer), (unsigned long long)dit);
-    uint64_t te = a->text_encoder - b->text_encoder;
-    CHECK(te % te_layer == 0 && te / te_layer >= 1 && te / te_layer <= 52,
-          "text encoder saves %llu: not a whole number of layers of %llu", (unsigned long long)te,
-          (unsigned long long)te_layer);
+    CHECK(a->text_encoder == b->text_encoder, "tiny text encoder %llu -> %llu: its 40-wide linears are kept",
+          (unsigned long long)a->text_encoder, (unsigned long long)b->text_encoder);
     CHECK(a->video_vae == b->video_vae && a->audio_vae == b->audio_vae, "the VAEs are not fp8");
     /* what a real fp8 engine holds is what its plan said */
     h3_engine *e = open_tiny(H3_PRECISION_FP8, &st);

@@ -10,8 +10,8 @@
  * y written in its own dtype (bf16) with the bias fused when an algorithm
  * has that epilogue. cuBLASLt's FP8 kernels take only the "TN" layout,
  * which is exactly ours: A = w [N,K] row-major seen transposed, B = x
- * [M,K] row-major seen as K×M, both K-major with K a multiple of 16 (the
- * load keeps narrower weights in bf16, h3_backend.c).
+ * [M,K] row-major seen as K×M, both K-major with K and N multiples of 16
+ * (the load keeps other weights in bf16, h3_backend.c).
  *
  * The CPU backend computes the same thing in float32 (h3_cpu_fp8.c) from
  * the same codes and scales; tests/backend/test_cuda_ops.c compares them. */
@@ -187,9 +187,9 @@ void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     cuda_impl *c = impl_of(b);
     int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
     if (M == 0 || N == 0) return;
-    if (!w->scale || K % 16 != 0) {
+    if (!w->scale || K % 16 != 0 || N % 16 != 0) {
         h3_backend_fail(b, H3_ERR_INTERNAL, "cuda linear (fp8): a weight [%lld,%lld] %s", (long long)N, (long long)K,
-                        w->scale ? "whose in-features are not a multiple of 16" : "without its scales");
+                        w->scale ? "whose shape is not in multiples of 16" : "without its scales");
         return;
     }
     char *tmp = h3_cuda_scratch(b, h3_cuda_linear_fp8_scratch(x));

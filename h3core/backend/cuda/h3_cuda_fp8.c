@@ -60,16 +60,10 @@ size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x) {
     return align256((size_t)(M * K)) + align256((size_t)M * sizeof(float));
 }
 
+static void plan_release(gemm_plan *p);
+
 void h3_cuda_fp8_plans_destroy(cuda_impl *c) {
-    for (int i = 0; i < FP8_PLAN_CACHE; i++) {
-        gemm_plan *p = &c->fp8_plans[i];
-        if (!p->valid) continue;
-        cublasLtMatmulDescDestroy(p->op);
-        cublasLtMatrixLayoutDestroy(p->a);
-        cublasLtMatrixLayoutDestroy(p->bl);
-        cublasLtMatrixLayoutDestroy(p->c);
-        p->valid = 0;
-    }
+    for (int i = 0; i < FP8_PLAN_CACHE; i++) plan_release(&c->fp8_plans[i]);
 }
 
 static void plan_release(gemm_plan *p) {
@@ -99,14 +93,16 @@ static int plan_describe(gemm_plan *p, int64_t M, int64_t N, int64_t K, cudaData
     return okay;
 }
 
-/* A cached FP8 plan for the shape, or NULL (no algorithm: the caller says so). */
+/* A cached FP8 plan for the shape, or NULL (no algorithm: the caller says
+ * so). A shape without one is remembered too (valid = -1, no descriptors),
+ * so a bias epilogue cuBLASLt lacks is not asked for again at every call. */
 static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias,
                                 int align) {
     cuda_impl *c = impl_of(b);
     for (int i = 0; i < FP8_PLAN_CACHE; i++) {
         gemm_plan *p = &c->fp8_plans[i];
         if (p->valid && p->M == M && p->N == N && p->K == K && p->d == d && p->bias == bias && p->align == align)
-            return p;
+            return p->valid > 0 ? p : NULL;
     }
     gemm_plan *p = &c->fp8_plans[c->next_fp8_plan];
     c->next_fp8_plan = (c->next_fp8_plan + 1) % FP8_PLAN_CACHE;
@@ -129,18 +125,15 @@ static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, 
             cublasLtMatmulPreferenceDestroy(pref);
         }
     }
-    if (found < 1) {
-        plan_release(p);
-        return NULL;
-    }
-    p->algo = res.algo;
+    if (found < 1) plan_release(p);
+    else p->algo = res.algo;
     p->M = M, p->N = N, p->K = K;
     p->ab = CUDA_R_8F_E4M3;
     p->d = d;
     p->bias = bias;
     p->align = align;
-    p->valid = 1;
-    return p;
+    p->valid = found < 1 ? -1 : 1;
+    return found < 1 ? NULL : p;
 }
 
 static cudaDataType_t out_type(h3_dtype dt) {

@@ -112,7 +112,12 @@ stats_set (GstStructure * st, const h3_stats * stats)
       "fallback", G_TYPE_STRING, stats->fallback,
       "random-weights", G_TYPE_BOOLEAN, stats->random_weights != 0,
       "precision", G_TYPE_STRING, stats->precision,
-      "peak-bytes", G_TYPE_UINT64, (guint64) stats->peak_bytes, NULL);
+      "peak-bytes", G_TYPE_UINT64, (guint64) stats->peak_bytes,
+      "memory", G_TYPE_STRING, stats->memory,
+      "memory-reason", G_TYPE_STRING, stats->memory_reason,
+      "host-pinned-bytes", G_TYPE_UINT64, (guint64) stats->host_pinned_bytes,
+      "host-pageable-bytes", G_TYPE_UINT64,
+      (guint64) stats->host_pageable_bytes, NULL);
 }
 
 /* The `stats` property: h3videosrc/stats. */

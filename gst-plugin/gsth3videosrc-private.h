@@ -88,6 +88,8 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
 #define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
 #define DEFAULT_PRECISION GST_H3_PRECISION_BF16
+#define DEFAULT_MEMORY GST_H3_MEMORY_AUTO
+#define DEFAULT_MAX_GPU_MEMORY 0
 #define DEFAULT_ENGINE_CACHE TRUE
 #define DEFAULT_KEEP_CLIP TRUE
 /* 2 GiB: a 15 s clip at 1280x736 (362 frames of 2.8 MB, with its audio)
@@ -126,6 +128,8 @@ typedef struct
   GstH3LoadFormat load_format;
   GstH3DummyAdapter dummy_adapter;
   GstH3Precision precision;
+  GstH3Memory memory;
+  guint64 max_gpu_memory;       /* bytes per device, 0: no cap */
   gboolean engine_cache;
   gboolean keep_clip;
   guint64 keep_clip_max_bytes;

@@ -31,6 +31,8 @@ gst_h3_settings_init (GstH3Settings * s)
   s->load_format = DEFAULT_LOAD_FORMAT;
   s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
   s->precision = DEFAULT_PRECISION;
+  s->memory = DEFAULT_MEMORY;
+  s->max_gpu_memory = DEFAULT_MAX_GPU_MEMORY;
   s->engine_cache = DEFAULT_ENGINE_CACHE;
   s->keep_clip = DEFAULT_KEEP_CLIP;
   s->keep_clip_max_bytes = DEFAULT_KEEP_CLIP_MAX_BYTES;
@@ -81,11 +83,12 @@ gst_h3_settings_model_dir (const GstH3Settings * s)
 gchar *
 gst_h3_settings_engine_key (const GstH3Settings * s)
 {
-  return g_strdup_printf ("%s\n%s\n%d\n%s\n%d\n%d\n%d",
+  return g_strdup_printf ("%s\n%s\n%d\n%s\n%d\n%d\n%d\n%" G_GUINT64_FORMAT "\n%d",
       gst_h3_settings_model_dir (s),
       s->adapter_location ? s->adapter_location : "", (int) s->compute,
       s->devices ? s->devices : "auto", (int) s->load_format,
-      (int) s->dummy_adapter, (int) s->precision);
+      (int) s->dummy_adapter, (int) s->memory, s->max_gpu_memory,
+      (int) s->precision);
 }
 
 /* What a generation's time depends on besides the engine: the live
@@ -169,6 +172,10 @@ gst_h3_settings_engine_options (const GstH3Settings * s,
   opt->dummy_adapter = (h3_dummy_adapter) s->dummy_adapter;
   opt->precision = s->precision == GST_H3_PRECISION_FP8 ?
       H3_PRECISION_FP8 : H3_PRECISION_BF16;
+  opt->memory = s->memory == GST_H3_MEMORY_STREAM ? H3_MEMORY_STREAM :
+      s->memory == GST_H3_MEMORY_RESIDENT ? H3_MEMORY_RESIDENT :
+      H3_MEMORY_AUTO;
+  opt->max_gpu_memory = s->max_gpu_memory;
 }
 
 h3_request

@@ -23,8 +23,9 @@
 static const gchar *const uri_keys[] = {
   "prompt", "seed", "width", "height", "num-frames", "steps", "backend",
   "vsa-sparsity", "model-location", "adapter-location", "compute", "devices",
-  "load-format", "dummy-adapter", "precision", "engine-cache", "keep-clip",
-  "keep-clip-max-bytes", "image-location", "last-image-location", NULL
+  "load-format", "dummy-adapter", "engine-cache", "keep-clip",
+  "keep-clip-max-bytes", "image-location", "last-image-location",
+  "memory", "max-gpu-memory", "precision", NULL
 };
 
 static gboolean

@@ -115,6 +115,8 @@ enum
   PROP_LOAD_FORMAT,
   PROP_DUMMY_ADAPTER,
   PROP_PRECISION,
+  PROP_MEMORY,
+  PROP_MAX_GPU_MEMORY,
   PROP_ENGINE_CACHE,
   PROP_KEEP_CLIP,
   PROP_KEEP_CLIP_MAX_BYTES,
@@ -263,6 +265,27 @@ gst_h3_dummy_adapter_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstH3DummyAdapter", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_h3_memory_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_H3_MEMORY_AUTO, "Resident when the weights fit the device, else "
+          "stream", "auto"},
+    {GST_H3_MEMORY_RESIDENT, "Every weight on the device", "resident"},
+    {GST_H3_MEMORY_STREAM, "The transformer's blocks and the text encoder's "
+          "layers in host memory, streamed to the device a block ahead",
+        "stream"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstH3Memory", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -498,6 +521,43 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           GST_TYPE_H3_PRECISION, DEFAULT_PRECISION, rw));
 
   /**
+   * GstH3VideoSrc:memory:
+   *
+   * Where the big weights live. `resident`: every weight on the device.
+   * `stream`: the transformer's blocks and the text encoder's layers stay in
+   * host memory (page-locked up to half of it, the rest pageable) and are
+   * copied into a ring of two device slots a block ahead of the compute,
+   * on a copy stream of their own: the output is resident's bit for bit,
+   * and the device holds the rest of the model, two blocks and the
+   * activations (the release's 117 GB of weights fit a 24 GB card).
+   * `auto` (the default): resident when the memory plan's weights fit the
+   * device (#GstH3VideoSrc:max-gpu-memory, or what is free), else stream.
+   * #GstH3VideoSrc:stats says which ran (`memory`, `memory-reason`) and
+   * what the host holds (`host-pinned-bytes`, `host-pageable-bytes`). A
+   * setting that cannot fit is refused at the change to PAUSED, naming the
+   * numbers.
+   */
+  g_object_class_install_property (gobject_class, PROP_MEMORY,
+      g_param_spec_enum ("memory", "Memory",
+          "Where the weights live: auto, resident (on the device) or stream "
+          "(host memory, streamed to the device a block ahead)",
+          GST_TYPE_H3_MEMORY, DEFAULT_MEMORY, rw));
+
+  /**
+   * GstH3VideoSrc:max-gpu-memory:
+   *
+   * The most device memory the engine may use on each GPU, in bytes, the
+   * CUDA context included; 0 (the default): what is free. The memory plan
+   * holds the model and every request to it and allocations past it fail,
+   * so an 80, 48 or 24 GB card can be stood for on a larger one; with
+   * memory=auto it decides between resident and stream.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_GPU_MEMORY,
+      g_param_spec_uint64 ("max-gpu-memory", "Max GPU memory",
+          "Most device memory to use on each GPU, in bytes (0: what is free)",
+          0, G_MAXUINT64, DEFAULT_MAX_GPU_MEMORY, rw));
+
+  /**
    * GstH3VideoSrc:devices:
    *
    * Where the ranks of tensor parallelism run:
@@ -533,8 +593,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    *
    * Share the loaded model with the other h3videosrc elements of the
    * process whose model settings are the same (model-location,
-   * adapter-location, compute, devices, load-format, dummy-adapter,
-   * precision): the
+   * adapter-location, compute, devices, load-format, dummy-adapter, memory,
+   * max-gpu-memory, precision): the
    * model is loaded once, kept while any of them exists, and their
    * generations take turns on it. FALSE gives this element an engine of its
    * own (another copy of the weights in memory).
@@ -913,6 +973,12 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_PRECISION:
       s->precision = g_value_get_enum (value);
       break;
+    case PROP_MEMORY:
+      s->memory = g_value_get_enum (value);
+      break;
+    case PROP_MAX_GPU_MEMORY:
+      s->max_gpu_memory = g_value_get_uint64 (value);
+      break;
     case PROP_ENGINE_CACHE:
       s->engine_cache = g_value_get_boolean (value);
       break;
@@ -1039,6 +1105,12 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       break;
     case PROP_PRECISION:
       g_value_set_enum (value, s->precision);
+      break;
+    case PROP_MEMORY:
+      g_value_set_enum (value, s->memory);
+      break;
+    case PROP_MAX_GPU_MEMORY:
+      g_value_set_uint64 (value, s->max_gpu_memory);
       break;
     case PROP_ENGINE_CACHE:
       g_value_set_boolean (value, s->engine_cache);

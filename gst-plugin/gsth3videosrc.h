@@ -62,6 +62,16 @@ typedef enum
 
 #define GST_TYPE_H3_PRECISION (gst_h3_precision_get_type ())
 GType gst_h3_precision_get_type (void);
+/* Where the big weights live (h3_memory_mode). */
+typedef enum
+{
+  GST_H3_MEMORY_AUTO = 0,
+  GST_H3_MEMORY_RESIDENT = 1,
+  GST_H3_MEMORY_STREAM = 2
+} GstH3Memory;
+
+#define GST_TYPE_H3_MEMORY (gst_h3_memory_get_type ())
+GType gst_h3_memory_get_type (void);
 
 GST_ELEMENT_REGISTER_DECLARE (h3videosrc);
 

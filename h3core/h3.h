@@ -103,6 +103,23 @@ typedef enum h3_precision { H3_PRECISION_BF16 = 0, H3_PRECISION_FP8 } h3_precisi
 const char *h3_precision_name(h3_precision p);
 /* "bf16" or "fp8" into *out; H3_ERR_INVALID_ARGUMENT naming the text otherwise. */
 h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
+/* Where the big weights live (memory, docs/ARCHITECTURE.md "Weight
+ * streaming"). RESIDENT: every weight on the device, as loaded. STREAM:
+ * the DiT's blocks and the text encoder's layers in host memory, copied
+ * into a small ring of device slots a block (a layer) ahead of the compute
+ * that reads them, on a copy stream of their own; the outputs are
+ * RESIDENT's bit for bit, the device holds the rest of the model, two
+ * blocks and the activations. AUTO (the default): RESIDENT when the memory
+ * plan's weights and workspace fit the device (max_gpu_memory, or what is
+ * free), else STREAM; the choice and its reason are logged and in
+ * h3_stats. A cap below what STREAM needs is refused at open, naming the
+ * numbers. */
+typedef enum h3_memory_mode { H3_MEMORY_AUTO = 0, H3_MEMORY_RESIDENT, H3_MEMORY_STREAM } h3_memory_mode;
+/* "auto", "resident", "stream"; NULL for a value outside the enum. */
+const char *h3_memory_mode_name(h3_memory_mode mode);
+/* The inverse (the front ends' option and property); H3_ERR_INVALID_ARGUMENT
+ * naming the value otherwise. */
+h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status);
 
 typedef struct h3_engine_options {
     const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
@@ -129,6 +146,11 @@ typedef struct h3_engine_options {
      * one. */
     uint64_t max_gpu_memory;
     h3_precision precision; /* default H3_PRECISION_BF16 */
+    h3_memory_mode memory;       /* default H3_MEMORY_AUTO */
+    /* memory=stream: how much host memory the process may page-lock for the
+     * streamed weights (0: half of the physical memory); past it they are
+     * pageable (copied slower). Process-wide: the last engine opened sets it. */
+    uint64_t max_pinned_memory;
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;
@@ -230,6 +252,9 @@ typedef struct h3_stats {
     int text_encoder_released; /* 1: the last generation freed the text encoder after encoding (it did
                                   not fit resident, h3_memory_plan.text_encoder_released); the next
                                   loads it again, which its text time includes */
+    char memory[16];           /* the memory mode in use: "resident" or "stream" (h3_memory_mode) */
+    char memory_reason[256];   /* why (memory=auto's decision, or "asked for") */
+    uint64_t host_pinned_bytes, host_pageable_bytes; /* memory=stream: the host copies, all ranks */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------
@@ -247,6 +272,7 @@ typedef struct h3_memory_device {
     uint64_t total;              /* the sum of the above; with the text encoder released (below), the
                                     highest the weights, arena and workspace reach together */
     uint64_t available;          /* free bytes on the device when planned (0: unknown, e.g. the CPU) */
+    uint64_t host_pinned, host_pageable; /* memory=stream: this rank's host copies (not in total) */
 } h3_memory_device;
 
 typedef struct h3_memory_plan {
@@ -258,6 +284,12 @@ typedef struct h3_memory_plan {
      * again (from the files, or drawn again) before the next request; the
      * engine decides this itself, per request, and logs it. */
     int text_encoder_released;
+    /* The mode planned: RESIDENT or STREAM (memory=auto: the one the engine
+     * would choose), and why. In STREAM the transformer's and text
+     * encoder's weights are what stays on the device, the ring's slots
+     * included. */
+    h3_memory_mode memory;
+    char memory_reason[256];
 } h3_memory_plan;
 
 /* The plan for `request` on the engine `options` would open, reading only

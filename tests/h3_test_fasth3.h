@@ -13,71 +13,13 @@
 #include "model/h3_dit_layout.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 
 #define FASTH3_DENSE_ADAPTER "adapters/tiny-h3/dense-datafree"
 #define FASTH3_VSA_ADAPTER "adapters/tiny-h3/vsa-datafree"
 #define FASTH3_DIFFUSERS_DIR "models/tiny-h3/transformer"
 #define FASTH3_NATIVE_DIR "models/tiny-h3-native/FL2VA/transformer"
 
-static inline h3_st_file *golden_open(const char *rel) {
-    h3_st_file *f = NULL;
-    h3_status st = {0};
-    CHECK(h3_st_open(h3_test_data(rel), &f, &st) == H3_OK, "open %s: %s", rel, st.message);
-    return f;
-}
-
-/* goldens/tiny-h3/<name>.safetensors */
-static inline h3_st_file *golden_tiny(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.safetensors", name);
-    return golden_open(rel);
-}
-
-static inline JsonParser *golden_json(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.json", name);
-    JsonParser *p = json_parser_new();
-    GError *err = NULL;
-    if (!json_parser_load_from_file(p, h3_test_data(rel), &err)) {
-        CHECK(0, "%s: %s", rel, err->message);
-        g_error_free(err);
-    }
-    return p;
-}
-
-static inline JsonObject *golden_json_object(JsonParser *p, const char *member) {
-    JsonNode *root = json_parser_get_root(p);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) return NULL;
-    JsonObject *o = json_node_get_object(root);
-    return json_object_has_member(o, member) ? json_object_get_object_member(o, member) : NULL;
-}
-
-static inline float *golden_f32(h3_st_file *f, const char *name, int64_t *n) {
-    float *out = NULL;
-    const h3_st_tensor *info = NULL;
-    h3_status st = {0};
-    if (!f || h3_st_read_f32(f, name, &out, &info, &st) != H3_OK) {
-        CHECK(0, "read %s: %s", name, st.message);
-        return NULL;
-    }
-    if (n) *n = info->numel;
-    return out;
-}
-
-/* An I64 golden tensor as int32. */
-static inline int32_t *golden_i32(h3_st_file *f, const char *name, int64_t *n) {
-    const h3_st_tensor *t = f ? h3_st_find(f, name) : NULL;
-    CHECK(t && t->dtype == H3_ST_I64, "golden tensor '%s' missing or not int64", name);
-    if (!t || t->dtype != H3_ST_I64) return NULL;
-    int32_t *out = malloc((size_t)t->numel * sizeof *out + 4);
-    for (int64_t i = 0; i < t->numel; i++) {
-        int64_t v;
-        memcpy(&v, (const char *)t->data + i * 8, 8);
-        out[i] = (int32_t)v;
-    }
-    if (n) *n = t->numel;
-    return out;
-}
 
 /* The layout of a transformer-style golden: "layout" {T, H_lat, W_lat, Na,
  * L, anchors} in the json, text tags = token_tags[text_indices]. */

@@ -4,6 +4,7 @@
  *               --num-frames F --steps N [--backend fa|vsa] [--adapter FILE]
  *               [--vsa-sparsity S] [--ladder release|a|b]
  *               [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]
+ *               [--max-gpu-memory GIB] [--memory auto|resident|stream] [--max-pinned-memory GIB]
  *               --output OUT.safetensors
  *   h3-generate --plan [the same settings]
  *
@@ -37,7 +38,8 @@ static void usage(FILE *f) {
             "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
             "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
-            "                   [--max-gpu-memory GIB] [--precision bf16|fp8] [--image FILE] [--last-image FILE]\n"
+            "                   [--max-gpu-memory GIB] [--memory auto|resident|stream] [--max-pinned-memory GIB]\n"
+            "                   [--precision bf16|fp8] [--image FILE] [--last-image FILE]\n"
             "                   [--quiet] --output OUT.safetensors\n"
             "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
@@ -60,6 +62,11 @@ static void usage(FILE *f) {
             "  --precision P    bf16 (default): the linears in the backend's type; fp8: the DiT's and text\n"
             "                   encoder's linears in E4M3 with per-channel scales (a GPU of compute capability\n"
             "                   8.9 or newer, compute=cuda; emulated in float32 on the CPU)\n"
+            "  --memory M       resident: every weight on the device; stream: the DiT's blocks and the text\n"
+            "                   encoder's layers in host memory, copied a block ahead into a two-slot ring (same\n"
+            "                   output, far less device memory); auto (default): resident when it fits, else stream\n"
+            "  --max-pinned-memory GIB  with stream: host memory to page-lock for the weights (default: half\n"
+            "                   of the machine's); the rest stays pageable (copied slower)\n"
             "  --image FILE     FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas\n"
             "  --last-image FILE FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped\n"
             "  --plan           print what these settings need on each device (weights per component, arena,\n"
@@ -216,6 +223,16 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--precision")) {
             h3_status pst = {0};
             if (h3_precision_parse(v, &opt.precision, &pst) != H3_OK) return die("--%s", pst.message);
+        } else if (!strcmp(a, "--memory")) {
+            h3_status ms = {0};
+            if (h3_memory_mode_parse(v, &opt.memory, &ms) != H3_OK) return die("--%s", ms.message);
+        } else if (!strcmp(a, "--max-pinned-memory")) {
+            char *end;
+            errno = 0;
+            double gib = strtod(v, &end);
+            if (errno || !*v || *end || !(gib > 0 && gib <= 1048576))
+                return die("--max-pinned-memory '%s': GiB, a positive number", v);
+            opt.max_pinned_memory = (uint64_t)(gib * 1073741824.0);
         } else if (!strcmp(a, "--compute")) {
             if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
             else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;
@@ -306,6 +323,9 @@ static int generate(const h3_engine_options *options, h3_request *request, const
             h3_engine_get_stats(engine, &s);
             fprintf(stderr, "h3-generate: wrote %s (%s, %s: text %.2f s, denoise %.2f s (%.3f s/step), audio %.2f s, video %.2f s)\n",
                     output, s.compute, s.precision, s.text, s.denoise, s.per_step, s.decode_audio, s.decode_video);
+            fprintf(stderr, "h3-generate: memory=%s (%s): device peak %.2f GiB, host %.2f GiB pinned + %.2f GiB pageable\n",
+                    s.memory, s.memory_reason, (double)s.peak_bytes / 1073741824.0,
+                    (double)s.host_pinned_bytes / 1073741824.0, (double)s.host_pageable_bytes / 1073741824.0);
         }
     }
     free(c.video);

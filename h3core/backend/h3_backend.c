@@ -124,6 +124,18 @@ static void *persistent_new(h3_backend *b, size_t bytes) {
     return p;
 }
 
+void *h3_backend_persistent_alloc(h3_backend *b, size_t bytes, const char *what) {
+    void *p = persistent_new(b, bytes); /* it applies the memory limit */
+    if (!p) h3_backend_fail(b, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes for %s", b->ops->name, bytes, what);
+    return p;
+}
+
+static void persistent_delete(h3_backend *b, void *p);
+void h3_backend_persistent_free(h3_backend *b, void *p) {
+    if (p) persistent_delete(b, p);
+    mem_update(b);
+}
+
 static void persistent_delete(h3_backend *b, void *p) {
     gpointer bytes;
     if (g_hash_table_lookup_extended(b->persistent, p, NULL, &bytes)) {
@@ -176,6 +188,7 @@ void h3_backend_destroy(h3_backend *b) {
     if (!b) return;
     for (int i = 0; i < b->n_chunks; i++) b->ops->free(b, b->chunks[i].data);
     free(b->chunks);
+    h3_weight_host_free_all(b);
     g_hash_table_destroy(b->persistent);
     b->ops->destroy(b); /* frees impl and b */
 }
@@ -357,6 +370,16 @@ h3_status_code h3_weight_from_f32(h3_backend *b, const float *host, h3_dtype dty
     return rc;
 }
 
+h3_status_code h3_weight_zeros(h3_backend *b, h3_dtype dtype, int ndim, const int64_t *shape, h3_tensor *out,
+                               h3_status *status) {
+    h3_status_code rc = persistent_alloc(b, dtype, ndim, shape, out, status);
+    if (rc != H3_OK) return rc;
+    h3_op_fill(b, out, 0.0f);
+    rc = h3_backend_check(b, status);
+    if (rc != H3_OK) h3_weight_free(b, out);
+    return rc;
+}
+
 h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n, h3_tensor *out, h3_status *status) {
     h3_status_code rc = persistent_alloc(b, H3_I32, 1, &n, out, status);
     if (rc != H3_OK) return rc;
@@ -518,7 +541,8 @@ static h3_status_code weight_load_float(h3_backend *b, const h3_st_tensor *src, 
 }
 
 void h3_weight_free(h3_backend *b, h3_tensor *t) {
-    if (t && t->data) persistent_delete(b, t->data);
+    if (t && t->data && t->on_host) h3_weight_host_free(b, t->data); /* a streamed weight (h3_weight_stream.c) */
+    else if (t && t->data) persistent_delete(b, t->data);
     if (t) memset(t, 0, sizeof *t);
 }
 
@@ -527,6 +551,8 @@ void h3_weight_free(h3_backend *b, h3_tensor *t) {
 static h3_status_code check_copy_target(h3_backend *b, const h3_tensor *t, h3_status *status) {
     if (h3_backend_failed(b)) return h3_backend_check(b, status);
     if (!t || !t->data) return h3_fail(status, H3_ERR_INTERNAL, "%s: copy to or from an unallocated tensor", b->ops->name);
+    if (t->on_host)
+        return h3_fail(status, H3_ERR_INTERNAL, "%s: copy to or from a host-resident weight (memory=stream)", b->ops->name);
     return H3_OK;
 }
 

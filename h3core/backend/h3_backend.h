@@ -75,6 +75,10 @@ h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_
 /* A persistent tensor filled from host float32 (e.g. derived tables). */
 h3_status_code h3_weight_from_f32(h3_backend *b, const float *host, h3_dtype dtype, int ndim,
                                   const int64_t *shape, h3_tensor *out, h3_status *status);
+/* A persistent float tensor of zeros, filled where it lives (nothing is
+ * uploaded): the vision tower's padded heads (h3_vision.c). */
+h3_status_code h3_weight_zeros(h3_backend *b, h3_dtype dtype, int ndim, const int64_t *shape, h3_tensor *out,
+                               h3_status *status);
 h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n, h3_tensor *out,
                                   h3_status *status);
 void h3_weight_free(h3_backend *b, h3_tensor *t);

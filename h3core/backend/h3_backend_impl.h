@@ -102,6 +102,29 @@ typedef struct h3_backend_ops {
     /* h3_backend_inject_fault came due: fail as this backend's device fails
      * (CUDA arms its launch check). NULL: a plain H3_ERR_DEVICE. */
     void (*inject_fault)(h3_backend *b);
+
+    /* Weight streaming (h3_weight_stream.h, h3_weight_stream.c). pins_host:
+     * the backend copies from page-locked host memory faster (CUDA; a
+     * measuring backend copies its target's flag). NULL entries: host
+     * memory is malloc's and a ring's copy is a synchronous upload (CPU,
+     * measuring backends). */
+    int pins_host;
+    void *(*host_alloc)(h3_backend *b, size_t bytes, int pinned); /* NULL on failure */
+    void (*host_free)(h3_backend *b, void *p, int pinned);
+    /* The copy stream and n_slots pairs of events; NULL on failure. */
+    void *(*stream_create)(h3_backend *b, int n_slots);
+    void (*stream_destroy)(h3_backend *b, void *s);
+    /* On the copy stream: wait for the slot's release, then the copies,
+     * then the slot's copy-done mark. Each returns 0 on success. */
+    int (*stream_copy_begin)(h3_backend *b, void *s, int slot);
+    int (*stream_copy)(h3_backend *b, void *s, void *dst, const void *src, size_t bytes);
+    int (*stream_copy_end)(h3_backend *b, void *s, int slot);
+    /* On the compute stream: wait for the slot's copy; mark its release. */
+    int (*stream_acquire)(h3_backend *b, void *s, int slot);
+    int (*stream_release)(h3_backend *b, void *s, int slot);
+    /* GPU time compute stood waiting in acquires so far (ms), and how many
+     * such waits passed 0.1 ms; NULL: not measured. */
+    void (*stream_stalls)(h3_backend *b, void *s, double *ms, uint64_t *count);
 } h3_backend_ops;
 
 typedef struct h3_arena_chunk {
@@ -130,6 +153,9 @@ struct h3_backend {
     int linear_fp8;             /* h3_backend_set_linear_fp8 */
     int fp8_weights, fp8_kept;  /* h3_backend_fp8_counts */
     long fault_ops; /* h3_backend_inject_fault: ops left until the injected failure; 0 none */
+    /* streamed weights in host memory (h3_weight_stream.c): data -> bytes·2 + pinned */
+    void *host_weights;    /* GHashTable, made at the first h3_weight_to_host */
+    uint64_t mem_host_pinned, mem_host_pageable;
 };
 
 /* For backends: set the sticky error if none is set yet. */
@@ -146,6 +172,15 @@ void h3_backend_fault_due(h3_backend *b);
  * 1 when h3_backend_inject_alloc_fault says this allocation fails. Counts
  * only on backends that hold data (a measuring backend allocates nothing). */
 int h3_backend_alloc_refused(const h3_backend *b);
+/* A persistent device allocation in the tally (as a weight's), and its
+ * free: for the ring's slots (h3_weight_stream.c). NULL with the sticky
+ * error set on failure or past the memory limit. */
+void *h3_backend_persistent_alloc(h3_backend *b, size_t bytes, const char *what);
+void h3_backend_persistent_free(h3_backend *b, void *p);
+/* h3_weight_stream.c: frees a host-resident weight's memory; all of them at
+ * backend destroy. */
+void h3_weight_host_free(h3_backend *b, void *p);
+void h3_weight_host_free_all(h3_backend *b);
 /* Common initialisation of the struct (arena, error, memory tally). */
 void h3_backend_init(h3_backend *b, const h3_backend_ops *ops, void *impl);
 /* For backends: their own device buffers (GEMM workspace, scratch) grew

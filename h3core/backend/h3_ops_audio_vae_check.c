@@ -25,6 +25,7 @@ void h3_op_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tens
     REQUIRE(b, y->shape[0] == B && y->shape[1] == Cout && y->shape[2] == Lout,
             "conv1d: y is [%lld,%lld,%lld], want [%lld,%lld,%lld]", (long long)y->shape[0], (long long)y->shape[1],
             (long long)y->shape[2], (long long)B, (long long)Cout, (long long)Lout);
+    NOT_HOST(b, "conv1d", "bias", bias);
     REQUIRE(b, !bias || h3_tensor_numel(bias) == Cout, "conv1d: bias has %lld elements, want %lld",
             (long long)h3_tensor_numel(bias), (long long)Cout);
     REQUIRE(b, same_float_dtype(x, y), "conv1d: x is %s, y is %s", h3_dtype_name(x->dtype), h3_dtype_name(y->dtype));
@@ -49,6 +50,7 @@ void h3_op_conv_transpose1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, con
     REQUIRE(b, y->shape[0] == B && y->shape[1] == Cout && y->shape[2] == Lout,
             "conv_transpose1d: y is [%lld,%lld,%lld], want [%lld,%lld,%lld]", (long long)y->shape[0],
             (long long)y->shape[1], (long long)y->shape[2], (long long)B, (long long)Cout, (long long)Lout);
+    NOT_HOST(b, "conv_transpose1d", "bias", bias);
     REQUIRE(b, !bias || h3_tensor_numel(bias) == Cout, "conv_transpose1d: bias has %lld elements, want %lld",
             (long long)h3_tensor_numel(bias), (long long)Cout);
     REQUIRE(b, same_float_dtype(x, y), "conv_transpose1d: x is %s, y is %s", h3_dtype_name(x->dtype),

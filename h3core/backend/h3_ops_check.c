@@ -16,6 +16,7 @@ void h3_op_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tens
     int64_t N = w->shape[0];
     REQUIRE(b, h3_tensor_rows(y) == M && h3_tensor_cols(y) == N, "linear: y is %lldx%lld, want %lldx%lld",
             (long long)h3_tensor_rows(y), (long long)h3_tensor_cols(y), (long long)M, (long long)N);
+    NOT_HOST(b, "linear", "bias", bias);
     REQUIRE(b, !bias || h3_tensor_numel(bias) == N, "linear: bias has %lld elements, want %lld",
             (long long)h3_tensor_numel(bias), (long long)N);
     REQUIRE(b, y->data != x->data, "linear: y aliases x");
@@ -28,6 +29,7 @@ void h3_op_rms_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_te
     if (!same_numel(b, "rms_norm", y, x)) return;
     REQUIRE(b, width > 0 && h3_tensor_cols(x) % width == 0, "rms_norm: width %lld does not divide %lld",
             (long long)width, (long long)h3_tensor_cols(x));
+    NOT_HOST(b, "rms_norm", "w", w);
     REQUIRE(b, !w || h3_tensor_numel(w) == width, "rms_norm: weight has %lld elements, width %lld",
             (long long)h3_tensor_numel(w), (long long)width);
     b->ops->rms_norm(b, y, x, w, width, eps);
@@ -39,6 +41,7 @@ void h3_op_layer_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_
     NEED(b, "layer_norm", "y", y); NEED(b, "layer_norm", "x", x);
     if (!same_numel(b, "layer_norm", y, x)) return;
     int64_t D = h3_tensor_cols(x);
+    NOT_HOST(b, "layer_norm", "w", w); NOT_HOST(b, "layer_norm", "bias", bias);
     REQUIRE(b, (!w || h3_tensor_numel(w) == D) && (!bias || h3_tensor_numel(bias) == D),
             "layer_norm: weight/bias size differs from %lld", (long long)D);
     b->ops->layer_norm(b, y, x, w, bias, eps);
@@ -215,6 +218,7 @@ void h3_op_rms_norm_modulate(h3_backend *b, h3_tensor *y, const h3_tensor *x, co
     NEED(b, "rms_norm_modulate", "shift", shift); NEED(b, "rms_norm_modulate", "scale", scale);
     if (!same_numel(b, "rms_norm_modulate", y, x)) return;
     int64_t D = h3_tensor_cols(x);
+    NOT_HOST(b, "rms_norm_modulate", "w", w);
     REQUIRE(b, !w || h3_tensor_numel(w) == D, "rms_norm_modulate: weight has %lld elements, rows %lld",
             (long long)h3_tensor_numel(w), (long long)D);
     REQUIRE(b, h3_tensor_cols(shift) == D && h3_tensor_cols(scale) == D,
@@ -235,6 +239,7 @@ void h3_op_qk_norm_rope(h3_backend *b, h3_tensor *x, const h3_tensor *w, float e
     int64_t S = h3_tensor_rows(x);
     REQUIRE(b, head_dim > 0 && h3_tensor_cols(x) == (int64_t)n_heads * head_dim,
             "qk_norm_rope: x has %lld cols, want %d heads x %d", (long long)h3_tensor_cols(x), n_heads, head_dim);
+    NOT_HOST(b, "qk_norm_rope", "w", w);
     REQUIRE(b, !w || h3_tensor_numel(w) == head_dim, "qk_norm_rope: weight has %lld elements, head_dim %d",
             (long long)h3_tensor_numel(w), head_dim);
     REQUIRE(b, rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "qk_norm_rope: bad rot_dim %d", rot_dim);

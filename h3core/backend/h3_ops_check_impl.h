@@ -12,12 +12,24 @@
 
 static inline int is_float(const h3_tensor *t) { return t->dtype != H3_I32; }
 
+/* A streamed weight left on the host (h3_weight_stream.h) is refused
+ * before a backend can read host memory as its own. */
+static inline int host_ok(h3_backend *b, const char *op, const char *what, const h3_tensor *t) {
+    if (t && t->on_host) {
+        h3_backend_fail(b, H3_ERR_INTERNAL,
+                        "%s: %s is a host-resident weight (memory=stream): it must be acquired in a device slot "
+                        "(h3_weight_ring_acquire) before an op reads it", op, what);
+        return 0;
+    }
+    return 1;
+}
+
 static inline int ok_tensor(h3_backend *b, const char *op, const char *what, const h3_tensor *t) {
     if (!t || !t->data || t->ndim < 1) {
         h3_backend_fail(b, H3_ERR_INTERNAL, "%s: %s is missing or unallocated", op, what);
         return 0;
     }
-    return 1;
+    return host_ok(b, op, what, t);
 }
 
 static inline int same_numel(h3_backend *b, const char *op, const h3_tensor *a, const h3_tensor *c) {
@@ -37,6 +49,8 @@ static inline int same_numel(h3_backend *b, const char *op, const h3_tensor *a, 
         if (h3_backend_failed(b)) return; \
     } while (0)
 #define NEED(b, op, what, t) do { if (!ok_tensor(b, op, what, t)) return; } while (0)
+/* An optional argument (NULL allowed) that, when given, must not be on the host. */
+#define NOT_HOST(b, op, what, t) do { if (!host_ok(b, op, what, t)) return; } while (0)
 #define REQUIRE(b, cond, ...) do { if (!(cond)) { h3_backend_fail(b, H3_ERR_INTERNAL, __VA_ARGS__); return; } } while (0)
 #define REQUIRE_CODE(b, cond, code, ...) \
     do { if (!(cond)) { h3_backend_fail(b, code, __VA_ARGS__); return; } } while (0)

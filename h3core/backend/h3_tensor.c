@@ -59,6 +59,7 @@ h3_tensor h3_tensor_reshape(const h3_tensor *t, int ndim, const int64_t *shape) 
     v.data = t->data;
     /* per-row scales stay valid while the rows are the same rows */
     v.scale = t->scale && shape[ndim - 1] == h3_tensor_cols(t) ? t->scale : NULL;
+    v.on_host = t->on_host;
     return v;
 }
 
@@ -71,6 +72,7 @@ h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows) {
     v.shape[0] = nrows;
     v.shape[1] = cols;
     v.data = t->data ? (char *)t->data + (size_t)(row0 * cols) * h3_dtype_size(t->dtype) : NULL;
+    v.on_host = t->on_host;
     v.scale = t->scale ? (float *)t->scale + row0 : NULL;
     return v;
 }

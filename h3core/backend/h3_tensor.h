@@ -29,6 +29,9 @@ typedef struct h3_tensor {
      * = code · scale[r]; NULL for every other dtype. Views by rows carry
      * their rows' scales, so q/k/v views of a packed qkv keep theirs. */
     void *scale;
+    /* 1: data is host memory, a streamed weight (h3_weight_stream.h) that
+     * no op may read; views keep it. 0 for everything else. */
+    int on_host;
 } h3_tensor;
 
 /* The backend a tensor lives on; opaque outside the backends (h3_backend.h). */

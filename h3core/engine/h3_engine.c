@@ -6,6 +6,8 @@
  * h3_fasth3.c's. */
 #include "engine/h3_engine_impl.h"
 
+#include "backend/h3_weight_stream.h"
+
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <stdarg.h>
@@ -178,6 +180,9 @@ static h3_status_code check_load_options(const h3_engine_options *o, h3_status *
         o->dummy_adapter != H3_DUMMY_ADAPTER_VSA)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dummy_adapter %d: must be none, dense or vsa",
                        (int)o->dummy_adapter);
+    if (!h3_memory_mode_name(o->memory))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "memory %d: must be auto (%d), resident (%d) or stream (%d)",
+                       (int)o->memory, (int)H3_MEMORY_AUTO, (int)H3_MEMORY_RESIDENT, (int)H3_MEMORY_STREAM);
     int has_file = o->adapter_path && *o->adapter_path;
     if (o->load_format != H3_LOAD_DUMMY && o->dummy_adapter != H3_DUMMY_ADAPTER_NONE)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
@@ -294,7 +299,9 @@ static h3_status_code create_backend(h3_engine *e, const h3_engine_options *o, h
 #endif
     }
     snprintf(e->stats.compute, sizeof e->stats.compute, "cpu");
-    return h3_backend_cpu_create(o->cpu_threads, &e->backend, status);
+    h3_status_code rc = h3_backend_cpu_create(o->cpu_threads, &e->backend, status);
+    if (rc == H3_OK) h3_memory_limit_backend(e, e->backend, -1); /* only under h3_engine_cap_cpu_memory */
+    return rc;
 }
 
 /* devices: "auto" (or empty): one backend chosen by `compute`; "cpu:N": N
@@ -339,6 +346,9 @@ h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_sta
     }
     if (rc == H3_OK && r->text_encoder) /* its weights freed by an earlier request */
         rc = h3_text_encoder_reload_weights(r->text_encoder, e->text_encoder_dir, dummy, status);
+    else if (rc == H3_OK && e->stream) /* memory=stream: its layers on the host (h3_weight_stream.h) */
+        rc = h3_text_encoder_load_stream(r->backend, e->text_encoder_dir, dummy, e->text_layer, &text_tp,
+                                         &r->text_encoder, status);
     else if (rc == H3_OK)
         rc = h3_text_encoder_load_from(r->backend, e->text_encoder_dir, dummy, e->text_layer, &text_tp,
                                        &r->text_encoder, status);
@@ -368,6 +378,18 @@ static h3_status_code load_video_vae(h3_engine *e, const h3_tp *tp, h3_engine_ra
     return rc;
 }
 
+static h3_status_code load_transformer(const h3_tp *tp, h3_engine *e, h3_engine_rank *r, h3_status *status) {
+    h3_status_code rc = e->stream ? h3_dit_load_stream(r->backend, e->transformer_dir, e->dummy.transformer, tp,
+                                                       e->adapter, &r->dit, status)
+                                  : h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp,
+                                                     e->adapter, &r->dit, status);
+    /* Every weight is counted as it loads (h3_weight_load); one that the
+     * adapter was fused into may owe its NaN to the adapter: say so. */
+    if (rc == H3_ERR_NONFINITE && e->adapter)
+        h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    return rc;
+}
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     /* e->dummy.*: NULL (the files) unless load-format dummy */
@@ -377,16 +399,19 @@ static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status
      * (it refuses, naming why, a GPU without FP8 tensor cores) */
     h3_status_code rc = e->precision == H3_PRECISION_FP8 ? h3_backend_set_linear_fp8(r->backend, 1, status) : H3_OK;
     if (rc != H3_OK) return rc;
-    rc = h3_engine_text_encoder_load(e, tp, status);
-    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
-    if (rc == H3_OK) {
-        rc = h3_dit_load_from(r->backend, e->transformer_dir, e->dummy.transformer, tp, e->adapter, &r->dit, status);
-        /* Every weight is counted as it loads (h3_weight_load); one that the
-         * adapter was fused into may owe its NaN to the adapter: say so. */
-        if (rc == H3_ERR_NONFINITE && e->adapter)
-            h3_status_prefix(status, "the transformer with the FastH3 adapter %s fused into it", e->adapter_path);
+    /* memory=stream: the transformer first, so its blocks (copied every
+     * forward) take the pin budget before the text encoder's layers
+     * (copied once a request) do */
+    if (e->stream) {
+        rc = load_transformer(tp, e, r, status);
+        r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
     }
-    r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
+    if (rc == H3_OK) rc = h3_engine_text_encoder_load(e, tp, status);
+    r->weight_bytes[H3_PART_TEXT] = took(r->backend, &at);
+    if (rc == H3_OK && !e->stream) {
+        rc = load_transformer(tp, e, r, status);
+        r->weight_bytes[H3_PART_TRANSFORMER] = took(r->backend, &at);
+    }
     if (rc == H3_OK) rc = load_video_vae(e, tp, r, status);
     if (rc == H3_OK) h3_video_vae_set_tp(r->video_vae, tp);
     r->weight_bytes[H3_PART_VIDEO_VAE] = took(r->backend, &at);
@@ -465,6 +490,7 @@ static h3_status_code start_rank(const h3_tp *tp, void *user, h3_status *status)
     if (device < 0) {
         int threads = e->cpu_threads > 0 ? (e->cpu_threads + e->n_ranks - 1) / e->n_ranks : 0;
         rc = h3_backend_cpu_create(threads, &r->backend, &bs);
+        if (rc == H3_OK) h3_memory_limit_backend(e, r->backend, -1); /* only under h3_engine_cap_cpu_memory */
     } else {
 #ifdef H3_HAVE_CUDA
         rc = create_cuda(e->compute, device, &r->backend, &bs);
@@ -567,6 +593,27 @@ static void discard_log(void *opaque, h3_log_level level, const char *message) {
     (void)opaque, (void)level, (void)message;
 }
 
+/* stats.memory and the host bytes of memory=stream, said in the log. */
+static void memory_stats(h3_engine *e) {
+    g_strlcpy(e->stats.memory, e->stream ? "stream" : "resident", sizeof e->stats.memory);
+    uint64_t pinned = 0, pageable = 0;
+    for (int r = 0; r < e->n_ranks; r++) {
+        h3_weight_host_bytes h;
+        h3_weight_host_bytes_get(e->ranks[r].backend, &h);
+        pinned += h.pinned;
+        pageable += h.pageable;
+    }
+    e->stats.host_pinned_bytes = pinned;
+    e->stats.host_pageable_bytes = pageable;
+    if (e->stream)
+        h3_engine_log(e, H3_LOG_INFO, "memory=stream (%s): %.2f GiB of weights on the host, %.2f GiB pinned and "
+                      "%.2f GiB pageable (pin budget %.2f GiB)", e->stats.memory_reason,
+                      (double)(pinned + pageable) / 1073741824.0, (double)pinned / 1073741824.0,
+                      (double)pageable / 1073741824.0, (double)h3_weight_pin_budget() / 1073741824.0);
+    else if (e->memory == H3_MEMORY_AUTO)
+        h3_engine_log(e, H3_LOG_INFO, "memory=resident (%s)", e->stats.memory_reason);
+}
+
 static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_target *measure, h3_engine **out,
                                   h3_status *status) {
     *out = NULL;
@@ -580,6 +627,12 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     e->compute = o->compute;
     e->max_gpu_memory = o->max_gpu_memory;
     e->precision = o->precision;
+    e->memory = o->memory;
+    /* a measuring engine runs the mode it is asked for (the plan asks it
+     * for each); a real one's is decided by h3_memory_check_open */
+    e->stream = measure && o->memory == H3_MEMORY_STREAM;
+    /* the twin and the plan decide pinned or pageable as the engine will */
+    h3_weight_set_pin_budget(o->max_pinned_memory);
     /* Test hook for applications (the element's tests use it): a device
      * failure on RANK at denoising STEP, as h3_engine_inject_fault. Logged,
      * so that a stray variable is never a silent failure. */
@@ -622,6 +675,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     }
     e->stats.load = h3_engine_now() - t0;
     describe_precision(e);
+    memory_stats(e);
     h3_engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
                e->native_layout ? "native" : "diffusers", e->stats.compute, e->stats.load);
     if (e->load_format == H3_LOAD_DUMMY)

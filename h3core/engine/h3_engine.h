@@ -41,6 +41,14 @@ void h3_engine_force_text_release(h3_engine *engine, int on);
  * instead of asking NVML; 0 asks NVML again. Process-wide. */
 void h3_engine_fake_gpu_free(uint64_t bytes);
 
+/* For tests of the memory modes on the CPU: from now on (on != 0) a CPU
+ * rank is held to max_gpu_memory as a GPU is: the memory plan plans it
+ * against that cap (memory=auto decides on it, a cap too small is
+ * refused) and its backend refuses an allocation past it (no context
+ * reserve: the CPU has none). 0 restores the default: the CPU is not
+ * planned. Process-wide; engines opened after the call see it. */
+void h3_engine_cap_cpu_memory(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,8 @@
  * left. Free memory comes from NVML, without a CUDA context. */
 #include "engine/h3_engine_impl.h"
 
+#include "backend/h3_weight_stream.h"
+
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +56,13 @@
 /* ---- what the engine would run on ------------------------------------------------- */
 
 static uint64_t fake_free; /* h3_engine_fake_gpu_free (tests): 0, or what every GPU reports free */
+static int cpu_capped;     /* h3_engine_cap_cpu_memory (tests): max_gpu_memory holds the CPU ranks too */
 
 void h3_engine_fake_gpu_free(uint64_t bytes) { fake_free = bytes; }
+void h3_engine_cap_cpu_memory(int on) { cpu_capped = on != 0; }
+
+/* Whether max_gpu_memory holds a rank on `device` (-1: the CPU). */
+static int capped(const h3_engine *e, int device) { return e->max_gpu_memory && (device >= 0 || cpu_capped); }
 
 static int nvml_gpu(int device, const h3_gpu_info *gpus, int n) {
     int i = h3_gpus_nvml_index(device);
@@ -143,6 +150,10 @@ static void measured(const h3_engine *e, int rank, h3_memory_device *d) {
     d->arena = e->generated ? m.peak_activations : m.arena;
     d->workspace = e->generated ? m.peak_scratch : m.scratch;
     d->total = d->text_encoder + d->transformer + d->video_vae + d->audio_vae + d->arena + d->workspace;
+    h3_weight_host_bytes host;
+    h3_weight_host_bytes_get(r->backend, &host);
+    d->host_pinned = host.pinned;
+    d->host_pageable = host.pageable;
     /* The text encoder freed after the text stage: its weights and the
      * denoising's arena are never there together, so the sum overstates;
      * the tally's own peak is what the device holds at its fullest. */
@@ -165,7 +176,7 @@ static uint64_t reserve(const h3_engine *e, int device) {
 
 void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device) {
     uint64_t r = reserve(e, device);
-    if (device < 0 || !e->max_gpu_memory || e->measure) return;
+    if (!capped(e, device) || e->measure) return;
     h3_backend_set_memory_limit(b, e->max_gpu_memory > r ? e->max_gpu_memory - r : 1);
 }
 
@@ -185,7 +196,7 @@ static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
         d->total += reserve(m, d->device);
         int g = d->device >= 0 ? nvml_gpu(d->device, gpus, n_gpus) : -1;
         d->available = g >= 0 ? gpus[g].free_bytes : 0;
-        if (d->device >= 0 && m->max_gpu_memory && (!d->available || d->available > m->max_gpu_memory))
+        if (capped(m, d->device) && (!d->available || d->available > m->max_gpu_memory))
             d->available = m->max_gpu_memory;
         if (d->available && d->total > d->available) plan->fits = 0;
     }
@@ -206,7 +217,7 @@ static uint64_t room(const h3_engine *e, int i, const h3_memory_device *d) {
     h3_backend_memory held;
     h3_backend_memory_get(e->ranks[i].backend, &held);
     uint64_t r = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
-    return e->max_gpu_memory && d->device >= 0 && r > e->max_gpu_memory ? e->max_gpu_memory : r;
+    return capped(e, d->device) && r > e->max_gpu_memory ? e->max_gpu_memory : r;
 }
 
 static int fits_in(const h3_engine *e, const h3_memory_plan *plan) {
@@ -245,11 +256,25 @@ h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_re
     if (!options) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_memory_plan_make: no engine options");
     h3_memory_target t;
     h3_status_code rc = make_target(options, &t, status);
-    h3_engine *m = NULL;
-    if (rc == H3_OK) rc = h3_engine_open_measuring(options, &t, &m, status);
-    if (rc == H3_OK && request) rc = plan_request(m, NULL, request, plan, status);
-    else if (rc == H3_OK) fill_plan(m, plan);
-    h3_engine_close(m);
+    /* memory=auto: resident first; stream when that does not fit */
+    int stream = options->memory == H3_MEMORY_STREAM;
+    for (int pass = 0; rc == H3_OK && pass < 2; pass++) {
+        h3_engine_options mo = *options;
+        mo.memory = stream ? H3_MEMORY_STREAM : H3_MEMORY_RESIDENT;
+        h3_engine *m = NULL;
+        rc = h3_engine_open_measuring(&mo, &t, &m, status);
+        if (rc == H3_OK && request) rc = plan_request(m, NULL, request, plan, status);
+        else if (rc == H3_OK) fill_plan(m, plan);
+        h3_engine_close(m);
+        plan->memory = mo.memory;
+        if (rc != H3_OK || plan->fits || stream || options->memory != H3_MEMORY_AUTO) break;
+        stream = 1;
+    }
+    if (rc == H3_OK)
+        snprintf(plan->memory_reason, sizeof plan->memory_reason, "%s",
+                 options->memory != H3_MEMORY_AUTO ? "asked for"
+                 : stream                          ? "auto: resident does not fit, streaming"
+                                                   : "auto: resident fits");
     return rc;
 }
 
@@ -268,43 +293,125 @@ static void weights_text(const h3_memory_device *d, char *buf, size_t size) {
              (double)d->audio_vae / GIB);
 }
 
+/* The twin in one mode (stream or resident), its plan at open (weights and
+ * workspace), replacing any earlier twin. */
+static h3_status_code open_twin(h3_engine *e, const h3_engine_options *o, int stream, h3_memory_plan *plan,
+                                h3_status *status) {
+    h3_engine_options mo = *o;
+    mo.memory = stream ? H3_MEMORY_STREAM : H3_MEMORY_RESIDENT;
+    h3_engine_close(e->shadow);
+    e->shadow = NULL;
+    h3_status_code rc = h3_engine_open_measuring(&mo, &e->shadow_target, &e->shadow, status);
+    if (rc == H3_OK) fill_plan(e->shadow, plan);
+    return rc;
+}
+
+/* The first device of the plan that does not fit, or -1. */
+static int misfit(const h3_memory_plan *plan) {
+    for (int r = 0; r < plan->n_devices; r++)
+        if (plan->devices[r].available && plan->devices[r].total > plan->devices[r].available) return r;
+    return -1;
+}
+
+/* Bytes for a message: GiB, or MiB under a tenth of one (the tiny model). */
+static const char *size_text(uint64_t bytes, char *buf, size_t size) {
+    if ((double)bytes >= 0.1 * GIB) snprintf(buf, size, "%.2f GiB", (double)bytes / GIB);
+    else snprintf(buf, size, "%.2f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+static h3_status_code refuse_open(const h3_engine *e, const h3_memory_device *d, int stream, uint64_t resident,
+                                  h3_status *status) {
+    char w[16], ws[160], cap[96], a[32], t[32];
+    where(d, w, sizeof w);
+    weights_text(d, ws, sizeof ws);
+    size_text(d->available, a, sizeof a);
+    if (capped(e, d->device) && d->available == e->max_gpu_memory) snprintf(cap, sizeof cap, "max-gpu-memory %s", a);
+    else snprintf(cap, sizeof cap, "the %s free on %s", a, w);
+    if (!stream)
+        return h3_fail(status, H3_ERR_NO_MEMORY,
+                       "%s needs %.2f GiB before any request (%s; arena %.2f; workspace %.2f) but %s is less "
+                       "(memory=resident); use memory=stream or auto, spread the model over more GPUs "
+                       "(devices=0,1,...) or free memory on %s",
+                       w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB, cap, w);
+    char also[96] = "", r[32];
+    if (resident) snprintf(also, sizeof also, " (resident: %s)", size_text(resident, r, sizeof r));
+    return h3_fail(status, H3_ERR_NO_MEMORY,
+                   "%s is below the %s stream mode needs on %s%s: %s GiB (the transformer's and text "
+                   "encoder's are what stays on the device, two ring slots each included); arena %.2f; "
+                   "workspace %.2f; spread the model over more GPUs (devices=0,1,...) or raise the cap",
+                   cap, size_text(d->total, t, sizeof t), w, also, ws, (double)d->arena / GIB,
+                   (double)d->workspace / GIB);
+}
+
+/* No free count to plan against (the CPU, NVML silent): the mode asked
+ * for, auto being resident. */
+static void unplanned(h3_engine *e, const h3_engine_options *o, const char *why) {
+    e->stream = o->memory == H3_MEMORY_STREAM;
+    snprintf(e->stats.memory_reason, sizeof e->stats.memory_reason, "%s",
+             o->memory != H3_MEMORY_AUTO ? "asked for" : why);
+}
+
 h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *o, h3_status *status) {
     h3_memory_target *t = &e->shadow_target;
     h3_status_code rc = make_target(o, t, status);
     if (rc != H3_OK) return rc;
-    int cuda = 0;
+    int cuda = 0, planned = 0;
     for (int r = 0; r < t->n_ranks; r++) cuda |= t->device[r] >= 0;
-    if (!cuda) return H3_OK; /* host memory: the plan has no free count to hold it to */
-    h3_gpu_info gpus[H3_MAX_DEVICES];
-    char why[256] = "";
-    int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
-    if (n_gpus <= 0) {
-        h3_engine_log(e, H3_LOG_INFO, "memory plan not checked: free GPU memory unknown (%s)",
-                      n_gpus < 0 ? why : "NVML lists no GPU");
+    for (int r = 0; r < t->n_ranks; r++) planned |= t->device[r] >= 0 || (cpu_capped && o->max_gpu_memory);
+    if (!planned) { /* host memory: the plan has no free count to hold it to */
+        unplanned(e, o, "auto: host memory is not planned, resident");
         return H3_OK;
     }
-    rc = h3_engine_open_measuring(o, t, &e->shadow, status);
-    if (rc != H3_OK) return rc;
+    if (cuda) {
+        h3_gpu_info gpus[H3_MAX_DEVICES];
+        char why[256] = "";
+        int n_gpus = list_gpus(gpus, H3_MAX_DEVICES, why, sizeof why);
+        if (n_gpus <= 0 && !o->max_gpu_memory) {
+            h3_engine_log(e, H3_LOG_INFO, "memory plan not checked: free GPU memory unknown (%s)",
+                          n_gpus < 0 ? why : "NVML lists no GPU");
+            unplanned(e, o, "auto: free GPU memory unknown, resident");
+            return H3_OK;
+        }
+    }
     h3_memory_plan plan;
-    fill_plan(e->shadow, &plan);
-    for (int r = 0; r < plan.n_devices; r++) {
-        const h3_memory_device *d = &plan.devices[r];
-        if (!d->available || d->total <= d->available) continue;
-        char w[16], ws[160];
-        where(d, w, sizeof w);
-        weights_text(d, ws, sizeof ws);
-        return h3_fail(status, H3_ERR_NO_MEMORY,
-                       "%s needs %.2f GiB before any request (%s; arena %.2f; workspace %.2f) but %.2f GiB are free; "
-                       "spread the model over more GPUs (devices=0,1,...) or free memory on %s",
-                       w, (double)d->total / GIB, ws, (double)d->arena / GIB, (double)d->workspace / GIB,
-                       (double)d->available / GIB, w);
+    uint64_t resident = 0;
+    if (o->memory != H3_MEMORY_STREAM) {
+        rc = open_twin(e, o, 0, &plan, status);
+        if (rc != H3_OK) return rc;
+        int bad = misfit(&plan);
+        if (bad < 0) {
+            e->stream = 0;
+            snprintf(e->stats.memory_reason, sizeof e->stats.memory_reason,
+                     o->memory == H3_MEMORY_AUTO ? "auto: the weights fit resident (%.2f GiB of %.2f on rank 0)"
+                                                 : "asked for (%.2f GiB of %.2f on rank 0)",
+                     (double)plan.devices[0].total / GIB, (double)plan.devices[0].available / GIB);
+            return H3_OK;
+        }
+        if (o->memory == H3_MEMORY_RESIDENT) return refuse_open(e, &plan.devices[bad], 0, 0, status);
+        resident = plan.devices[bad].total;
+    }
+    rc = open_twin(e, o, 1, &plan, status);
+    if (rc != H3_OK) return rc;
+    int bad = misfit(&plan);
+    if (bad >= 0) return refuse_open(e, &plan.devices[bad], 1, resident, status);
+    e->stream = 1;
+    if (o->memory == H3_MEMORY_AUTO) {
+        char w[16];
+        where(&plan.devices[0], w, sizeof w);
+        snprintf(e->stats.memory_reason, sizeof e->stats.memory_reason,
+                 "auto: resident needs %.2f GiB, more than the %.2f GiB %s has; stream needs %.2f", (double)resident / GIB,
+                 (double)plan.devices[0].available / GIB, w, (double)plan.devices[0].total / GIB);
+    } else {
+        snprintf(e->stats.memory_reason, sizeof e->stats.memory_reason, "asked for (%.2f GiB of %.2f on rank 0)",
+                 (double)plan.devices[0].total / GIB, (double)plan.devices[0].available / GIB);
     }
     return H3_OK;
 }
 
 h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_status *status) {
     if (e->measure || !e->shadow) return H3_OK;
-    if (rank_device(e, 0) < 0) { /* compute=auto fell back to the CPU after the twin was made */
+    if (rank_device(e, 0) < 0 && !cpu_capped) { /* compute=auto fell back to the CPU after the twin was made */
         h3_engine_close(e->shadow);
         e->shadow = NULL;
         return H3_OK;
@@ -323,11 +430,12 @@ h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_sta
         return h3_fail(status, H3_ERR_NO_MEMORY,
                        "%s needs %.2f GiB for this request%s (%s; arena %.2f; workspace %.2f) but %.2f GiB are free "
                        "to it (%.2f free on the device, %.2f held by this engine); ask for fewer frames or a "
-                       "smaller size, or spread the model over more GPUs",
+                       "smaller size, %sor spread the model over more GPUs",
                        w, (double)d->total / GIB,
                        plan.text_encoder_released ? " even with the text encoder freed after encoding" : "", ws,
                        (double)d->arena / GIB, (double)d->workspace / GIB, (double)have / GIB,
-                       (double)d->available / GIB, (double)(have - d->available) / GIB);
+                       (double)d->available / GIB, (double)(have - d->available) / GIB,
+                       e->stream ? "" : "open the engine with memory=stream, ");
     }
     if (plan.text_encoder_released)
         h3_engine_log(e, H3_LOG_INFO,
@@ -371,6 +479,10 @@ char *h3_memory_plan_describe(const h3_memory_plan *plan) {
         if (i) g_string_append_c(s, '\n');
         if (plan->n_devices > 1) g_string_append_printf(s, "device: %s (rank %d of %d)\n", w, i, plan->n_devices);
         else g_string_append_printf(s, "device: %s\n", w);
+        if (plan->memory == H3_MEMORY_STREAM || plan->memory == H3_MEMORY_RESIDENT)
+            g_string_append_printf(s, "memory: %s%s%s%s\n", h3_memory_mode_name(plan->memory),
+                                   plan->memory_reason[0] ? " (" : "", plan->memory_reason,
+                                   plan->memory_reason[0] ? ")" : "");
         line(s, "text-encoder", d->text_encoder);
         if (plan->text_encoder_released) g_string_append(s, "text-encoder-released: yes (after encoding)\n");
         line(s, "transformer", d->transformer);
@@ -379,6 +491,10 @@ char *h3_memory_plan_describe(const h3_memory_plan *plan) {
         line(s, "arena", d->arena);
         line(s, "workspace", d->workspace);
         line(s, "total", d->total);
+        if (plan->memory == H3_MEMORY_STREAM) {
+            line(s, "host-pinned", d->host_pinned);
+            line(s, "host-pageable", d->host_pageable);
+        }
         if (d->available) line(s, "available", d->available);
         else g_string_append(s, "available: unknown\n");
         g_string_append_printf(s, "fits: %s\n", !d->available ? "yes (free memory unknown)"

@@ -24,6 +24,7 @@
 #include "base/h3_config.h"
 #include "engine/h3_gpus.h"
 
+#ifdef H3_HAVE_CUDA
 /* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: CUDA
  * sees only those. */
 static int visible_devices(void) {
@@ -35,6 +36,7 @@ static int visible_devices(void) {
     g_strfreev(parts);
     return n;
 }
+#endif
 
 /* The compute capability h3core's CUDA kernels need (as capabilities says). */
 #define MIN_CC_MAJOR 8

@@ -20,6 +20,26 @@ const char *h3_phase_name(h3_phase phase) {
     return "?";
 }
 
+const char *h3_memory_mode_name(h3_memory_mode mode) {
+    switch (mode) {
+    case H3_MEMORY_AUTO: return "auto";
+    case H3_MEMORY_RESIDENT: return "resident";
+    case H3_MEMORY_STREAM: return "stream";
+    }
+    return NULL;
+}
+
+h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status) {
+    static const h3_memory_mode all[] = {H3_MEMORY_AUTO, H3_MEMORY_RESIDENT, H3_MEMORY_STREAM};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, h3_memory_mode_name(all[i])) == 0) {
+            *out = all[i];
+            return H3_OK;
+        }
+    return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "memory '%s': expected auto, resident or stream",
+                   name ? name : "(null)");
+}
+
 const char *h3_precision_name(h3_precision p) {
     switch (p) {
     case H3_PRECISION_BF16: return "bf16";

@@ -140,6 +140,51 @@ static void feed_forward(h3_dit *dit, const h3_dit_block *blk, block_scratch *s)
     h3_tp_linear_row_parallel(&dit->tp, dit->b, &s->y, &s->g, &blk->fc2, NULL); /* sums the FFN slices */
 }
 
+/* ---- the blocks' weights, resident or streamed -------------------------------------- */
+
+/* A pass over n blocks (the refiner's, the main ones) reads block i's
+ * weights through block_get and gives them back with block_put. Resident,
+ * these hand the block itself. memory=stream: block_get waits for block i's
+ * copy and hands a copy of the block whose tensors are views into its slot;
+ * block_put, called once block i's ops are queued, releases its slot and
+ * queues the copy of the next block into the slot the block before i freed,
+ * so that copy runs while block i computes. Queued after block i's ops, a
+ * copy from pageable memory (past the pin budget), which the host stages
+ * itself, also overlaps block i. */
+static int block_ahead(const h3_weight_ring *ring) {
+    int slots = h3_weight_ring_slots(ring);
+    return slots > 1 ? slots - 1 : 1; /* blocks in flight beyond the one computing */
+}
+
+static h3_status_code block_load(h3_dit *dit, h3_dit_block *blocks, int i, h3_status *status) {
+    h3_tensor *list[H3_DIT_BLOCK_TENSORS];
+    h3_dit_block_tensors(&blocks[i], list);
+    return h3_weight_ring_load(dit->ring, i % h3_weight_ring_slots(dit->ring), (const h3_tensor *const *)list,
+                               H3_DIT_BLOCK_TENSORS, status);
+}
+
+static h3_status_code block_start(h3_dit *dit, h3_dit_block *blocks, int n, h3_status *status) {
+    h3_status_code rc = H3_OK;
+    for (int i = 0; dit->ring && i < n && i < block_ahead(dit->ring) && rc == H3_OK; i++)
+        rc = block_load(dit, blocks, i, status);
+    return rc;
+}
+
+static h3_status_code block_get(h3_dit *dit, h3_dit_block *blocks, int i, h3_dit_block *dev, h3_status *status) {
+    *dev = blocks[i];
+    if (!dit->ring) return H3_OK;
+    h3_tensor *list[H3_DIT_BLOCK_TENSORS];
+    h3_dit_block_tensors(dev, list);
+    return h3_weight_ring_acquire(dit->ring, i % h3_weight_ring_slots(dit->ring), list, H3_DIT_BLOCK_TENSORS, status);
+}
+
+static h3_status_code block_put(h3_dit *dit, h3_dit_block *blocks, int n, int i, h3_status *status) {
+    if (!dit->ring) return H3_OK;
+    h3_weight_ring_release(dit->ring, i % h3_weight_ring_slots(dit->ring));
+    int next = i + block_ahead(dit->ring);
+    return next < n ? block_load(dit, blocks, next, status) : h3_backend_check(dit->b, status);
+}
+
 /* ---- begin: text refiner, RoPE tables, indices ------------------------------------- */
 
 /* cos/sin [S, 6F] from the float64 positions: cast to float32, angle =
@@ -189,18 +234,22 @@ static h3_status_code refine_text(h3_dit *dit, const h3_tensor *text, h3_status 
     h3_tensor ht = h3_new_2d(b, dt, L, D);
     h3_op_linear(b, &ht, &x, &dit->w.context_w, &dit->w.context_b);
     block_scratch s = new_scratch(dit, L);
-    for (int i = 0; i < c->num_refiner_layers; i++) {
-        const h3_dit_block *blk = &dit->w.refiner[i];
-        h3_op_rms_norm(b, &s.h, &ht, &blk->norm1, D, c->norm_eps);
-        attention(dit, blk, &s, NULL, NULL);
+    int n = c->num_refiner_layers;
+    h3_status_code rc = block_start(dit, dit->w.refiner, n, status);
+    for (int i = 0; i < n && rc == H3_OK; i++) {
+        h3_dit_block blk;
+        rc = block_get(dit, dit->w.refiner, i, &blk, status);
+        if (rc != H3_OK) break;
+        h3_op_rms_norm(b, &s.h, &ht, &blk.norm1, D, c->norm_eps);
+        attention(dit, &blk, &s, NULL, NULL);
         h3_op_add(b, &ht, &ht, &s.y);
-        h3_op_rms_norm(b, &s.h, &ht, &blk->norm2, D, c->norm_eps);
-        feed_forward(dit, blk, &s);
+        h3_op_rms_norm(b, &s.h, &ht, &blk.norm2, D, c->norm_eps);
+        feed_forward(dit, &blk, &s);
         h3_op_add(b, &ht, &ht, &s.y);
-        if (h3_backend_check(b, status) != H3_OK) break;
+        rc = block_put(dit, dit->w.refiner, n, i, status);
     }
-    h3_op_rms_norm(b, &ht, &ht, &dit->w.refiner_norm, D, c->final_norm_eps);
-    h3_status_code rc = h3_backend_check(b, status);
+    if (rc == H3_OK) h3_op_rms_norm(b, &ht, &ht, &dit->w.refiner_norm, D, c->final_norm_eps);
+    if (rc == H3_OK) rc = h3_backend_check(b, status);
     /* Persist through the host: small (L·D) and backend-neutral. */
     float *host = rc == H3_OK ? malloc((size_t)(L * D + 1) * sizeof *host) : NULL;
     if (rc == H3_OK && !host) rc = h3_fail(status, H3_ERR_NO_MEMORY, "dit: out of memory for %lld text rows", (long long)L);
@@ -279,10 +328,16 @@ static void timestep_features(const float *t, int n_t, int freq_dim, float *out)
         }
 }
 
-/* The AdaLN tables of one forward. */
+/* The AdaLN tables of one forward. A block's table is computed right
+ * before the block, from its own weights (in stream mode they are in the
+ * block's slot then); every block reuses the same buffers. */
 typedef struct modulation {
-    h3_tensor *blocks; /* per block [6·3·n_t, D]: param p at rows p·3n_t + ti·3 + tag */
-    h3_tensor final;   /* [2·n_t, D]: shift rows then scale rows */
+    h3_tensor act;       /* silu(temb) [n_t, Te] in the compute dtype: every AdaLN projection's input */
+    h3_tensor raw;       /* [n_t, 18·D] a block's projection */
+    h3_tensor raw_rows;  /* the same as [18·n_t, D] */
+    h3_tensor block_idx; /* I32 [18·n_t]: raw_rows -> block */
+    h3_tensor block;     /* [6·3·n_t, D]: param p at rows p·3n_t + ti·3 + tag */
+    h3_tensor final;     /* [2·n_t, D]: shift rows then scale rows */
 } modulation;
 
 /* Row p·R + r of the table is the linear output's row r viewed as [R·P, D]
@@ -326,25 +381,28 @@ static h3_status_code compute_modulation(h3_dit *dit, const float *timesteps, in
         h3_op_copy(b, &act, &temb);
     }
 
+    m->act = act;
     int rows = H3_DIT_MODALITIES * n_t;
-    h3_tensor block_idx, final_idx;
-    rc = table_index(dit, H3_DIT_ADALN_PARAMS, rows, &block_idx, status);
+    h3_tensor final_idx;
+    rc = table_index(dit, H3_DIT_ADALN_PARAMS, rows, &m->block_idx, status);
     if (rc == H3_OK) rc = table_index(dit, 2, n_t, &final_idx, status);
     if (rc != H3_OK) return rc;
-    h3_tensor raw = h3_new_2d(b, dt, n_t, H3_DIT_ADALN_PARAMS * H3_DIT_MODALITIES * D);
-    h3_tensor raw_rows = h3_tensor_2d(&raw, (int64_t)H3_DIT_ADALN_PARAMS * rows, D);
-    for (int i = 0; i < c->num_layers; i++) {
-        m->blocks[i] = h3_new_2d(b, dt, (int64_t)H3_DIT_ADALN_PARAMS * rows, D);
-        /* each rank computes 1/N of the table and every rank gets all of it */
-        h3_tp_linear_column_gather(&dit->tp, b, &raw, &act, &dit->w.blocks[i].adaln_w, &dit->w.blocks[i].adaln_b);
-        h3_op_gather_rows(b, &m->blocks[i], &raw_rows, &block_idx);
-    }
+    m->raw = h3_new_2d(b, dt, n_t, H3_DIT_ADALN_PARAMS * H3_DIT_MODALITIES * D);
+    m->raw_rows = h3_tensor_2d(&m->raw, (int64_t)H3_DIT_ADALN_PARAMS * rows, D);
+    m->block = h3_new_2d(b, dt, (int64_t)H3_DIT_ADALN_PARAMS * rows, D);
     h3_tensor raw_final = h3_new_2d(b, dt, n_t, 2 * D);
     h3_tensor raw_final_rows = h3_tensor_2d(&raw_final, 2 * (int64_t)n_t, D);
     m->final = h3_new_2d(b, dt, 2 * (int64_t)n_t, D);
     h3_op_linear(b, &raw_final, &act, &dit->w.out_adaln_w, &dit->w.out_adaln_b);
     h3_op_gather_rows(b, &m->final, &raw_final_rows, &final_idx);
     return h3_backend_check(b, status);
+}
+
+/* Block blk's tables into m->block. */
+static void block_modulation(h3_dit *dit, const h3_dit_block *blk, modulation *m) {
+    /* each rank computes 1/N of the table and every rank gets all of it */
+    h3_tp_linear_column_gather(&dit->tp, dit->b, &m->raw, &m->act, &blk->adaln_w, &blk->adaln_b);
+    h3_op_gather_rows(dit->b, &m->block, &m->raw_rows, &m->block_idx);
 }
 
 /* Table p of a block's modulation: rows [p·3n_t, (p+1)·3n_t). */
@@ -452,7 +510,7 @@ static h3_status_code upload_selectors(h3_dit *dit, const int32_t *row_index, h3
 
 /* The packed sequence through the block stack and the output heads. */
 static h3_status_code run_blocks(h3_dit *dit, const h3_tensor *video_rows, const h3_tensor *audio_rows,
-                                 const modulation *m, int n_t, const h3_tensor *block_sel,
+                                 modulation *m, int n_t, const h3_tensor *block_sel,
                                  const h3_tensor *final_sel, h3_tensor *video_velocity, h3_tensor *audio_velocity,
                                  h3_status *status) {
     h3_backend *b = dit->b;
@@ -468,11 +526,17 @@ static h3_status_code run_blocks(h3_dit *dit, const h3_tensor *video_rows, const
 
     block_scratch s = new_scratch(dit, S);
     if (dit->vsa_plan) s.gate = h3_new_2d(b, h3_backend_compute_dtype(b), S, (int64_t)dit->heads * c->head_dim); /* FastH3 */
-    for (int i = 0; i < c->num_layers; i++) {
-        main_block(dit, &dit->w.blocks[i], &x, &s, &m->blocks[i], H3_DIT_MODALITIES * n_t, block_sel);
-        h3_status_code rc = h3_backend_check(b, status);
-        if (rc != H3_OK) return rc;
+    h3_status_code rc = block_start(dit, dit->w.blocks, c->num_layers, status);
+    for (int i = 0; i < c->num_layers && rc == H3_OK; i++) {
+        h3_dit_block blk;
+        rc = block_get(dit, dit->w.blocks, i, &blk, status);
+        if (rc != H3_OK) break;
+        block_modulation(dit, &blk, m);
+        main_block(dit, &blk, &x, &s, &m->block, H3_DIT_MODALITIES * n_t, block_sel);
+        rc = h3_backend_check(b, status);
+        if (rc == H3_OK) rc = block_put(dit, dit->w.blocks, c->num_layers, i, status);
     }
+    if (rc != H3_OK) return rc;
     h3_tensor shift = table(&m->final, 0, n_t), scale = table(&m->final, 1, n_t);
     h3_op_rms_norm_modulate(b, &x, &x, &dit->w.out_norm, c->final_norm_eps, &shift, &scale, final_sel);
     project_out(dit, video_velocity, &x, &dit->w.proj_out_w, &dit->w.proj_out_b, &dit->video_index);
@@ -487,10 +551,8 @@ h3_status_code h3_dit_forward(h3_dit *dit, const h3_tensor *video_rows, const h3
                                            audio_velocity, status);
     if (rc == H3_OK) rc = h3_backend_check(dit->b, status);
     if (rc != H3_OK) return rc;
-    h3_tensor *tables = calloc((size_t)dit->cfg.num_layers + 1, sizeof *tables);
-    if (!tables) return h3_fail(status, H3_ERR_NO_MEMORY, "dit forward: out of memory");
     size_t mark = h3_arena_mark(dit->b);
-    modulation m = {.blocks = tables};
+    modulation m;
     h3_tensor block_sel, final_sel;
     rc = compute_modulation(dit, timesteps, n_t, &m, status);
     if (rc == H3_OK) rc = upload_selectors(dit, row_index, &block_sel, &final_sel, status);
@@ -498,6 +560,5 @@ h3_status_code h3_dit_forward(h3_dit *dit, const h3_tensor *video_rows, const h3
         rc = run_blocks(dit, video_rows, audio_rows, &m, n_t, &block_sel, &final_sel, video_velocity, audio_velocity,
                         status);
     h3_arena_reset(dit->b, mark);
-    free(tables);
     return rc;
 }

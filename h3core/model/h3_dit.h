@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "backend/h3_backend.h"
+#include "backend/h3_weight_stream.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_dit_plan.h"
 #include "base/h3_status.h"
@@ -53,6 +54,29 @@ void h3_dit_free(h3_dit *dit);
  * itself (h3_dit_gate_name) are loaded as an adapter's would be. */
 h3_status_code h3_dit_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
                                 h3_adapter *adapter, h3_dit **out, h3_status *status);
+/* memory=stream (h3_weight_stream.h): h3_dit_load_from with every main and
+ * refiner block's weights moved to host memory as each is loaded (the
+ * device never holds more than one block's plus the resident rest: the
+ * embedders, the timestep MLP, the output heads), and a ring of
+ * H3_DIT_STREAM_SLOTS device slots of the largest block. Each forward (and
+ * the refiner in h3_dit_begin) copies block i+1 into one slot while block i
+ * computes from the other; every op is the resident model's, on the same
+ * bytes, so the outputs are bit-identical. Adapters are fused on the host
+ * as they are resident; each tensor-parallel rank streams its own shard. */
+#define H3_DIT_STREAM_SLOTS 2
+h3_status_code h3_dit_load_stream(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
+                                  h3_adapter *adapter, h3_dit **out, h3_status *status);
+/* h3_dit_create_random in stream mode (benchmarks). */
+h3_status_code h3_dit_create_random_stream(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                           const h3_tp *tp, h3_dit **out, h3_status *status);
+int h3_dit_is_streamed(const h3_dit *dit);
+/* The ring's slot count (1..8; H3_DIT_STREAM_SLOTS by default): 3 keeps two
+ * blocks in flight ahead of the one computing, for benchmarks of the
+ * overlap. Remakes the ring; outside a request only; no-op when resident. */
+h3_status_code h3_dit_set_stream_slots(h3_dit *dit, int slots, h3_status *status);
+/* What the ring did (zeros when resident). */
+void h3_dit_stream_stats(h3_dit *dit, h3_weight_ring_stats *out);
+
 /* load-format dummy: a checkpoint of every tensor the loader reads for
  * dir/config.json, in its naming's layout (h3_dit_config_layout), with no
  * bytes: BF16 (F32 for the fp32 islands, as the release stores them),

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "model/h3_dit.h"
+#include "backend/h3_weight_stream.h"
 #include "model/h3_dit_plan_impl.h"
 
 struct h3_dit {
@@ -27,6 +28,13 @@ struct h3_dit {
 
     h3_dit_weights w;    /* every weight of the plan (h3_dit_plan_impl.h) */
 
+    /* memory=stream (h3_weight_stream.h): the blocks' weights (main and
+     * refiner) live on the host and go through the ring, block i+1 copied
+     * while block i computes; everything else stays resident. */
+    int stream;
+    int stream_slots;    /* the ring's slots (h3_dit_set_stream_slots; H3_DIT_STREAM_SLOTS by default) */
+    h3_weight_ring *ring;
+
     /* Per request (h3_dit_begin .. h3_dit_end). */
     const h3_dit_layout *layout;
     h3_tensor text_hidden;              /* [L, D] refined text rows */
@@ -34,5 +42,10 @@ struct h3_dit {
     h3_tensor video_index, audio_index, text_index; /* I32 */
     int32_t *host_select;               /* [2·S] scratch for the selectors */
 };
+
+/* h3_dit_load.c: the tensors of a block in the ring's order (absent ones
+ * have no data): H3_DIT_BLOCK_TENSORS pointers into blk. */
+#define H3_DIT_BLOCK_TENSORS 11
+void h3_dit_block_tensors(h3_dit_block *blk, h3_tensor **out);
 
 #endif

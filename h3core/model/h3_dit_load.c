@@ -71,6 +71,64 @@ static h3_status_code load_rearranged(h3_dit *dit, const h3_dit_request *r, cons
     return rc;
 }
 
+/* ---- memory=stream: the blocks' weights on the host (h3_weight_stream.h) ------------ */
+
+void h3_dit_block_tensors(h3_dit_block *blk, h3_tensor **out) {
+    h3_tensor *list[H3_DIT_BLOCK_TENSORS] = {&blk->norm1, &blk->norm2,  &blk->qkv,     &blk->norm_q,
+                                             &blk->norm_k, &blk->out,   &blk->fc1,     &blk->fc2,
+                                             &blk->adaln_w, &blk->adaln_b, &blk->gate};
+    memcpy(out, list, sizeof list);
+}
+
+/* A weight of a main or refiner block: those stream, the rest (embedders,
+ * timestep MLP, output heads: small) stay resident. */
+static int in_blocks(const h3_dit *dit, const h3_tensor *t) {
+    const char *p = (const char *)t;
+    const char *m = (const char *)dit->w.blocks, *r = (const char *)dit->w.refiner;
+    return (m && p >= m && p < m + (size_t)dit->cfg.num_layers * sizeof *dit->w.blocks) ||
+           (r && p >= r && p < r + (size_t)dit->cfg.num_refiner_layers * sizeof *dit->w.refiner);
+}
+
+/* A gate loaded after the walk (FastH3 VSA) follows its block. */
+static h3_status_code gate_home(h3_dit *dit, int i, h3_status *status) {
+    return dit->stream ? h3_weight_to_host(dit->b, &dit->w.blocks[i].gate, status) : H3_OK;
+}
+
+/* The ring, sized for the largest block (gates included), made once the
+ * blocks are on the host: H3_DIT_STREAM_SLOTS slots, the one computing and
+ * the next one copying. */
+static h3_status_code make_ring(h3_dit *dit, h3_status *status) {
+    h3_weight_ring_destroy(dit->ring);
+    dit->ring = NULL;
+    if (!dit->stream) return H3_OK;
+    size_t most = 0;
+    h3_tensor *list[H3_DIT_BLOCK_TENSORS];
+    for (int i = 0; i < dit->cfg.num_layers + dit->cfg.num_refiner_layers; i++) {
+        h3_dit_block *blk = i < dit->cfg.num_layers ? &dit->w.blocks[i] : &dit->w.refiner[i - dit->cfg.num_layers];
+        h3_dit_block_tensors(blk, list);
+        size_t n = h3_weight_ring_group_bytes((const h3_tensor *const *)list, H3_DIT_BLOCK_TENSORS);
+        if (n > most) most = n;
+    }
+    int slots = dit->stream_slots ? dit->stream_slots : H3_DIT_STREAM_SLOTS;
+    h3_status_code rc = h3_weight_ring_create(dit->b, slots, most, &dit->ring, status);
+    return rc == H3_OK ? rc : h3_status_prefix(status, "dit (memory=stream)");
+}
+
+h3_status_code h3_dit_set_stream_slots(h3_dit *dit, int slots, h3_status *status) {
+    if (slots < 1 || slots > 8)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit: %d stream slots (1..8)", slots);
+    if (dit->layout) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit: stream slots changed inside a request");
+    dit->stream_slots = slots;
+    return make_ring(dit, status);
+}
+
+int h3_dit_is_streamed(const h3_dit *dit) { return dit->stream; }
+
+void h3_dit_stream_stats(h3_dit *dit, h3_weight_ring_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (dit->ring) h3_weight_ring_stats_get(dit->ring, out);
+}
+
 static h3_status_code load_request(const h3_dit_request *r, void *user, h3_status *status) {
     h3_dit *dit = user;
     const h3_st_tensor *src[3];
@@ -89,6 +147,7 @@ static h3_status_code load_request(const h3_dit_request *r, void *user, h3_statu
                  ? h3_tp_weight_load(dit->b, &dit->tp, src[0], r->role, r->type, r->dst, status)
                  : load_rearranged(dit, r, src, status);
     for (int i = 0; i < r->n_names; i++) free(fused_data[i]);
+    if (rc == H3_OK && dit->stream && in_blocks(dit, r->dst)) rc = h3_weight_to_host(dit->b, r->dst, status);
     return rc;
 }
 
@@ -101,6 +160,7 @@ static h3_status_code free_request(const h3_dit_request *r, void *user, h3_statu
 void h3_dit_free(h3_dit *dit) {
     if (!dit) return;
     h3_dit_end(dit);
+    h3_weight_ring_destroy(dit->ring);
     if (dit->w.refiner && dit->w.blocks)
         h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, free_request, dit, NULL);
     h3_checkpoint_close(dit->own_ckpt);
@@ -158,6 +218,7 @@ static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
             dit->w.blocks[i].gate_active = data ? !all_zero(&gate) : 1;
             rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
+            if (rc == H3_OK) rc = gate_home(dit, i, status);
         }
         free(data);
         if (rc != H3_OK) return rc;
@@ -179,6 +240,7 @@ static h3_status_code load_checkpoint_gates(h3_dit *dit, h3_status *status) {
         if (rc == H3_OK)
             rc = h3_tp_weight_load(dit->b, &dit->tp, gate, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
+        if (rc == H3_OK) rc = gate_home(dit, i, status);
         if (rc != H3_OK) return rc;
         dit->w.blocks[i].gate_active = !all_zero(gate);
     }
@@ -189,11 +251,12 @@ static h3_status_code load_checkpoint_gates(h3_dit *dit, h3_status *status) {
  * weight is read; load_request fuses as the tensors stream in. weights:
  * the checkpoint to read (NULL: dir's files). */
 static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
-                               h3_adapter *adapter, h3_dit **out, h3_status *status) {
+                               h3_adapter *adapter, int stream, h3_dit **out, h3_status *status) {
     *out = NULL;
     h3_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", dir);
     dit->b = b;
+    dit->stream = stream;
     dit->adapter = adapter;
     dit->tp = *tp;
     h3_status_code rc = h3_dit_config_load(dir, &dit->cfg, status);
@@ -209,6 +272,7 @@ static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_checkpoi
     }
     if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, load_request, dit, status);
     if (rc == H3_OK) rc = adapter ? load_gates(dit, status) : load_checkpoint_gates(dit, status);
+    if (rc == H3_OK) rc = make_ring(dit, status);
     dit->adapter = NULL;
     /* The weights are on the backend now; the mapping is not needed. */
     h3_checkpoint_close(dit->own_ckpt);
@@ -223,19 +287,25 @@ static h3_status_code load_dit(h3_backend *b, const char *dir, const h3_checkpoi
 }
 
 h3_status_code h3_dit_load_tp(h3_backend *b, const char *dir, const h3_tp *tp, h3_dit **out, h3_status *status) {
-    return load_dit(b, dir, NULL, tp, NULL, out, status);
+    return load_dit(b, dir, NULL, tp, NULL, 0, out, status);
 }
 
 h3_status_code h3_dit_load_with_adapter(h3_backend *b, const char *dir, const h3_tp *tp, h3_adapter *adapter,
                                         h3_dit **out, h3_status *status) {
     h3_tp single = H3_TP_SINGLE;
-    return load_dit(b, dir, NULL, tp ? tp : &single, adapter, out, status);
+    return load_dit(b, dir, NULL, tp ? tp : &single, adapter, 0, out, status);
 }
 
 h3_status_code h3_dit_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
                                 h3_adapter *adapter, h3_dit **out, h3_status *status) {
     h3_tp single = H3_TP_SINGLE;
-    return load_dit(b, dir, weights, tp ? tp : &single, adapter, out, status);
+    return load_dit(b, dir, weights, tp ? tp : &single, adapter, 0, out, status);
+}
+
+h3_status_code h3_dit_load_stream(h3_backend *b, const char *dir, const h3_checkpoint *weights, const h3_tp *tp,
+                                  h3_adapter *adapter, h3_dit **out, h3_status *status) {
+    h3_tp single = H3_TP_SINGLE;
+    return load_dit(b, dir, weights, tp ? tp : &single, adapter, 1, out, status);
 }
 
 /* ---- random weights (benchmarks) -------------------------------------------------- */
@@ -261,8 +331,21 @@ static h3_status_code dummy_request(const h3_dit_request *r, void *user, h3_stat
  * dummy checkpoint of the config's tensors (load-format dummy's) read by the
  * loader's own walk, so a benchmark's model is built like the product's, in
  * seconds, without host copies of the values. */
+static h3_status_code create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                    const h3_tp *tp, int stream, h3_dit **out, h3_status *status);
+
 h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
                                     const h3_tp *tp, h3_dit **out, h3_status *status) {
+    return create_random(b, cfg, num_blocks, seed, tp, 0, out, status);
+}
+
+h3_status_code h3_dit_create_random_stream(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                           const h3_tp *tp, h3_dit **out, h3_status *status) {
+    return create_random(b, cfg, num_blocks, seed, tp, 1, out, status);
+}
+
+static h3_status_code create_random(h3_backend *b, const h3_dit_config *cfg, int num_blocks, uint64_t seed,
+                                    const h3_tp *tp, int stream, h3_dit **out, h3_status *status) {
     *out = NULL;
     h3_status_code rc = h3_dit_config_check("random dit", cfg, status);
     if (rc != H3_OK) return rc;
@@ -273,6 +356,7 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
     if (!dit) return h3_fail(status, H3_ERR_NO_MEMORY, "random dit: out of memory");
     h3_tp single = H3_TP_SINGLE;
     dit->b = b;
+    dit->stream = stream;
     dit->tp = tp ? *tp : single;
     dit->cfg = *cfg;
     dit->cfg.num_layers = num_blocks;
@@ -288,6 +372,7 @@ h3_status_code h3_dit_create_random(h3_backend *b, const h3_dit_config *cfg, int
     }
     dit->ckpt = ck;
     if (rc == H3_OK) rc = h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, load_request, dit, status);
+    if (rc == H3_OK) rc = make_ring(dit, status);
     dit->ckpt = NULL;
     h3_checkpoint_close(ck);
     if (rc != H3_OK) {
@@ -317,9 +402,11 @@ h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status 
         if (rc == H3_OK)
             rc = h3_tp_weight_load(dit->b, &dit->tp, src, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
+        if (rc == H3_OK) rc = gate_home(dit, i, status);
         dit->w.blocks[i].gate_active = rc == H3_OK;
     }
     h3_checkpoint_close(ck);
+    if (rc == H3_OK) rc = make_ring(dit, status); /* the blocks grew */
     return rc;
 }
 

@@ -10,6 +10,8 @@
  * The output is the raw residual stream: no final norm. */
 #include "model/h3_text_encoder.h"
 
+#include "backend/h3_weight_stream.h"
+
 #include <glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +59,19 @@ struct h3_text_encoder {
     layer_weights *layers; /* tap_layer entries */
     float *inv_freq;       /* head_dim/2 rotary frequencies */
     h3_text_vision vis;    /* the vision tower and its token ids (FL2VA); vis.tower NULL: none */
+    /* memory=stream (h3_weight_stream.h): the layers on the host, at most
+     * two on the device (the ring's slots: one computing, one copying) */
+    int stream;
+    h3_weight_ring *ring;
 };
+
+#define LAYER_TENSORS 10
+
+static void layer_tensors(layer_weights *lw, h3_tensor **out) {
+    h3_tensor *list[LAYER_TENSORS] = {&lw->input_norm, &lw->q,         &lw->k,         &lw->v,       &lw->o,
+                                      &lw->q_norm,     &lw->k_norm,    &lw->post_norm, &lw->gate_up, &lw->down};
+    memcpy(out, list, sizeof list);
+}
 
 /* ---- config -------------------------------------------------------------------- */
 
@@ -329,8 +343,69 @@ static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, c
         if ((rc = h3_tp_weight_load(te->b, &te->tp, src[r], tp_role(r), type, slot, status)) != H3_OK)
             return rc;
     }
-    return load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);
+    rc = load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);
+    if (rc != H3_OK || !te->stream) return rc;
+    /* memory=stream: the layer leaves the device as soon as it is loaded */
+    h3_tensor *list[LAYER_TENSORS];
+    layer_tensors(lw, list);
+    for (int i = 0; i < LAYER_TENSORS && rc == H3_OK; i++) rc = h3_weight_to_host(te->b, list[i], status);
+    return rc;
 }
+
+/* The ring for memory=stream, sized for the largest layer. */
+static h3_status_code make_ring(h3_text_encoder *te, h3_status *status) {
+    size_t most = 0;
+    h3_tensor *list[LAYER_TENSORS];
+    for (int l = 0; l < te->tap_layer; l++) {
+        layer_tensors(&te->layers[l], list);
+        size_t n = h3_weight_ring_group_bytes((const h3_tensor *const *)list, LAYER_TENSORS);
+        if (n > most) most = n;
+    }
+    int slots = te->tap_layer < 2 ? 1 : 2;
+    h3_status_code rc = te->tap_layer ? h3_weight_ring_create(te->b, slots, most, &te->ring, status) : H3_OK;
+    return rc == H3_OK ? rc : h3_status_prefix(status, "text encoder (memory=stream)");
+}
+
+/* Layer l's weights where the ops can read them (the forward's pass over
+ * the layers, as the DiT's blocks: h3_dit.c): resident, the layer itself;
+ * streamed, views into its slot once its copy is done. layer_put, once
+ * layer l's ops are queued, releases its slot and queues the copy of the
+ * next layer into the slot the layer before freed, behind layer l's ops. */
+static int layer_ahead(const h3_text_encoder *te) {
+    int slots = h3_weight_ring_slots(te->ring);
+    return slots > 1 ? slots - 1 : 1;
+}
+
+static h3_status_code layer_load(h3_text_encoder *te, int l, h3_status *status) {
+    h3_tensor *list[LAYER_TENSORS];
+    layer_tensors(&te->layers[l], list);
+    return h3_weight_ring_load(te->ring, l % h3_weight_ring_slots(te->ring), (const h3_tensor *const *)list,
+                               LAYER_TENSORS, status);
+}
+
+static h3_status_code layer_start(h3_text_encoder *te, h3_status *status) {
+    h3_status_code rc = H3_OK;
+    for (int l = 0; te->ring && l < te->tap_layer && l < layer_ahead(te) && rc == H3_OK; l++)
+        rc = layer_load(te, l, status);
+    return rc;
+}
+
+static h3_status_code layer_get(h3_text_encoder *te, int l, layer_weights *dev, h3_status *status) {
+    *dev = te->layers[l];
+    if (!te->ring) return H3_OK;
+    h3_tensor *list[LAYER_TENSORS];
+    layer_tensors(dev, list);
+    return h3_weight_ring_acquire(te->ring, l % h3_weight_ring_slots(te->ring), list, LAYER_TENSORS, status);
+}
+
+static h3_status_code layer_put(h3_text_encoder *te, int l, h3_status *status) {
+    if (!te->ring) return H3_OK;
+    h3_weight_ring_release(te->ring, l % h3_weight_ring_slots(te->ring));
+    int next = l + layer_ahead(te);
+    return next < te->tap_layer ? layer_load(te, next, status) : h3_backend_check(te->b, status);
+}
+
+int h3_text_encoder_is_streamed(const h3_text_encoder *te) { return te->stream; }
 
 /* ---- the vision tower (FL2VA) ------------------------------------------------------ */
 
@@ -434,6 +509,8 @@ void h3_text_encoder_free(h3_text_encoder *te) {
 /* The language model's weights (embedding, tapped layers); the vision
  * tower's are not among them. */
 static void free_lm_weights(h3_text_encoder *te) {
+    h3_weight_ring_destroy(te->ring); /* its slots are device memory the release gives back too */
+    te->ring = NULL;
     h3_weight_free(te->b, &te->embed);
     if (te->layers)
         for (int l = 0; l < te->tap_layer; l++) {
@@ -482,6 +559,7 @@ static h3_status_code load_weights_of(h3_text_encoder *te, const char *dir, cons
     }
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++)
         rc = load_layer(te, ck, &info[1 + l * W_PER_LAYER], &te->layers[l], status);
+    if (rc == H3_OK && te->stream) rc = make_ring(te, status);
     if (rc == H3_OK && vision) rc = load_vision(te, dir, ck, status);
     h3_checkpoint_close(own);
     free(info);
@@ -545,8 +623,21 @@ h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_l
     return h3_text_encoder_load_from(b, dir, NULL, tap_layer, tp, out, status);
 }
 
+static h3_status_code load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                const h3_tp *tp, int stream, h3_text_encoder **out, h3_status *status);
+
 h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
                                          const h3_tp *tp, h3_text_encoder **out, h3_status *status) {
+    return load_from(b, dir, weights, tap_layer, tp, 0, out, status);
+}
+
+h3_status_code h3_text_encoder_load_stream(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                           const h3_tp *tp, h3_text_encoder **out, h3_status *status) {
+    return load_from(b, dir, weights, tap_layer, tp, 1, out, status);
+}
+
+static h3_status_code load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                const h3_tp *tp, int stream, h3_text_encoder **out, h3_status *status) {
     *out = NULL;
     h3_tp single = H3_TP_SINGLE;
     if (!tp) tp = &single;
@@ -554,6 +645,7 @@ h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h
     if (!te) return h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory");
     te->b = b;
     te->tp = *tp;
+    te->stream = stream;
     h3_status_code rc = h3_text_encoder_config_load(dir, &te->cfg, status);
     if (rc == H3_OK) rc = split_for_tp(te, dir, status);
     if (rc == H3_OK && (tap_layer < 0 || tap_layer > te->cfg.num_layers))
@@ -709,8 +801,12 @@ static h3_status_code forward_positions(h3_text_encoder *te, const int32_t *ids,
         if (vr) h3_op_scatter_rows(b, &x, vr->embeds, vr->rows);
         rc = h3_backend_check(b, status);
     }
+    if (rc == H3_OK) rc = layer_start(te, status);
     for (int l = 0; l < te->tap_layer && rc == H3_OK; l++) {
-        layer_forward(te, &te->layers[l], &x, &cos_t, &sin_t);
+        layer_weights lw;
+        if ((rc = layer_get(te, l, &lw, status)) != H3_OK) break;
+        layer_forward(te, &lw, &x, &cos_t, &sin_t);
+        if ((rc = layer_put(te, l, status)) != H3_OK) break;
         /* hidden_states[l + 1] is layer l's output as transformers records
          * it, before the DeepStack add; the add feeds the next layer */
         if (vr && l < vr->n_deepstack && l + 1 < te->tap_layer) add_at_rows(b, &x, vr, &vr->deepstack[l]);

@@ -70,6 +70,15 @@ h3_status_code h3_text_encoder_load_tp(h3_backend *b, const char *dir, int tap_l
  * and frees), one rank of tp (NULL: one rank). */
 h3_status_code h3_text_encoder_load_from(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
                                          const h3_tp *tp, h3_text_encoder **out, h3_status *status);
+/* memory=stream (h3_weight_stream.h): the same, with every tapped layer
+ * moved to host memory as it is loaded (the embedding and the vision tower
+ * stay resident) and streamed through a ring of two device slots at each
+ * forward: the device never holds more than two layers, and the outputs are
+ * the resident encoder's, bit for bit. h3_text_encoder_drop_weights also
+ * gives back the slots; reload_weights makes them again. */
+h3_status_code h3_text_encoder_load_stream(h3_backend *b, const char *dir, const h3_checkpoint *weights, int tap_layer,
+                                           const h3_tp *tp, h3_text_encoder **out, h3_status *status);
+int h3_text_encoder_is_streamed(const h3_text_encoder *te);
 /* load-format dummy: a checkpoint of the tensors a load at tap_layer reads
  * (h3_text_encoder_tensor_list), BF16 as the release stores them, with no
  * bytes: the values are drawn on the backend, keyed by (seed, name), at

@@ -289,18 +289,6 @@ static int padded_width(const h3_backend *b, int dh) {
     return dh < 64 ? 64 : 128;
 }
 
-/* A zeroed weight of w's dtype and the given shape. */
-static h3_status_code zeros_like(h3_backend *b, const h3_tensor *w, int ndim, const int64_t *shape, h3_tensor *out,
-                                 h3_status *status) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    float *host = calloc((size_t)n, sizeof *host);
-    if (!host) return h3_fail(status, H3_ERR_NO_MEMORY, "vision tower: out of host memory");
-    h3_status_code rc = h3_weight_from_f32(b, host, w->dtype, ndim, shape, out, status);
-    free(host);
-    return rc;
-}
-
 static h3_view view2(int64_t rows, int64_t cols, int64_t offset, int64_t row_stride) {
     h3_view v = {.ndim = 2, .shape = {rows, cols}, .offset = offset, .stride = {row_stride, 1}};
     return v;
@@ -314,9 +302,9 @@ static h3_status_code pad_block(h3_vision *v, int l, h3_status *status) {
     int64_t H = v->cfg.num_heads, dh = v->head_dim, P = v->head_pad, C = v->cfg.hidden_size;
     h3_tensor qkv, bias, proj;
     int64_t qkv_shape[2] = {3 * H * P, C}, bias_shape[1] = {3 * H * P}, proj_shape[2] = {C, H * P};
-    h3_status_code rc = zeros_like(b, &w[B_QKV_W], 2, qkv_shape, &qkv, status);
-    if (rc == H3_OK) rc = zeros_like(b, &w[B_QKV_B], 1, bias_shape, &bias, status);
-    if (rc == H3_OK) rc = zeros_like(b, &w[B_PROJ_W], 2, proj_shape, &proj, status);
+    h3_status_code rc = h3_weight_zeros(b, w[B_QKV_W].dtype, 2, qkv_shape, &qkv, status);
+    if (rc == H3_OK) rc = h3_weight_zeros(b, w[B_QKV_B].dtype, 1, bias_shape, &bias, status);
+    if (rc == H3_OK) rc = h3_weight_zeros(b, w[B_PROJ_W].dtype, 2, proj_shape, &proj, status);
     if (rc != H3_OK) return rc;
     for (int64_t part = 0; part < 3; part++)
         for (int64_t h = 0; h < H; h++) {

@@ -15,11 +15,12 @@
  * Without a GPU (or without CUDA in the build) the test prints why and
  * exits 77, meson's code for a skipped test. H3_TEST_QUICK=1 skips the
  * full-size part; H3_TEST_ATTENTION_ONLY=1 runs the small attention cases alone, H3_TEST_VSA_ONLY=1
- * the VSA-H3 cases alone (see the VSA section), H3_TEST_VAE_ENCODER_ONLY=1 the video VAE encoder's ops.
+ * the VSA-H3 cases alone (see the VSA section), H3_TEST_VAE_ENCODER_ONLY=1 the video VAE encoder's ops,
+ * H3_TEST_AUDIO_VAE_ONLY=1 the audio VAE decoder's.
  *
  * Arguments, for runs by hand (meson passes none): --attention NAME makes the
  * attention variant NAME (auto, generic, mma, wgmma, wgmma-simple,
- * wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192]) what the "auto" cases run, and
+ * wgmma-fa3[-s2|-nopp|-lazy|-n176|-n192], wgmma-d64[-n192]) what the "auto" cases run, and
  * --vsa-consumer N the Hopper VSA consumer they run (0 simple, 1 pipelined,
  * 2 paired): a variant tested as if it were the default. */
 #include <math.h>
@@ -340,6 +341,46 @@ static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
     reset(mc, mg);
 }
 
+/* k_attn_d64 (wgmma-d64, wgmma-d64-n192: the variant `path`), forced: G tiles of Sq query and Skv key rows
+ * stacked in one tensor as the video VAE holds them, each tile's attention
+ * one call on its row views (as h3_video_vae.c and tools/bench/vae_profile.c
+ * do), scale 1/8. On an sm_90 device the call must run k_attn_d64 itself
+ * (a silent fallback would test nothing); elsewhere the variant is AUTO and
+ * this checks AUTO's kernel. Tolerance: tolerance(dt), 2e-3 for f16: the
+ * kernel rounds twice where the f32 reference does not, P to f16 before
+ * P·V and O to f16 at the end, each a relative error of at most 2^-11
+ * (4.9e-4), about 2.8e-4 RMS for values spread over a binade; P·V sums
+ * such errors with random signs, so the expected relative L2 is ~4e-4,
+ * and 2e-3 is 5x that (1e-2 for bf16, whose 2^-8 is 8x coarser). */
+static void test_attention_d64(h3_cuda_attention_variant path, h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
+                               int G) {
+    const char *want = path == H3_CUDA_VARIANT_WGMMA_D64_N192 ? "wgmma-d64-n192" : "wgmma-d64";
+    size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
+    char name[200];
+    pair q = input2(dt, G * Sq, (int64_t)H * 64, -3, 3), k = input2(dt, G * Skv, (int64_t)Hkv * 64, -1, 1);
+    pair v = input2(dt, G * Skv, (int64_t)Hkv * 64, -1, 1);
+    pair o = output2(dt, G * Sq, (int64_t)H * 64);
+    h3_backend_cuda_set_attention_variant(gpu, path);
+    const char *kernel = "?";
+    for (int t = 0; t < G; t++) {
+        h3_tensor qc = h3_tensor_rows_view(&q.c, t * Sq, Sq), qg = h3_tensor_rows_view(&q.g, t * Sq, Sq);
+        h3_tensor kc = h3_tensor_rows_view(&k.c, t * Skv, Skv), kg = h3_tensor_rows_view(&k.g, t * Skv, Skv);
+        h3_tensor vc = h3_tensor_rows_view(&v.c, t * Skv, Skv), vg = h3_tensor_rows_view(&v.g, t * Skv, Skv);
+        h3_tensor oc = h3_tensor_rows_view(&o.c, t * Sq, Sq), og = h3_tensor_rows_view(&o.g, t * Sq, Sq);
+        kernel = h3_backend_cuda_attention_kernel(gpu, &og, &qg, &kg, &vg, H, Hkv, 64, 0);
+        if (h3_backend_cuda_sm(gpu) == 90)
+            CHECK(strcmp(kernel, want) == 0, "attention d64 q%lld kv%lld %d/%d tile %d: runs %s, not %s",
+                  (long long)Sq, (long long)Skv, H, Hkv, t, kernel, want);
+        h3_op_attention(cpu, &oc, &qc, &kc, &vc, H, Hkv, 64, 0, 0.125f);
+        h3_op_attention(gpu, &og, &qg, &kg, &vg, H, Hkv, 64, 0, 0.125f);
+    }
+    h3_backend_cuda_set_attention_variant(gpu, default_path);
+    snprintf(name, sizeof name, "attention[%s] %d x (q%lld kv%lld) %d/%d x 64 %s", kernel, G, (long long)Sq,
+             (long long)Skv, H, Hkv, dn(dt));
+    compare(name, &o, tolerance(dt));
+    reset(mc, mg);
+}
+
 static void test_rows(h3_dtype dt, int64_t rows, int64_t cols) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
@@ -446,8 +487,8 @@ static void test_rgb8(void) {
     reset(mc, mg);
 }
 
-static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding, int dilation,
-                      int groups, int with_bias) {
+static void test_conv_tol(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding,
+                          int dilation, int groups, int with_bias, double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cout, Cin / groups, K};
@@ -462,11 +503,17 @@ static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, 
     h3_op_conv1d(gpu, &y.g, &x.g, &w.g, with_bias ? &b.g : NULL, stride, padding, dilation, groups);
     snprintf(name, sizeof name, "conv1d %lldx%lldx%lld -> %lld K%d s%d p%d d%d g%d f32", (long long)B, (long long)Cin,
              (long long)Lin, (long long)Cout, K, stride, padding, dilation, groups);
-    compare(name, &y, tolerance(H3_F32));
+    compare(name, &y, tol);
     reset(mc, mg);
 }
 
-static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding) {
+static void test_conv(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding, int dilation,
+                      int groups, int with_bias) {
+    test_conv_tol(B, Cin, Lin, Cout, K, stride, padding, dilation, groups, with_bias, tolerance(H3_F32));
+}
+
+static void test_conv_transpose_tol(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding,
+                                    double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, Cin, Lin}, ws[3] = {Cin, Cout, K};
@@ -481,11 +528,17 @@ static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cou
     h3_op_conv_transpose1d(gpu, &y.g, &x.g, &w.g, &b.g, stride, padding);
     snprintf(name, sizeof name, "conv_transpose1d %lldx%lldx%lld -> %lld K%d s%d p%d f32", (long long)B,
              (long long)Cin, (long long)Lin, (long long)Cout, K, stride, padding);
-    compare(name, &y, tolerance(H3_F32));
+    compare(name, &y, tol);
     reset(mc, mg);
 }
 
-static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio) {
+static void test_conv_transpose(int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int K, int stride, int padding) {
+    test_conv_transpose_tol(B, Cin, Lin, Cout, K, stride, padding, tolerance(H3_F32));
+}
+
+/* The resampling ops, SnakeBeta plain and anti-aliased (out of place and in place), clamp; the anti-aliased
+ * one at tol (the others at the f32 tolerance). */
+static void test_resample_tol(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio, double tol) {
     size_t mc = h3_arena_mark(cpu), mg = h3_arena_mark(gpu);
     char name[160];
     int64_t xs[3] = {B, C, L};
@@ -519,17 +572,21 @@ static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int r
     h3_op_snake_beta_antialiased(gpu, &ay.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
     snprintf(name, sizeof name, "snake_beta_antialiased %lldx%lldx%lld Ku%d Kd%d f32", (long long)B, (long long)C,
              (long long)L, Ku, Kd);
-    compare(name, &ay, tolerance(H3_F32));
+    compare(name, &ay, tol);
     h3_op_snake_beta_antialiased(cpu, &x.c, &x.c, &al.c, &be.c, &fu.c, &fd.c, ratio);
     h3_op_snake_beta_antialiased(gpu, &x.g, &x.g, &al.g, &be.g, &fu.g, &fd.g, ratio);
     snprintf(name, sizeof name, "snake_beta_antialiased in place %lldx%lldx%lld f32", (long long)B, (long long)C,
              (long long)L);
-    compare(name, &x, tolerance(H3_F32));
+    compare(name, &x, tol);
     pair cl = output2(H3_F32, B * C, L);
     h3_op_clamp(cpu, &cl.c, &x2c, -0.5f, 0.7f);
     h3_op_clamp(gpu, &cl.g, &x2g, -0.5f, 0.7f);
     compare("clamp [-0.5, 0.7] f32", &cl, tolerance(H3_F32)); /* x differs by rounding after the in-place op */
     reset(mc, mg);
+}
+
+static void test_resample(int64_t B, int64_t C, int64_t L, int Ku, int Kd, int ratio) {
+    test_resample_tol(B, C, L, Ku, Kd, ratio, tolerance(H3_F32));
 }
 
 /* Non-finite values and injected faults (issue 14): h3_tensor_count_nonfinite
@@ -607,12 +664,61 @@ static void test_vae_ops(void) {
     test_conv(2, 16, 50, 24, 7, 1, 3, 1, 1, 1);
     test_conv(2, 16, 61, 8, 5, 2, 4, 3, 4, 0);
     test_conv(1, 32, 300, 32, 11, 1, 15, 3, 1, 1);
-    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* the f32 GEMM path (im2col), two batch items */
+    test_conv(2, 24, 130, 16, 3, 1, 1, 1, 1, 1);   /* an f32 GEMM path (implicit at 16 channels), two batch items */
     test_conv(2, 8, 200, 16, 4, 2, 1, 1, 1, 0);    /* GEMM path, strided, no bias */
     test_conv_transpose(2, 16, 20, 8, 8, 4, 2);
     test_conv_transpose(1, 12, 33, 5, 11, 5, 3);
     test_resample(2, 8, 33, 12, 12, 2);
     test_resample(1, 4, 100, 12, 11, 2);
+}
+
+/* ---- the audio VAE decoder's ops at its kernels' edges and at the release's shapes ----------------------
+ * The anti-aliased SnakeBeta runs in tiles of 512 outputs a row (k_snake_antialiased): lengths of one
+ * sample, a tile and one, two tiles and one, a ratio of 3 with odd filters, and more rows than one grid
+ * holds (70,000 > 65,535). conv_transpose1d walks its polyphase taps: K = stride, K < 2·stride, odd
+ * sizes. The float32 conv1d on each GEMM path forced (1 im2col + cuBLASLt, 2 the implicit GEMM with its
+ * three tile heights), partial tiles of channels, steps and (ci, k) rows. Then (full) every op at a
+ * stage of the release's decoder (207 latents, stereo, hop 800), at the audio goldens' parity: relative
+ * L2 <= 1e-5 (same sums, another order), 2e-5 for conv1d, whose sequential fp32 sums of up to 14,336
+ * terms (conv_pre) round to about u·sqrt(n/6) = 3e-6 on each side. */
+static void test_audio_vae_ops(int full) {
+    test_resample_tol(1, 3, 513, 12, 12, 2, 1e-5);
+    test_resample_tol(1, 2, 1025, 12, 12, 2, 1e-5);
+    test_resample_tol(2, 3, 1, 12, 12, 2, 1e-5);
+    test_resample_tol(1, 2, 1500, 7, 5, 3, 1e-5);
+    test_resample_tol(1, 70000, 3, 12, 12, 2, 1e-5);
+    test_conv_transpose_tol(1, 7, 13, 3, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 5, 17, 16, 4, 2, 1, 1e-5);
+    test_conv_transpose_tol(1, 3, 11, 8, 5, 5, 0, 1e-5);
+    test_conv_transpose_tol(1, 4, 9, 8, 7, 3, 2, 1e-5);
+    test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5); /* GEMM path, dilation 5, padding past the signal */
+    for (int path = 1; path <= 2; path++) {
+        printf("  conv1d, the float32 GEMM path forced to %s:\n", path == 1 ? "im2col + cuBLASLt" : "implicit GEMM");
+        h3_backend_cuda_set_conv1d_path(gpu, path);
+        test_conv_tol(2, 24, 130, 16, 3, 1, 1, 1, 1, 1, 2e-5);
+        test_conv_tol(2, 9, 70, 8, 11, 1, 25, 5, 1, 1, 2e-5);
+        test_conv_tol(1, 70, 177, 130, 5, 2, 3, 2, 1, 1, 2e-5); /* 130 channels: a partial 64-row tile */
+        test_conv_tol(2, 8, 200, 16, 4, 2, 1, 1, 1, 0, 2e-5);
+        test_conv_tol(1, 6, 1000, 65, 3, 1, 1, 1, 1, 1, 2e-5);  /* 18 (ci, k) rows: a step and a partial one */
+        test_conv_tol(1, 33, 300, 40, 7, 3, 0, 1, 1, 1, 2e-5);  /* 40 channels: 32-row tiles */
+        test_conv_tol(2, 64, 1100, 64, 11, 1, 15, 3, 1, 1, 2e-5);
+        h3_backend_cuda_set_conv1d_path(gpu, 0);
+    }
+    if (!full) return;
+    test_resample_tol(2, 512, 1035, 12, 12, 2, 1e-5);   /* stage 0 */
+    test_resample_tol(2, 256, 5175, 12, 12, 2, 1e-5);   /* stage 1 */
+    test_resample_tol(2, 8, 165600, 12, 12, 2, 1e-5);   /* stage 6 and act_post */
+    test_conv_transpose_tol(2, 1024, 207, 512, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 512, 1035, 256, 9, 5, 2, 1e-5);
+    test_conv_transpose_tol(2, 256, 5175, 128, 4, 2, 1, 1e-5);
+    test_conv_transpose_tol(2, 16, 82800, 8, 4, 2, 1, 1e-5);
+    test_conv_tol(2, 32, 207, 2048, 1, 1, 0, 1, 1, 1, 2e-5);      /* in_proj */
+    test_conv_tol(2, 2048, 207, 1024, 7, 1, 3, 1, 1, 1, 2e-5);    /* conv_pre */
+    test_conv_tol(2, 512, 1035, 512, 11, 1, 25, 5, 1, 1, 1e-5);   /* stage 0, the widest AMP conv */
+    test_conv_tol(2, 512, 1035, 512, 3, 1, 1, 1, 1, 1, 2e-5);
+    test_conv_tol(2, 64, 20700, 64, 7, 1, 9, 3, 1, 1, 1e-5);      /* stage 3 */
+    test_conv_tol(2, 8, 165600, 8, 11, 1, 5, 1, 1, 1, 2e-5);      /* stage 6 */
+    test_conv_tol(2, 8, 165600, 1, 7, 1, 3, 1, 1, 0, 2e-5);       /* conv_post (the direct kernel) */
 }
 
 /* ---- the video VAE encoder's ops (h3_op_im2col3d, h3_op_group_norm) ------------------
@@ -1437,7 +1543,9 @@ static int parse_args(int argc, char **argv) {
                  {"wgmma-fa3-nopp", H3_CUDA_VARIANT_WGMMA_FA3_NOPP},
                  {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
                  {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
-                 {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192}};
+                 {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192},
+                 {"wgmma-d64", H3_CUDA_VARIANT_WGMMA_D64},
+                 {"wgmma-d64-n192", H3_CUDA_VARIANT_WGMMA_D64_N192}};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--attention") && value) {
@@ -1490,6 +1598,14 @@ int main(int argc, char **argv) {
     const char *eonly = getenv("H3_TEST_VAE_ENCODER_ONLY");
     if (eonly && *eonly && strcmp(eonly, "0") != 0) {
         test_encoder_ops(!is_quick);
+        h3_backend_destroy(gpu);
+        h3_backend_destroy(cpu);
+        return h3_test_finish("test_cuda_ops");
+    }
+    /* H3_TEST_AUDIO_VAE_ONLY=1: the audio VAE decoder's ops alone (then the release's shapes unless H3_TEST_QUICK) */
+    const char *aonly = getenv("H3_TEST_AUDIO_VAE_ONLY");
+    if (aonly && *aonly && strcmp(aonly, "0") != 0) {
+        test_audio_vae_ops(!is_quick);
         h3_backend_destroy(gpu);
         h3_backend_destroy(cpu);
         return h3_test_finish("test_cuda_ops");
@@ -1561,6 +1677,7 @@ int main(int argc, char **argv) {
     test_attention(H3_BF16, 90, 90, 3, 3, 72, 0, H3_CUDA_VARIANT_AUTO);
     test_attention(H3_F32, 33, 33, 2, 2, 256, 1, H3_CUDA_VARIANT_AUTO);
     if (!attention_only) test_vae_ops();
+    if (!attention_only) test_audio_vae_ops(!is_quick);
     if (!attention_only) test_encoder_ops(!is_quick);
     if (!attention_only) test_errors();
     if (!attention_only) test_nonfinite_and_faults();
@@ -1583,6 +1700,22 @@ int main(int argc, char **argv) {
         test_attention(H3_BF16, 100, 60, 2, 2, 128, 0, paths[p]);
         test_attention(H3_BF16, 260, 1100, 4, 2, 128, 0, paths[p]);
         if (!is_quick) full_attention(paths[p]);
+    }
+    /* k_attn_d64 (head_dim 64, f16/bf16; not yet run on a GPU when written, 2026-12-04): the video VAE's
+     * shape (1797 rows a tile, 32 heads, 3 tiles stacked), then ragged and tiny shapes and GQA */
+    h3_cuda_attention_variant d64s[2] = {H3_CUDA_VARIANT_WGMMA_D64, H3_CUDA_VARIANT_WGMMA_D64_N192};
+    for (int p = 0; p < 2; p++) {
+        h3_cuda_attention_variant d = d64s[p];
+        test_attention_d64(d, H3_F16, 1797, 1797, 32, 32, 3);
+        test_attention_d64(d, H3_F16, 1, 1, 2, 2, 1);       /* one row, one key */
+        test_attention_d64(d, H3_F16, 1, 300, 4, 4, 2);     /* one query row, a ragged last key tile */
+        test_attention_d64(d, H3_F16, 300, 1, 4, 1, 1);     /* one key; GQA 4:1 */
+        test_attention_d64(d, H3_F16, 129, 513, 4, 2, 2);   /* one row past a query tile, ragged keys; GQA */
+        test_attention_d64(d, H3_F16, 200, 130, 4, 1, 1);
+        test_attention_d64(d, H3_F16, 128, 384, 2, 2, 1);   /* exact tiles of 128 and of 192 keys: no tail mask */
+        test_attention_d64(d, H3_F16, 1000, 1000, 2, 2, 1); /* 8 or 6 key tiles: every stage reused */
+        test_attention_d64(d, H3_BF16, 300, 300, 4, 4, 1);
+        test_attention_d64(d, H3_BF16, 1797, 1797, 8, 8, 1);
     }
 
     h3_backend_destroy(gpu);

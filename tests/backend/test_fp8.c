@@ -5,6 +5,7 @@
  * reference of the same quantised operands and against the float linear. */
 #include "backend/h3_backend.h"
 #include "backend/h3_fp8.h"
+#include "backend/h3_weight_stream.h"
 #include "h3_test.h"
 
 #include <stdint.h>
@@ -179,6 +180,35 @@ static void test_linear(void) {
     CHECK(memcmp(gc, g8, sizeof(float) * M * N) == 0, "the copied weight gives other outputs");
     free(gc);
     free(copy);
+
+    /* memory=stream: the weight moved to the host and back through a ring
+     * slot keeps its scales with it (they follow the codes into the slot) */
+    h3_tensor hw;
+    CHECK(h3_weight_load(b, &src, H3_WEIGHT_LINEAR, &hw, &st) == H3_OK && hw.dtype == H3_F8E4M3, "%s", st.message);
+    CHECK(h3_weight_to_host(b, &hw, &st) == H3_OK && hw.on_host, "to host: %s", st.message);
+    CHECK((char *)hw.scale - (char *)hw.data == (ptrdiff_t)h3_fp8_scale_offset(N * K), "host copy's scales");
+    const h3_tensor *group[1] = {&hw};
+    CHECK(h3_weight_ring_group_bytes(group, 1) >= h3_fp8_weight_bytes(N, K), "a slot holds the codes and scales");
+    h3_weight_ring *ring = NULL;
+    CHECK(h3_weight_ring_create(b, 1, h3_weight_ring_group_bytes(group, 1), &ring, &st) == H3_OK, "%s", st.message);
+    h3_tensor slot_w = hw, *views[1] = {&slot_w};
+    if (ring && h3_weight_ring_load(ring, 0, group, 1, &st) == H3_OK &&
+        h3_weight_ring_acquire(ring, 0, views, 1, &st) == H3_OK) {
+        CHECK(!slot_w.on_host && slot_w.scale != hw.scale &&
+                  (char *)slot_w.scale - (char *)slot_w.data == (ptrdiff_t)h3_fp8_scale_offset(N * K),
+              "the slot's view: its scales in the slot, after its codes");
+        h3_tensor ys = h3_new_2d(b, H3_F32, M, N);
+        h3_op_linear(b, &ys, &xt, &slot_w, &bt);
+        float *gs = malloc(sizeof(float) * M * N);
+        CHECK(h3_tensor_download_f32(b, &ys, gs, &st) == H3_OK && memcmp(gs, g8, sizeof(float) * M * N) == 0,
+              "the streamed fp8 weight gives other outputs");
+        free(gs);
+        h3_weight_ring_release(ring, 0);
+    } else {
+        CHECK(0, "ring: %s", st.message);
+    }
+    h3_weight_ring_destroy(ring);
+    h3_weight_free(b, &hw); /* the host copy */
 
     /* the download of an fp8 weight gives code · scale */
     float *wd = malloc(sizeof(float) * N * K);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "h3_test.h"
+#include "h3_test_engine.h"
 #include "h3_test_capture.h"
 
 #include <json-glib/json-glib.h>
@@ -238,13 +239,8 @@ static h3_engine *open_dummy(const char *dir, uint64_t seed, const char *devices
 }
 
 static h3_request small_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a red fox in the snow";
+    h3_request r = h3_test_small_request("a red fox in the snow", 2);
     r.seed = 5;
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 22;
-    r.steps = 2;
     return r;
 }
 

@@ -15,27 +15,15 @@
 #include "engine/h3_engine.h"  /* h3_engine_inject_fault_mid_forward */
 #include "backend/h3_backend.h" /* h3_backend_inject_alloc_fault */
 #include "h3_test.h"
+#include "h3_test_engine.h"
 #include "h3_test_capture.h"
 
 #define TINY "models/tiny-h3"
 
-static h3_request small_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a red fox runs through fresh snow";
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 22;
-    r.steps = 2;
-    return r;
-}
+static h3_request small_request(void) { return h3_test_small_request("a red fox runs through fresh snow", 2); }
 
 static h3_status_code open_engine(const char *devices, h3_engine **e, h3_status *st) {
-    h3_engine_options o = h3_engine_options_default();
-    o.model_dir = h3_test_data(TINY);
-    o.compute = H3_COMPUTE_CPU;
-    o.cpu_threads = 1;
-    o.devices = devices;
-    return h3_engine_open(&o, e, st);
+    return h3_test_open_cpu(h3_test_data(TINY), devices, NULL, 1, e, st);
 }
 
 /* open + generate + close; *c keeps the clip (the caller frees it). */

@@ -36,6 +36,12 @@
 #include "model/h3_video_vae_encoder.h"
 #include "model/h3_vision.h"
 
+#ifndef H3_HAVE_CUDA
+int main(void) {
+    printf("SKIP: this build has no CUDA backend (meson -Dcuda=enabled with nvcc)\n");
+    return 77;
+}
+#else
 #define BF16_TOLERANCE 1e-2
 #define F32_TOLERANCE 1e-4
 #define E2E_F32_TOLERANCE 1e-3
@@ -79,15 +85,6 @@ static int32_t *read_i32(h3_st_file *f, const char *name, size_t *n) {
     return v;
 }
 
-static h3_st_file *open_golden(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.safetensors", name);
-    h3_st_file *f = NULL;
-    h3_status st = {0};
-    CHECK(h3_st_open(h3_test_data(rel), &f, &st) == H3_OK, "%s: %s", name, st.message);
-    return f;
-}
-
 static h3_tensor upload(const float *host, int64_t rows, int64_t cols, h3_dtype dtype) {
     h3_tensor t = h3_new_2d(gpu, dtype, rows, cols);
     h3_status st = {0};
@@ -103,8 +100,8 @@ static void test_dit(void) {
         CHECK(0, "dit load: %s", st.message);
         return;
     }
-    h3_st_file *f = open_golden("transformer_t2va_bf16");
-    h3_st_file *f32 = open_golden("transformer_t2va");
+    h3_st_file *f = golden_tiny("transformer_t2va_bf16");
+    h3_st_file *f32 = golden_tiny("transformer_t2va");
     if (!f || !f32) return;
     const h3_dit_config *c = h3_dit_get_config(dit);
     int32_t tags[8] = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -161,7 +158,7 @@ static void test_text_encoder(void) {
         CHECK(0, "text encoder load: %s", st.message);
         return;
     }
-    h3_st_file *f = open_golden("text_encoder");
+    h3_st_file *f = golden_tiny("text_encoder");
     size_t n = 0, ne = 0;
     int32_t *ids = f ? read_i32(f, "t2va.input_ids", &n) : NULL;
     float *want = f ? read_golden(f, "t2va.prompt_embeds", &ne) : NULL;
@@ -211,7 +208,7 @@ static void test_vision_tower(void) {
     h3_config *c = NULL;
     h3_vision_config vc;
     h3_vision *vg = NULL, *vr = NULL;
-    h3_st_file *f = open_golden("text_encoder");
+    h3_st_file *f = golden_tiny("text_encoder");
     h3_image_processor_config proc;
     h3_rgb_image kf[2];
     const char *dir = h3_test_data("models/tiny-h3/text_encoder");
@@ -280,7 +277,7 @@ static void test_text_encoder_fl2va(void) {
     h3_image_processor_config proc;
     h3_text_presentation p = {0};
     h3_rgb_image kf[2];
-    h3_st_file *f = open_golden("text_encoder");
+    h3_st_file *f = golden_tiny("text_encoder");
     h3_status_code rc = h3_text_encoder_load(gpu, h3_test_data("models/tiny-h3/text_encoder"), 50, &te, &st);
     if (rc == H3_OK) rc = h3_tokenizer_load(h3_test_data("models/tiny-h3/tokenizer"), &tok, &st);
     if (rc == H3_OK) rc = h3_image_processor_config_load(h3_test_data("models/tiny-h3/processor"), &proc, &st);
@@ -328,7 +325,7 @@ static void test_video_vae(void) {
         CHECK(0, "video vae load: %s", st.message);
         return;
     }
-    h3_st_file *f = open_golden("vae_decode");
+    h3_st_file *f = golden_tiny("vae_decode");
     size_t n = 0;
     float *lat = f ? read_golden(f, "latents_normalized", NULL) : NULL;
     float *want = f ? read_golden(f, "vae_output", &n) : NULL;
@@ -381,7 +378,7 @@ static void encoder_check(const char *what, const float *got, const float *want,
 }
 
 static void encoder_golden(h3_video_vae *vae, const char *golden, const char *frames, int keyframe) {
-    h3_st_file *f = open_golden(golden);
+    h3_st_file *f = golden_tiny(golden);
     int F = 0, H = 0, W = 0;
     uint8_t *rgb = f ? encoder_frames(f, frames, &F, &H, &W) : NULL;
     size_t n = 0;
@@ -458,7 +455,7 @@ static void test_audio_vae(void) {
         CHECK(0, "audio vae load: %s", st.message);
         return;
     }
-    h3_st_file *f = open_golden("audio_vae");
+    h3_st_file *f = golden_tiny("audio_vae");
     size_t n = 0;
     float *lat = f ? read_golden(f, "decode_latents_normalized", NULL) : NULL;
     float *want = f ? read_golden(f, "decode_output", &n) : NULL;
@@ -542,7 +539,7 @@ static void check_e2e(h3_engine *e, const h3_request *r, const char *golden, int
     h3_status st = {0};
     h3_status_code rc = h3_test_generate(e, r, &c, NULL, &st);
     CHECK(rc == H3_OK, "%s: generate: %s", golden, st.message);
-    h3_st_file *f = open_golden(golden);
+    h3_st_file *f = golden_tiny(golden);
     if (rc == H3_OK && f && c.latents) {
         size_t n;
         float *g = read_golden(f, "latents", &n);
@@ -603,7 +600,7 @@ static void test_engine(h3_compute compute) {
     h3_engine *e = open_engine(compute, NULL);
     if (e) check_e2e(e, &r, "e2e_t2va_3steps", f32);
     /* FL2VA: the golden's keyframe (its PNG's pixels, as stored in the golden) */
-    h3_st_file *kf = e ? open_golden("e2e_fl2va_3steps") : NULL;
+    h3_st_file *kf = e ? golden_tiny("e2e_fl2va_3steps") : NULL;
     const h3_st_tensor *key = kf ? h3_st_find(kf, "keyframe.input_uint8") : NULL;
     CHECK(!e || (key && key->ndim == 3), "e2e_fl2va_3steps: no keyframe.input_uint8");
     if (key && key->ndim == 3) {
@@ -730,10 +727,6 @@ static void test_engine_nonfinite(void) {
 }
 
 int main(void) {
-#ifndef H3_HAVE_CUDA
-    printf("SKIP: this build has no CUDA backend (meson -Dcuda=enabled with nvcc)\n");
-    return 77;
-#else
     h3_status st = {0};
     if (h3_backend_cuda_create(0, &gpu, &st) != H3_OK) {
         printf("SKIP: no CUDA backend or GPU: %s\n", st.message);
@@ -771,5 +764,5 @@ int main(void) {
     test_engine_fault();
     test_engine_nonfinite();
     return h3_test_finish("test_gpu_goldens");
-#endif
 }
+#endif

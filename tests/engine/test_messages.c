@@ -9,28 +9,16 @@
 #include "h3.h"
 #include "engine/h3_engine.h" /* h3_engine_force_text_release */
 #include "h3_test.h"
+#include "h3_test_engine.h"
 #include "h3_test_capture.h"
 #include "h3_test_model.h"
 
 #define TINY "models/tiny-h3"
 
-static h3_request small_request(const char *prompt) {
-    h3_request r = h3_request_default();
-    r.prompt = prompt;
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 22;
-    r.steps = 1;
-    return r;
-}
+static h3_request small_request(const char *prompt) { return h3_test_small_request(prompt, 1); }
 
 static h3_status_code open_engine(const char *dir, const char *devices, h3_engine **e, h3_status *st) {
-    h3_engine_options o = h3_engine_options_default();
-    o.model_dir = dir;
-    o.compute = H3_COMPUTE_CPU;
-    o.cpu_threads = 2;
-    o.devices = devices;
-    return h3_engine_open(&o, e, st);
+    return h3_test_open_cpu(dir, devices, NULL, 2, e, st);
 }
 
 /* 100,000 characters: refused by validation (and so by generate) before the

@@ -10,28 +10,16 @@
 
 #include "h3.h"
 #include "h3_test.h"
+#include "h3_test_engine.h"
 #include "h3_test_capture.h"
 #include "h3_test_model.h"
 
 #define TINY "models/tiny-h3"
 
-static h3_request small_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a red fox runs through fresh snow";
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 22;
-    r.steps = 2;
-    return r;
-}
+static h3_request small_request(void) { return h3_test_small_request("a red fox runs through fresh snow", 2); }
 
 static h3_status_code open_engine(const char *dir, const char *adapter, h3_engine **e, h3_status *st) {
-    h3_engine_options o = h3_engine_options_default();
-    o.model_dir = dir;
-    o.compute = H3_COMPUTE_CPU;
-    o.cpu_threads = 2;
-    o.adapter_path = adapter;
-    return h3_engine_open(&o, e, st);
+    return h3_test_open_cpu(dir, NULL, adapter, 2, e, st);
 }
 
 /* One component's weight set to v in a copy of the tiny model: the open

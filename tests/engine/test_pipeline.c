@@ -28,18 +28,6 @@ static h3_request golden_request(void) {
     return r;
 }
 
-static float *golden_f32(h3_st_file *f, const char *name, size_t *n) {
-    float *v = NULL;
-    const h3_st_tensor *t;
-    h3_status st = {0};
-    if (h3_st_read_f32(f, name, &v, &t, &st) != H3_OK) {
-        CHECK(0, "golden %s: %s", name, st.message);
-        return NULL;
-    }
-    *n = (size_t)t->numel;
-    return v;
-}
-
 /* e2e_fl2va_3steps's keyframe: the PNG's pixels as the golden stores them
  * ([H, W, 3] uint8), so this test needs no image decoder. */
 static h3_image golden_keyframe(h3_st_file *g) {
@@ -76,8 +64,9 @@ static void test_golden(h3_engine *e, const char *name, double latent_tol, doubl
           c.frames, (long long)c.samples);
     CHECK(c.forwards == 2 && c.done == 1, "progress %d/%d", c.forwards, c.done);
 
-    size_t n;
-    float *lat = golden_f32(g, "latents", &n);
+    int64_t n64 = 0;
+    float *lat = golden_f32(g, "latents", &n64);
+    size_t n = (size_t)n64;
     if (lat && c.latents) {
         CHECK(n == c.n_latents, "latent count %zu vs %zu", c.n_latents, n);
         double r2 = h3_test_rel_l2(c.latents, lat, n);
@@ -85,14 +74,16 @@ static void test_golden(h3_engine *e, const char *name, double latent_tol, doubl
         CHECK(r2 <= latent_tol, "%s: video latents rel L2 %g", name, r2);
     }
     free(lat);
-    float *alat = golden_f32(g, "audio_latents", &n);
+    float *alat = golden_f32(g, "audio_latents", &n64);
+    n = (size_t)n64;
     if (alat && c.audio_latents) {
         double r2 = h3_test_rel_l2(c.audio_latents, alat, n);
         printf("e2e %s: audio latents rel L2 %.3g\n", name, r2);
         CHECK(n == c.n_audio_latents && r2 <= latent_tol, "%s: audio latents rel L2 %g", name, r2);
     }
     free(alat);
-    float *audio = golden_f32(g, "audio", &n); /* [1, 2, samples] */
+    float *audio = golden_f32(g, "audio", &n64); /* [1, 2, samples] */
+    n = (size_t)n64;
     if (audio) {
         CHECK(n == (size_t)(2 * c.samples), "audio sample count %zu vs %lld", n, (long long)(2 * c.samples));
         float *planar = g_malloc(n * sizeof(float));

@@ -9,7 +9,10 @@
  * changing its content does. Also: fp8 twice gives the same bytes;
  * stats.precision names it; the memory plan counts fp8 weights at their
  * size (1 byte a value + a float32 scale a row) for exactly the linears the
- * loader quantises; the refusals (cuda-f32, a bad value) and the parser. */
+ * loader quantises; the refusals (cuda-f32, a bad value) and the parser;
+ * and fp8 with memory=stream (its codes and scales moved to the host and
+ * copied back a block ahead) giving fp8 resident's bytes, on one rank and
+ * on cpu:2. */
 #include <glib.h>
 #include <stdint.h>
 
@@ -22,13 +25,19 @@
 
 typedef h3_test_capture capture;
 
-static h3_engine *open_tiny(h3_precision p, h3_status *st) {
+static h3_engine *open_tiny_as(h3_precision p, h3_memory_mode memory, const char *devices, h3_status *st) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
     o.compute = H3_COMPUTE_CPU;
     o.precision = p;
+    o.memory = memory;
+    o.devices = devices;
     h3_engine *e = NULL;
     return h3_engine_open(&o, &e, st) == H3_OK ? e : NULL;
+}
+
+static h3_engine *open_tiny(h3_precision p, h3_status *st) {
+    return open_tiny_as(p, H3_MEMORY_RESIDENT, "auto", st);
 }
 
 static double psnr_u8(const uint8_t *a, const uint8_t *b, size_t n) {
@@ -270,8 +279,41 @@ static void test_refusals(void) {
           "names");
 }
 
+static void test_stream(const char *devices) {
+    h3_status st = {0};
+    h3_engine *res = open_tiny_as(H3_PRECISION_FP8, H3_MEMORY_RESIDENT, devices, &st);
+    CHECK(res != NULL, "open fp8 resident (%s): %s", devices, st.message);
+    h3_engine *str = open_tiny_as(H3_PRECISION_FP8, H3_MEMORY_STREAM, devices, &st);
+    CHECK(str != NULL, "open fp8 stream (%s): %s", devices, st.message);
+    h3_request r = h3_request_default();
+    r.prompt = "a robot dancing";
+    r.width = 64, r.height = 32, r.num_frames = 22, r.steps = 2;
+    capture a = {0}, b = {0};
+    if (res && str) {
+        CHECK(h3_test_generate(res, &r, &a, NULL, &st) == H3_OK, "resident: %s", st.message);
+        CHECK(h3_test_generate(str, &r, &b, NULL, &st) == H3_OK, "stream: %s", st.message);
+        h3_stats s;
+        h3_engine_get_stats(str, &s);
+        CHECK(strcmp(s.memory, "stream") == 0 && strncmp(s.precision, "fp8", 3) == 0, "stream stats: %s, %s",
+              s.memory, s.precision);
+    }
+    if (a.latents && b.latents) {
+        size_t nv = (size_t)a.plan.num_frames * a.plan.width * a.plan.height * 3;
+        CHECK(memcmp(a.latents, b.latents, a.n_latents * sizeof(float)) == 0 && memcmp(a.video, b.video, nv) == 0 &&
+                  memcmp(a.audio, b.audio, (size_t)(2 * a.plan.audio_samples) * sizeof(float)) == 0,
+              "fp8 streamed (%s) differs from fp8 resident", devices);
+        printf("fp8 with memory=stream (%s): the resident bytes\n", devices);
+    }
+    h3_test_capture_free(&a);
+    h3_test_capture_free(&b);
+    h3_engine_close(res);
+    h3_engine_close(str);
+}
+
 int main(void) {
     test_refusals();
+    test_stream("auto");
+    test_stream("cpu:2");
     test_memory_plan();
     test_release_plan();
     test_end_to_end();

@@ -17,16 +17,9 @@
 
 #include "h3.h"
 #include "h3_test.h"
+#include "h3_test_engine.h"
 
-static h3_request small_request(void) {
-    h3_request r = h3_request_default();
-    r.prompt = "a robot dancing";
-    r.width = 64;
-    r.height = 32;
-    r.num_frames = 22;
-    r.steps = 2;
-    return r;
-}
+static h3_request small_request(void) { return h3_test_small_request("a robot dancing", 2); }
 
 static const char *adapter(const char *variant) {
     static char path[4096];

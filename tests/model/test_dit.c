@@ -18,6 +18,7 @@
 #include "model/h3_dit_layout.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 
 #define TOLERANCE 1e-4
 
@@ -25,27 +26,6 @@ static h3_backend *backend;
 static char *tmpdir;
 
 /* ---- golden access ------------------------------------------------------------- */
-
-static h3_st_file *open_golden(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.safetensors", name);
-    h3_st_file *f = NULL;
-    h3_status st = {0};
-    CHECK(h3_st_open(h3_test_data(rel), &f, &st) == H3_OK, "open %s: %s", rel, st.message);
-    return f;
-}
-
-static JsonParser *open_json(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "goldens/tiny-h3/%s.json", name);
-    JsonParser *p = json_parser_new();
-    GError *err = NULL;
-    if (!json_parser_load_from_file(p, h3_test_data(rel), &err)) {
-        CHECK(0, "%s: %s", rel, err->message);
-        g_error_free(err);
-    }
-    return p;
-}
 
 static JsonObject *json_member(JsonParser *p, const char *object) {
     JsonNode *root = json_parser_get_root(p);
@@ -56,18 +36,6 @@ static const h3_st_tensor *tensor(h3_st_file *f, const char *name) {
     const h3_st_tensor *t = f ? h3_st_find(f, name) : NULL;
     CHECK(t != NULL, "golden tensor '%s' missing", name);
     return t;
-}
-
-static float *read_f32(h3_st_file *f, const char *name, int64_t *n) {
-    float *out = NULL;
-    const h3_st_tensor *info = NULL;
-    h3_status st = {0};
-    if (h3_st_read_f32(f, name, &out, &info, &st) != H3_OK) {
-        CHECK(0, "read %s: %s", name, st.message);
-        return NULL;
-    }
-    if (n) *n = info->numel;
-    return out;
 }
 
 /* I64 golden tensors as int32. */
@@ -182,7 +150,7 @@ static void check_timesteps(const char *label, const h3_dit_layout *l, float t_v
     h3_status st = {0};
     CHECK(h3_dit_layout_timesteps(l, t_video, t_audio, ts, &n_t, idx, &st) == H3_OK, "%s: %s", label, st.message);
     int64_t gn = 0, gi = 0;
-    float *gts = read_f32(f, ts_name, &gn);
+    float *gts = golden_f32(f, ts_name, &gn);
     int32_t *gidx = read_i32(f, idx_name, &gi);
     int ok = gts && gn == n_t && gidx && gi == l->seq_len;
     for (int i = 0; ok && i < n_t; i++) ok = gts[i] == ts[i];
@@ -220,8 +188,8 @@ static int32_t *golden_text_tags(h3_st_file *f, int L) {
 }
 
 static void test_transformer_layout(const char *golden) {
-    JsonParser *p = open_json(golden);
-    h3_st_file *f = open_golden(golden);
+    JsonParser *p = golden_json(golden);
+    h3_st_file *f = golden_tiny(golden);
     golden_geometry g = transformer_geometry(p);
     int32_t *text_tags = golden_text_tags(f, g.L);
     h3_dit_layout *l = build_layout(&g, text_tags);
@@ -264,8 +232,8 @@ static golden_geometry e2e_geometry(JsonParser *p) {
 }
 
 static void test_e2e_layout(const char *golden) {
-    JsonParser *p = open_json(golden);
-    h3_st_file *f = open_golden(golden);
+    JsonParser *p = golden_json(golden);
+    h3_st_file *f = golden_tiny(golden);
     golden_geometry g = e2e_geometry(p);
     int64_t L = 0;
     int32_t *text_tags = read_i32(f, "text_token_tags", &L);
@@ -276,7 +244,7 @@ static void test_e2e_layout(const char *golden) {
         char label[128];
         snprintf(label, sizeof label, "%s step0 inputs", golden);
         check_layout(label, l, f, "step0.");
-        float *tv = read_f32(f, "timesteps", NULL), *ta = read_f32(f, "audio_timesteps", NULL);
+        float *tv = golden_f32(f, "timesteps", NULL), *ta = golden_f32(f, "audio_timesteps", NULL);
         for (int step = 0; tv && ta && step < 2; step++) {
             char ts[64], idx[64];
             snprintf(ts, sizeof ts, "step%d.timestep", step);
@@ -340,7 +308,7 @@ static void test_pairwise_span(void) {
 /* ---- patchify / audio packing -------------------------------------------------------- */
 
 static void test_patchify(const char *golden, int64_t cond_rows) {
-    h3_st_file *f = open_golden(golden);
+    h3_st_file *f = golden_tiny(golden);
     const h3_st_tensor *noise = tensor(f, "noise.video");
     if (!noise) {
         h3_st_close(f);
@@ -348,9 +316,9 @@ static void test_patchify(const char *golden, int64_t cond_rows) {
     }
     int C = (int)noise->shape[1], T = (int)noise->shape[2], H = (int)noise->shape[3], W = (int)noise->shape[4];
     int64_t n_noise, n_rows, n_cond = 0;
-    float *z = read_f32(f, "noise.video", &n_noise);
-    float *rows = read_f32(f, "step0.hidden_states", &n_rows);
-    float *cond = cond_rows ? read_f32(f, "condition_rows", &n_cond) : NULL;
+    float *z = golden_f32(f, "noise.video", &n_noise);
+    float *rows = golden_f32(f, "step0.hidden_states", &n_rows);
+    float *cond = cond_rows ? golden_f32(f, "condition_rows", &n_cond) : NULL;
     int64_t F = (int64_t)C * 4, target = (int64_t)T * (H / 2) * (W / 2);
     float *mine = malloc((size_t)n_noise * sizeof *mine);
     float *back = malloc((size_t)n_noise * sizeof *back);
@@ -410,15 +378,15 @@ static void run_forward(h3_dit *dit, const char *label, h3_st_file *f, const h3_
     const h3_dit_config *c = h3_dit_get_config(dit);
     int64_t vf = (int64_t)c->in_channels * 4, af = c->audio_in_channels, n_t = 0, n_idx = 0;
     size_t mark = h3_arena_mark(backend);
-    float *text = read_f32(f, text_name, NULL);
-    float *video = read_f32(f, NAME("hidden_states"), NULL);
-    float *audio = read_f32(f, NAME("audio_hidden_states"), NULL);
-    float *ts = read_f32(f, NAME("timestep"), &n_t);
+    float *text = golden_f32(f, text_name, NULL);
+    float *video = golden_f32(f, NAME("hidden_states"), NULL);
+    float *audio = golden_f32(f, NAME("audio_hidden_states"), NULL);
+    float *ts = golden_f32(f, NAME("timestep"), &n_t);
     int32_t *idx = read_i32(f, NAME("timestep_indices"), &n_idx);
     const char *want_v = strcmp(prefix, "") ? "noise_pred" : "sample";
     const char *want_a = strcmp(prefix, "") ? "audio_noise_pred" : "audio_sample";
-    float *gv = read_f32(f, NAME(want_v), NULL);
-    float *ga = read_f32(f, NAME(want_a), NULL);
+    float *gv = golden_f32(f, NAME(want_v), NULL);
+    float *ga = golden_f32(f, NAME(want_a), NULL);
     *video_out = *audio_out = NULL;
     if (text && video && audio && ts && idx && gv && ga && n_idx == l->seq_len) {
         h3_status st = {0};
@@ -453,8 +421,8 @@ static void run_forward(h3_dit *dit, const char *label, h3_st_file *f, const h3_
 }
 
 static void test_transformer_forward(const char *golden, h3_dit *diffusers, h3_dit *native) {
-    JsonParser *p = open_json(golden);
-    h3_st_file *f = open_golden(golden);
+    JsonParser *p = golden_json(golden);
+    h3_st_file *f = golden_tiny(golden);
     golden_geometry g = transformer_geometry(p);
     int32_t *text_tags = golden_text_tags(f, g.L);
     h3_dit_layout *l = build_layout(&g, text_tags);
@@ -487,8 +455,8 @@ static void test_transformer_forward(const char *golden, h3_dit *diffusers, h3_d
 
 /* The two transformer calls recorded by an end-to-end golden. */
 static void test_e2e_forward(const char *golden, h3_dit *dit) {
-    JsonParser *p = open_json(golden);
-    h3_st_file *f = open_golden(golden);
+    JsonParser *p = golden_json(golden);
+    h3_st_file *f = golden_tiny(golden);
     golden_geometry g = e2e_geometry(p);
     int64_t L = 0;
     int32_t *text_tags = read_i32(f, "text_token_tags", &L);

@@ -12,6 +12,7 @@
 #include "backend/h3_backend.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 #include "model/h3_video_vae.h"
 
 #define TINY_VAE "models/tiny-h3/vae"
@@ -20,18 +21,6 @@ static const float pixel_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float pixel_std[3] = {0.229f, 0.224f, 0.225f};
 
 /* ---- golden access --------------------------------------------------------------- */
-
-static float *golden_f32(h3_st_file *f, const char *name, int64_t *numel) {
-    float *data = NULL;
-    const h3_st_tensor *info = NULL;
-    h3_status st;
-    if (h3_st_read_f32(f, name, &data, &info, &st) != H3_OK) {
-        fprintf(stderr, "golden: %s\n", st.message);
-        return NULL;
-    }
-    if (numel) *numel = info->numel;
-    return data;
-}
 
 /* ---- a minimal safetensors writer (F32 only) for the fixtures ---------------------- */
 

@@ -16,6 +16,7 @@
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
+#include "h3_test_golden.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_video_vae.h"
 #include "model/h3_video_vae_encoder.h"
@@ -23,30 +24,8 @@
 #include "parallel/h3_tp.h"
 
 #define TINY_VAE "models/tiny-h3/vae"
-#define GOLDEN "goldens/tiny-h3/"
 
 static const h3_video_vae_options with_encoder = {.encoder = 1};
-
-static h3_st_file *open_golden(const char *name) {
-    h3_st_file *f = NULL;
-    h3_status st;
-    char *p = g_strdup_printf("%s%s.safetensors", GOLDEN, name);
-    if (h3_st_open(h3_test_data(p), &f, &st) != H3_OK) fprintf(stderr, "golden %s: %s\n", name, st.message);
-    g_free(p);
-    return f;
-}
-
-static float *golden_f32(h3_st_file *f, const char *name, int64_t *numel) {
-    float *data = NULL;
-    const h3_st_tensor *info = NULL;
-    h3_status st;
-    if (h3_st_read_f32(f, name, &data, &info, &st) != H3_OK) {
-        fprintf(stderr, "golden: %s\n", st.message);
-        return NULL;
-    }
-    if (numel) *numel = info->numel;
-    return data;
-}
 
 /* A golden video_uint8 [1, 3, F, H, W] (planar) as packed RGB frames. */
 static uint8_t *golden_frames(h3_st_file *f, const char *name, int *F, int *H, int *W) {
@@ -78,7 +57,7 @@ static void check_close(const char *what, const float *got, const float *want, s
 /* ---- goldens ---------------------------------------------------------------------- */
 
 static void test_encode_image(h3_video_vae *vae) {
-    h3_st_file *f = open_golden("vae_encode_image");
+    h3_st_file *f = golden_tiny("vae_encode_image");
     if (!f) { CHECK(0, "vae_encode_image golden"); return; }
     int F, H, W;
     uint8_t *rgb = golden_frames(f, "image_uint8", &F, &H, &W);
@@ -109,7 +88,7 @@ static void test_encode_image(h3_video_vae *vae) {
 }
 
 static void test_encode_video(h3_video_vae *vae) {
-    h3_st_file *f = open_golden("vae_encode_video");
+    h3_st_file *f = golden_tiny("vae_encode_video");
     if (!f) { CHECK(0, "vae_encode_video golden"); return; }
     int F, H, W;
     uint8_t *rgb = golden_frames(f, "video_uint8", &F, &H, &W);
@@ -132,7 +111,7 @@ static void test_encode_video(h3_video_vae *vae) {
  * draws the condition noise first, then the video noise, then the audio;
  * the condition rows mix the condition with its noise at t = 0.999. */
 static void test_e2e_keyframe(h3_video_vae *vae) {
-    h3_st_file *f = open_golden("e2e_fl2va_3steps");
+    h3_st_file *f = golden_tiny("e2e_fl2va_3steps");
     if (!f) { CHECK(0, "e2e_fl2va_3steps golden"); return; }
     const h3_st_tensor *t = h3_st_find(f, "keyframe.resized_uint8");
     int64_t n = 0, nv = 0, na = 0;

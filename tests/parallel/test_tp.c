@@ -56,28 +56,6 @@ static double uniform(void) {
 }
 static float gauss(void) { return (float)(sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform())); }
 
-static float *golden_f32(h3_st_file *f, const char *name, int64_t *n) {
-    float *v = NULL;
-    const h3_st_tensor *t = NULL;
-    h3_status st;
-    if (h3_st_read_f32(f, name, &v, &t, &st) != H3_OK) {
-        CHECK(0, "golden %s: %s", name, st.message);
-        return NULL;
-    }
-    if (n) *n = t->numel;
-    return v;
-}
-
-static int32_t *golden_i32(h3_st_file *f, const char *name, int64_t *n) {
-    const h3_st_tensor *t = h3_st_find(f, name);
-    CHECK(t && t->dtype == H3_ST_I64, "golden %s missing or not i64", name);
-    if (!t || t->dtype != H3_ST_I64) return NULL;
-    int32_t *v = malloc((size_t)t->numel * sizeof *v + 1);
-    for (int64_t i = 0; i < t->numel; i++) v[i] = (int32_t)((const int64_t *)t->data)[i];
-    if (n) *n = t->numel;
-    return v;
-}
-
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));

@@ -64,6 +64,25 @@ if r.returncode == 0:
     check(len(a) == len(ga) and rel <= 1e-4, "audio rel L2 %.3g (%d vs %d samples)" % (rel, len(a), len(ga)))
     print("h3-generate --image: uint8 max |diff| %d, audio rel L2 %.3g" % (maxd, rel))
 
+# --memory stream: the same clip, byte for byte; --plan shows the mode; a bad mode is refused
+if r.returncode == 0:
+    out_s = os.path.join(tmp, "fl2va-stream.safetensors")
+    rs = subprocess.run(base + ["--image", png, "--memory", "stream", "--output", out_s], capture_output=True,
+                        timeout=600)
+    check(rs.returncode == 0, "h3-generate --memory stream: exit %d: %s" % (rs.returncode, rs.stderr.decode()))
+    if rs.returncode == 0:
+        streamed = read_safetensors(out_s)
+        check(streamed["video"][2] == mine["video"][2] and streamed["audio"][2] == mine["audio"][2],
+              "--memory stream differs from resident")
+        os.unlink(out_s)
+        print("h3-generate --memory stream: the resident clip, byte for byte")
+rp = subprocess.run(base + ["--plan", "--memory", "stream"], capture_output=True, timeout=120)
+check(rp.returncode == 0 and b"memory: stream" in rp.stdout and b"host-pageable" in rp.stdout,
+      "--plan --memory stream: exit %d: %s" % (rp.returncode, rp.stdout.decode() + rp.stderr.decode()))
+rb = subprocess.run(base + ["--memory", "offload", "--output", out], capture_output=True, timeout=60)
+check(rb.returncode == 2 and b"--memory 'offload'" in rb.stderr, "--memory offload: exit %d: %s" %
+      (rb.returncode, rb.stderr.decode()))
+
 # bad keyframes: refused before the model loads, naming the file
 bad_text = os.path.join(tmp, "notes.png")
 with open(bad_text, "w") as f:

@@ -4,7 +4,8 @@
  * that ran) timed with CUDA events around h3_op_attention, median of --reps
  * after 2 warm-ups, on fresh random q, k, v (scores O(1..3), as in the tests);
  * before them torch SDPA through the reference script's sdpa_backends()
- * (--reference none skips it). */
+ * (--reference none skips it). Then the same at the video VAE's tile shape
+ * (head_dim 64, fp16) for its kernels against sdpa_vae(). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,59 @@ static void attention_length(const bench_options *o, int64_t S) {
     h3_arena_reset(B, mark);
 }
 
+/* The video VAE's ViT attention at one tile (1797 rows, 32 heads x 64, fp16,
+ * scale 1/8): torch SDPA's backends (h3_bench_reference.sdpa_vae, first, in
+ * a child process), then the portable mma.sync kernel and k_attn_d64 with
+ * 128- and 192-key tiles, each forced (the newest last). */
+#define VAE_S 1797
+#define VAE_NH 32
+static void run_attention_vae(void *opaque) {
+    attn_ctx *c = opaque;
+    h3_op_attention(B, &c->out, &c->q, &c->k, &c->v, VAE_NH, VAE_NH, 64, 0, 0.125f);
+}
+
+static void attention_vae(const bench_options *o) {
+    static const h3_cuda_attention_variant paths[] = {H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_WGMMA_D64,
+                                                      H3_CUDA_VARIANT_WGMMA_D64_N192};
+    printf("\nattention at the video VAE's tile: %d rows, %d heads x 64, fp16, non-causal; median of %d\n", VAE_S,
+           VAE_NH, o->reps);
+    printf("%-8s %-18s %10s %9s\n", "S", "kernel", "ms", "TF/s");
+    fflush(stdout);
+    if (strcmp(o->reference, "none") != 0) {
+        char dir[512], cmd[1536];
+        reference_script(o, ".", dir, sizeof dir);
+        snprintf(cmd, sizeof cmd,
+                 "%s -c \"import sys; sys.path.insert(0, '%s'); import h3_bench_reference as r\n"
+                 "for n, x in r.sdpa_vae(%d).items(): print('%%-8d %%-18s %%10.4f %%9.1f' %% "
+                 "(%d, 'torch-' + n, x['ms'], x['tflops']) if 'ms' in x else '%%-8d torch-%%s: %%s' %% (%d, n, "
+                 "x['error']))\" 2>&1",
+                 o->python, dir, o->reps, VAE_S, VAE_S);
+        fflush(stdout);
+        int rc = system(cmd);
+        if (rc != 0) printf("torch SDPA reference exited with status %d\n", rc);
+    }
+    size_t mark = h3_arena_mark(B);
+    attn_ctx c;
+    c.q = h3_new_2d(B, H3_F16, VAE_S, VAE_NH * 64);
+    c.k = h3_new_2d(B, H3_F16, VAE_S, VAE_NH * 64);
+    c.v = h3_new_2d(B, H3_F16, VAE_S, VAE_NH * 64);
+    c.out = h3_new_2d(B, H3_F16, VAE_S, VAE_NH * 64);
+    h3_backend_cuda_fill_uniform(B, &c.q, next_seed(), -3.5f, 3.5f);
+    h3_backend_cuda_fill_uniform(B, &c.k, next_seed(), -1.7f, 1.7f);
+    h3_backend_cuda_fill_uniform(B, &c.v, next_seed(), -1, 1);
+    bench_check("attention inputs (VAE)");
+    double flop = 4.0 * VAE_S * (double)VAE_S * VAE_NH * 64;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, paths[p]);
+        const char *kernel = h3_backend_cuda_attention_kernel(B, &c.out, &c.q, &c.k, &c.v, VAE_NH, VAE_NH, 64, 0);
+        double ms = time_ms(kernel, run_attention_vae, &c, 2, o->reps, 1); /* one call a timing, as torch's */
+        h3_backend_cuda_set_attention_variant(B, old);
+        printf("%-8d %-18s %10.4f %9.1f\n", VAE_S, kernel, ms, tflops(flop, ms));
+        fflush(stdout);
+    }
+    h3_arena_reset(B, mark);
+}
+
 void attention_bench(const bench_options *o) {
     printf("\nattention only: %d heads x %d, bf16, non-causal; median of %d after 2 warm-ups\n", NH, HD, o->reps);
     printf("%-8s %-18s %10s %9s\n", "S", "kernel", "ms", "TF/s");
@@ -75,4 +129,5 @@ void attention_bench(const bench_options *o) {
     attention_torch(o);
     attention_length(o, S1);
     attention_length(o, S2);
+    attention_vae(o);
 }

@@ -140,6 +140,27 @@ JsonNode *run_python_json(const char *cmd, const char *tag) {
     return res;
 }
 
+JsonNode *run_python_json_document(const char *cmd) {
+    printf("anchor: %s\n", cmd);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    GString *out = g_string_new(NULL);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) g_string_append_len(out, buf, (gssize)n);
+    int rc = pclose(p);
+    JsonNode *res = NULL;
+    JsonParser *parser = json_parser_new();
+    if (rc == 0 && json_parser_load_from_data(parser, out->str, (gssize)out->len, NULL))
+        res = json_node_copy(json_parser_get_root(parser));
+    else
+        printf("anchor exited with status %d%s\n", rc, rc == 0 ? " but printed no JSON" : "");
+    g_object_unref(parser);
+    g_string_free(out, TRUE);
+    return res;
+}
+
 double ref_num(JsonNode *root, const char *path) {
     if (!root) return NAN;
     char buf[256];

@@ -31,10 +31,13 @@
 typedef struct bench_options {
     int blocks, reps, forward_reps;
     int vsa;           /* --vsa: 0 off, 1 on (default), 2 only */
-    int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only; --vae-reps (default 2) */
+    int vae, vae_reps; /* --vae: 0 off, 1 on (default), 2 only, 3 audio (only the audio decoder and its
+                          profile); --vae-reps (default 2) */
     int fl2va;         /* --fl2va: 0 off, 1 on (default), 2 only: a keyframe's vision tower, VAE encode, surcharge */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
+    int stream;        /* --stream: 0 off (default), 1 on, 2 only: memory=stream against resident (stream.c) */
+    double max_pinned_gib; /* --max-pinned-memory GIB: stream.c's pin budget (0: h3's default, half the host) */
     int devices[H3_COMM_MAX_RANKS], n_devices; /* --devices LIST (default "0"): the forward's ranks */
     int tp_sweep;      /* --tp-sweep: the forward at every valid degree up to the device count */
     int tp_project[8], n_tp_project; /* --tp-project LIST: one rank's share of these TP degrees on the first
@@ -47,6 +50,8 @@ typedef struct bench_options {
     int fp8;               /* --fp8: 0 off (default), 1 on, 2 only: fp8 against bf16 (fp8.c) */
     const char *commit, *reference, *python, *dump_dir;
     const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
+    const char *vsa_anchors; /* --vsa-anchors DIR: FastVideo's TK and Triton VSA kernels (../shared/anchors/vsa
+                                copied into the checkout), timed in the same run at the VSA section's shapes */
 } bench_options;
 
 /* ---- the harness (bench.c) ------------------------------------------------------------------- */
@@ -79,6 +84,9 @@ double tflops(double flop, double ms);
 /* Runs a PyTorch reference command; its lines that start with `tag` carry
  * one JSON object (returned, or NULL), the rest is echoed as it comes. */
 JsonNode *run_python_json(const char *cmd, const char *tag);
+/* The whole of cmd's stdout parsed as one JSON document (its stderr passes
+ * through); NULL when it fails or prints no JSON. */
+JsonNode *run_python_json_document(const char *cmd);
 /* A number at a dotted path of a reference's JSON; NAN when absent. */
 double ref_num(JsonNode *root, const char *path);
 /* `name` in the folder of --reference (the scripts lie side by side). */
@@ -117,15 +125,21 @@ int forward_bench(const bench_options *o, const ops_result *hand);
 int forward_tp_degree_ok(const bench_options *o); /* refuses a degree the model does not split over */
 int forward_tp_bench(const bench_options *o);
 
+/* stream.c: the product's forward resident and memory=stream (no cap, 80, 48, 24 GiB): time, overhead,
+ * device peak, copy stalls, host pinned/pageable. */
+int stream_bench(const bench_options *o);
+
 /* vsa.c: VSA-H3 against our dense attention at the spec's shapes. */
 typedef struct vsa_run vsa_run;
 vsa_run *vsa_bench(const bench_options *o);
 void vsa_report(const bench_options *o, const vsa_run *run, const char *gpu);
 void vsa_free(vsa_run *run);
 
-/* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op. */
+/* vae.c: the VAE decoders against eager torch; vae_profile.c: the video decoder's ViT block op by op;
+ * audio_profile.c: the audio decoder op by op at n_latents (the bench's 207). */
 void vae_bench(const bench_options *o);
 void vae_profile_block(int tiles);
+void audio_vae_profile(int n_latents);
 
 /* fl2va.c: the vision tower and VAE encoder of one 1280×736 keyframe against eager torch
  * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes

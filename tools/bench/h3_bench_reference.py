@@ -84,6 +84,25 @@ def sdpa_backends(S, reps):
     return out
 
 
+def sdpa_vae(reps, S=1797, heads=32, hd=64):
+    """SDPA at the video VAE's ViT tile (one tile of S rows, heads x hd, fp16, scale 1/sqrt(hd)), each backend:
+    what h3-bench --attention only sets the head_dim-64 kernels against."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    f16 = lambda x: x.to(torch.float16)
+    q, k, v = f16(rnd(1, heads, S, hd, scale=3.5)), f16(rnd(1, heads, S, hd, scale=1.7)), f16(rnd(1, heads, S, hd))
+    flops = 4 * S * S * heads * hd
+    out = {}
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                     ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        try:
+            with sdpa_kernel([be]):
+                ms = timed(lambda: F.scaled_dot_product_attention(q, k, v), reps)
+            out[name] = {"ms": ms, "tflops": flops / ms / 1e9}
+        except Exception as e:  # a backend this build or GPU lacks
+            out[name] = {"error": str(e).splitlines()[0][:200]}
+    return out
+
+
 def load_bf16(path, shape):
     a = np.fromfile(path, dtype=np.int16)
     return torch.from_numpy(a).view(torch.bfloat16).reshape(shape).cuda()

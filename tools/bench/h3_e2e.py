@@ -89,6 +89,7 @@ def gst_pipeline(case, args, out_path):
            'load-format=%s' % args.load_format, 'compute=%s' % args.compute]
     if adapter and args.load_format == 'dummy':
         src.append('dummy-adapter=%s' % adapter)
+    src += args.set
     video = ['s.video', '!', 'queue', '!', 'videoconvert', '!', 'video/x-raw,format=I420', '!',
              'x264enc', 'speed-preset=%s' % args.x264_preset] + (['bitrate=%d' % args.x264_bitrate] if args.x264_bitrate else []) + [
              '!', 'mp4mux', 'name=m', '!',
@@ -144,10 +145,22 @@ def run_case(case, args):
         'gpu_peak_gib': sampler.peak_mib / 1024.0 if sampler.ok else None,
         'host_rss_gib': rss_mib / 1024.0, 'file_bytes': size, 'mp4': mp4_ok, 'duration': duration,
         'shape': '%dx%dx%d' % CASES[case][:3], 'result': done.get('result'),
+        'label': ' '.join(args.set), 'memory': done.get('memory'),
     }
     if rc != 0 or not done:
         row['tail'] = tail
     return row
+
+
+def generate_options(settings):
+    """The element's settings of --set as h3-generate's options, so the plan is the run's."""
+    out = []
+    for kv in settings:
+        key, val = kv.split('=', 1)
+        if key == 'max-gpu-memory':  # bytes for the element, GiB for h3-generate
+            val = '%.6f' % (int(val) / 2 ** 30)
+        out += ['--' + key, val]
+    return out
 
 
 def plan_case(case, args):
@@ -159,6 +172,7 @@ def plan_case(case, args):
            '--prompt', PROMPT]
     if adapter and args.load_format == 'dummy':
         cmd += ['--dummy-adapter', adapter]
+    cmd += generate_options(args.set)
     p = subprocess.run(cmd, capture_output=True, text=True)
     text = p.stdout + p.stderr
     m = re.search(r'total:\s*([\d.]+)', text)
@@ -176,7 +190,8 @@ def table(rows):
     for r in rows:
         plan = r.get('plan') or {}
         lines.append('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
-            r['case'], r['shape'], r.get('steps') or '-', fmt(r['load']), fmt(r['text']), fmt(r['denoise']),
+            r['case'] + (' ' + r['label'] if r.get('label') else '') + (' (%s)' % r['memory'] if r.get('memory') else ''),
+            r['shape'], r.get('steps') or '-', fmt(r['load']), fmt(r['text']), fmt(r['denoise']),
             fmt(r['decode_audio']), fmt(r['decode_video']), fmt(r['first_buffer']), fmt(r['eos']),
             fmt(r['wall']), fmt(r['gpu_peak_gib']), fmt(r['engine_peak_gib']), fmt(plan.get('total_gib')),
             fmt(r['host_rss_gib']), ('yes, %s s' % fmt(r['duration']) if r['mp4'] else 'NO') + ('' if r['rc'] == 0 else ' (rc %d)' % r['rc'])))
@@ -195,6 +210,9 @@ def main():
     ap.add_argument('--x264-bitrate', type=int, default=0, help='kbit/s (0: x264enc\'s default)')
     ap.add_argument('--compute', default='cuda')
     ap.add_argument('--load-format', default='dummy')
+    ap.add_argument('--set', action='append', default=[], metavar='PROP=VALUE',
+                    help='an h3videosrc property for every case (memory=stream, max-gpu-memory=BYTES, '
+                         'precision=fp8), passed to h3-generate --plan as --PROP VALUE (max-gpu-memory in GiB)')
     ap.add_argument('--json')
     args = ap.parse_args()
     if args.list:

@@ -15,7 +15,7 @@
  *                 --tp-sweep, --backend vsa; h3_bench_tp.c);
  *   vsa.c         VSA-H3 against our dense attention (--vsa on|off|only);
  *   vae.c         the VAE decoders against tools/bench/h3_vae_reference.py
- *                 (--vae on|off|only), after vae_profile.c's ViT block op by op;
+ *                 (--vae on|off|only|audio), after vae_profile.c's ViT block and audio_profile.c's decoder op by op;
  *   fl2va.c       one 1280×736 keyframe: the vision tower and the VAE encoder
  *                 against tools/bench/h3_fl2va_reference.py, and what FL2VA
  *                 adds over T2VA (--fl2va on|off|only);
@@ -23,6 +23,8 @@
  *                 and torch SDPA;
  *   fp8.c         precision=fp8 against bf16 (--fp8 on|off|only, default off):
  *                 the block's GEMMs and the forward, times and rel-L2.
+ *   stream.c      with --stream on|only: the product's forward resident and
+ *                 memory=stream (no cap, 80, 48, 24 GiB), overhead, peaks.
  * Results go to stdout; --perf-md FILE also records the ops and VSA rows in
  * that file's tables (docs/PERFORMANCE.md). This file parses the options and
  * calls the sections. */
@@ -39,9 +41,9 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
-            "                [--vsa on|off|only] [--vae on|off|only] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
-            "                [--forward on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
-            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--tp-project LIST [--link-gbps G]]\n"
+            "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
+            "                [--forward on|off|only] [--stream on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "                [--fp8 on|off|only]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
@@ -57,9 +59,18 @@ static void usage(void) {
             "  --backend fa|vsa  the forward's attention: dense (default) or VSA-H3 at sparsity 0.9\n"
             "  --attention-variant NAME  the attention kernel every section uses where it does not force one:\n"
             "                  auto (default), wgmma, wgmma-simple, wgmma-fa3, wgmma-fa3-s2, wgmma-fa3-nopp,\n"
-            "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic\n"
+            "                  wgmma-fa3-lazy, wgmma-fa3-n176, wgmma-fa3-n192, mma or generic; wgmma-d64[-n192] is\n"
+            "                  auto with the Hopper head_dim-64 kernel (128- or 192-key tiles) for f16/bf16\n"
+            "                  head_dim 64 (the video VAE)\n"
+            "  --vsa-anchors DIR  FastVideo's ThunderKittens and Triton VSA kernels (../shared/anchors/vsa copied\n"
+            "                  into the checkout) timed by DIR/bench_vsa_anchors.py in the same run at the VSA\n"
+            "                  section's shapes; the table gets the ratios against them\n"
             "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
             "                  1 pipelined, 2 paired\n"
+            "  --stream on|off|only  the product's forward of --blocks release blocks resident, then memory=stream\n"
+            "                  without a cap and under 80, 48 and 24 GiB: time, overhead against resident, device\n"
+            "                  peak, copy stalls, host pinned/pageable (default off: it holds the blocks on the device\n"
+            "                  and then in host memory); --max-pinned-memory GIB: its pin budget (default half the host)\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
             "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
             "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n"
@@ -83,6 +94,8 @@ static const struct {
     {"wgmma-fa3-lazy", H3_CUDA_VARIANT_WGMMA_FA3_LAZY},
     {"wgmma-fa3-n176", H3_CUDA_VARIANT_WGMMA_FA3_N176},
     {"wgmma-fa3-n192", H3_CUDA_VARIANT_WGMMA_FA3_N192},
+    {"wgmma-d64", H3_CUDA_VARIANT_WGMMA_D64},
+    {"wgmma-d64-n192", H3_CUDA_VARIANT_WGMMA_D64_N192},
     {"mma", H3_CUDA_VARIANT_MMA},
     {"generic", H3_CUDA_VARIANT_GENERIC},
 };
@@ -143,14 +156,18 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--perf-md")) o->perf_md = strcmp(v, "-") ? v : NULL;
     else if (!strcmp(a, "--reference")) o->reference = v;
     else if (!strcmp(a, "--python")) o->python = v;
+    else if (!strcmp(a, "--vsa-anchors")) o->vsa_anchors = v;
     else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
     else if (!strcmp(a, "--vsa") && (n = parse_section(v)) >= 0) o->vsa = n;
+    else if (!strcmp(a, "--vae") && !strcmp(v, "audio")) o->vae = 3; /* the audio decoder alone */
     else if (!strcmp(a, "--vae") && (n = parse_section(v)) >= 0) o->vae = n;
     else if (!strcmp(a, "--vae-reps")) o->vae_reps = atoi(v);
     else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
     else if (!strcmp(a, "--fp8") && (n = parse_section(v)) >= 0) o->fp8 = n;
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
+    else if (!strcmp(a, "--stream") && (n = parse_section(v)) >= 0) o->stream = n;
+    else if (!strcmp(a, "--max-pinned-memory")) return (o->max_pinned_gib = atof(v)) > 0;
     else if (!strcmp(a, "--devices")) *devices = v;
     else if (!strcmp(a, "--tp-project")) return parse_project(o, v);
     else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;
@@ -214,13 +231,14 @@ static int run_all(const bench_options *o, const char *gpu) {
     if (o->vae) vae_bench(o);
     if (o->fl2va) fl2va_bench(o, gpu);
     if (o->fp8) fp8_bench(o);
+    if (o->stream) stream_bench(o); /* last: it fills the device and then the host with the blocks */
     vsa_free(vsa);
     ops_free(ops);
     return 0;
 }
 
-/* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --forward only); -1 when none is
- * alone. */
+/* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --stream only, --forward only); -1
+ * when none is alone. */
 static int run_alone(const bench_options *o, const char *gpu) {
     if (o->fp8 == 2) { /* fp8 against bf16: the GEMMs and the forward, nothing else */
         fp8_bench(o);
@@ -230,7 +248,7 @@ static int run_alone(const bench_options *o, const char *gpu) {
         fl2va_bench(o, gpu);
         return 0;
     }
-    if (o->vae == 2) { /* the VAE decoders against eager torch, nothing else */
+    if (o->vae >= 2) { /* the VAE decoders (3: the audio one) against eager torch, nothing else */
         vae_bench(o);
         return 0;
     }
@@ -244,6 +262,8 @@ static int run_alone(const bench_options *o, const char *gpu) {
         vsa_free(vsa);
         return 0;
     }
+    if (o->stream == 2) /* memory=stream against resident, nothing else */
+        return stream_bench(o) ? 0 : 1;
     if (o->forward == 2) /* h3_dit_forward (and the hand-written block), nothing else */
         return (o->fwd_tp ? forward_tp_bench(o) : forward_bench(o, NULL)) ? 0 : 1;
     return -1;
@@ -256,8 +276,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae != 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 &&
-                                          o.fp8 != 2);
+    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 &&
+                                          o.stream != 2 && o.fp8 != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

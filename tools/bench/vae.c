@@ -16,7 +16,9 @@
  * implementation written from docs/spec/h3-vaes.md (fp16 as §3.8 says for the
  * video, fp32 for the audio), times it the same way and reports relative L2
  * against ours. Before them, the video decoder's ViT block op by op
- * (vae_profile.c). */
+ * (vae_profile.c) and the audio decoder op by op (audio_profile.c). With
+ * --vae audio only the audio decoder runs: its profile, its decode and the
+ * reference's (--skip-video), in one call. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "backend/cuda/h3_backend_cuda.h"
+#include "backend/cuda/h3_backend_cuda_bench.h" /* the head_dim-64 attention switch */
 #include "base/h3_safetensors.h"
 #include "bench.h"
 #include "model/h3_audio_vae.h"
@@ -234,6 +237,10 @@ static void vae_host_uniform(float *x, int64_t n, uint64_t s) {
 
 typedef struct vae_result {
     double video_ms, audio_ms, video_load_s, audio_load_s;
+    /* the video decode with the ViT's head_dim-64 attention switched (vae_video_alt): the variants' names,
+     * median ms, and the relative L2 of their float output against the run's own (NAN when not run) */
+    double alt_ms[2], alt_rel_l2[2];
+    const char *alt_name[2];
     int frames;
     int ok_video, ok_audio;
 } vae_result;
@@ -247,6 +254,59 @@ static int vae_write_named(const char *path, const char *name, int ndim, const i
         return 0;
     }
     return 1;
+}
+
+/* The same decode (timed the same way, then in float32) with the head_dim-64
+ * attention switched, in the same run: k_attn_d64 (h3_attention_sm90_d64.cu)
+ * with 128- and with 192-key tiles (wgmma-d64, wgmma-d64-n192), AUTO in
+ * place of the one the run itself used if it used one. ref: the run's own
+ * float output. */
+static void vae_video_alt(const bench_options *o, h3_video_vae *vae, const float *lat, const float *ref,
+                          int64_t nout, vae_result *r) {
+    h3_cuda_attention_variant cur = h3_backend_cuda_set_attention_variant(B, H3_CUDA_VARIANT_AUTO);
+    h3_backend_cuda_set_attention_variant(B, cur);
+    h3_cuda_attention_variant alts[2] = {H3_CUDA_VARIANT_WGMMA_D64, H3_CUDA_VARIANT_WGMMA_D64_N192};
+    for (int a = 0; a < 2; a++)
+        if (alts[a] == cur) alts[a] = H3_CUDA_VARIANT_AUTO;
+    float *out = malloc((size_t)nout * sizeof *out);
+    if (!out) {
+        fprintf(stderr, "h3-bench: no host memory for the switched video decodes\n");
+        return;
+    }
+    for (int a = 0; a < 2; a++) {
+        h3_status st;
+        const char *name = alts[a] == H3_CUDA_VARIANT_AUTO ? "auto"
+                           : alts[a] == H3_CUDA_VARIANT_WGMMA_D64 ? "wgmma-d64" : "wgmma-d64-n192";
+        double t[16];
+        r->alt_name[a] = name;
+        h3_backend_cuda_set_attention_variant(B, alts[a]);
+        printf("video VAE with attention variant %s (warm-up + %d reps)...\n", name, o->vae_reps);
+        int ok = 1;
+        for (int i = -1; i < o->vae_reps && ok; i++) {
+            int frames = 0;
+            double t0 = now_ms();
+            ok = h3_video_vae_decode(vae, lat, VAE_T, VAE_HL, VAE_WL, vae_emit, &frames, NULL, &st) == H3_OK;
+            double ms = now_ms() - t0;
+            if (ok) printf("  decode %s: %.1f ms, %d frames\n", i < 0 ? "warm-up" : "rep", ms, frames);
+            fflush(stdout);
+            if (i >= 0) t[i] = ms;
+        }
+        if (ok) ok = h3_video_vae_decode_f32(vae, lat, VAE_T, VAE_HL, VAE_WL, out, &st) == H3_OK;
+        h3_backend_cuda_set_attention_variant(B, cur);
+        if (!ok) {
+            fprintf(stderr, "h3-bench: video VAE decode (%s): %s\n", name, st.message);
+            break;
+        }
+        r->alt_ms[a] = median(t, o->vae_reps);
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < nout; i++) {
+            double e = (double)out[i] - ref[i];
+            num += e * e;
+            den += (double)ref[i] * ref[i];
+        }
+        r->alt_rel_l2[a] = den > 0 ? sqrt(num / den) : NAN;
+    }
+    free(out);
 }
 
 static void vae_bench_video(const bench_options *o, const char *dir, vae_result *r) {
@@ -298,6 +358,7 @@ static void vae_bench_video(const bench_options *o, const char *dir, vae_result 
     }
     snprintf(path, sizeof path, "%s/vae_ours.safetensors", dir);
     r->ok_video = vae_write_named(path, "video", 4, (int64_t[]){3, VAE_FRAMES, VAE_HL * 16, VAE_WL * 16}, out);
+    vae_video_alt(o, vae, lat, out, nout, r);
 done:
     free(lat);
     free(out);
@@ -346,10 +407,11 @@ static void vae_bench_audio(const bench_options *o, const char *dir, vae_result 
 }
 
 /* Runs h3_vae_reference.py (beside --reference) on the dump; returns its H3VAE JSON object (or NULL). */
-static JsonNode *vae_run_reference(const bench_options *o, const char *dir) {
+static JsonNode *vae_run_reference(const bench_options *o, const char *dir, int audio_only) {
     char cmd[8192], script[2048];
     reference_script(o, "h3_vae_reference.py", script, sizeof script);
-    snprintf(cmd, sizeof cmd, "%s %s --dump %s --reps %d 2>&1", o->python, script, dir, o->vae_reps);
+    snprintf(cmd, sizeof cmd, "%s %s --dump %s --reps %d%s 2>&1", o->python, script, dir, o->vae_reps,
+             audio_only ? " --skip-video" : "");
     return run_python_json(cmd, "H3VAE ");
 }
 
@@ -360,20 +422,39 @@ void vae_bench(const bench_options *o) {
     mkdir(dir, 0755);
     vae_result r;
     memset(&r, 0, sizeof r);
-    vae_profile_block(1);
-    vae_profile_block(7);
+    for (int a = 0; a < 2; a++) {
+        r.alt_ms[a] = r.alt_rel_l2[a] = NAN;
+        r.alt_name[a] = "-";
+    }
+    int audio_only = o->vae == 3;
+    if (!audio_only) {
+        vae_profile_block(1);
+        vae_profile_block(7);
+    }
+    audio_vae_profile(VAE_AUDIO_L);
     vae_bench_audio(o, dir, &r);
-    vae_bench_video(o, dir, &r);
-    JsonNode *ref = strcmp(o->reference, "none") ? vae_run_reference(o, dir) : NULL;
+    if (!audio_only) vae_bench_video(o, dir, &r);
+    JsonNode *ref = strcmp(o->reference, "none") ? vae_run_reference(o, dir, audio_only) : NULL;
     double tv = ref_num(ref, "video.ms"), ta = ref_num(ref, "audio.ms");
     double pv = ref_num(ref, "video.rel_l2"), pa = ref_num(ref, "audio.rel_l2");
     printf("\nVAE decoders, 1280x736x124 (37 latents, 7 windows x 28 tiles) and 207 audio latents (5.175 s, "
            "stereo, 32 kHz):\n");
     printf("%-34s %12s %12s %10s %12s\n", "", "ours ms", "torch ms", "speedup", "parity relL2");
-    printf("%-34s %12.1f %12.1f %9.2fx %12.2e\n", "video VAE decode (fp16)", r.video_ms, tv, tv / r.video_ms, pv);
+    if (!audio_only) {
+        printf("%-34s %12.1f %12.1f %9.2fx %12.2e\n", "video VAE decode (fp16)", r.video_ms, tv, tv / r.video_ms, pv);
+        for (int a = 0; a < 2; a++) {
+            char alt[64];
+            snprintf(alt, sizeof alt, "video, attention %s", r.alt_name[a]);
+            printf("%-34s %12.1f %12.1f %9.2fx %12s  (relL2 %.2e against the first row)\n", alt, r.alt_ms[a], tv,
+                   tv / r.alt_ms[a], "", r.alt_rel_l2[a]);
+        }
+    }
     printf("%-34s %12.2f %12.2f %9.2fx %12.2e\n", "audio VAE decode (fp32)", r.audio_ms, ta, ta / r.audio_ms, pa);
-    printf("video: %.1f ms per tile forward (196), %d frames emitted; target: >= 1.5x the eager reference%s\n",
-           r.video_ms / 196, r.frames, !isnan(tv) && tv / r.video_ms >= 1.5 ? " (met)" : " (missed)");
+    printf("audio: torch with TF32 convolutions %.2f ms; target: at least as fast as eager torch fp32%s\n",
+           ref_num(ref, "audio.ms_tf32"), !isnan(ta) && ta / r.audio_ms >= 1.0 ? " (met)" : " (missed)");
+    if (!audio_only)
+        printf("video: %.1f ms per tile forward (196), %d frames emitted; target: >= 1.5x the eager reference%s\n",
+               r.video_ms / 196, r.frames, !isnan(tv) && tv / r.video_ms >= 1.5 ? " (met)" : " (missed)");
     if (ref) json_node_unref(ref);
 }
 

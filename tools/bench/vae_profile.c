@@ -3,7 +3,8 @@
  * D 2048, 32 × 64, FFN 8192, fp16 GEMMs, fp32 residual), for G tiles stacked
  * as h3_video_vae.c decodes them (a row of 7 tiles at 1280 px): the op
  * sequence of its block_forward with random weights, CUDA events (10 calls a
- * timed run), medians. */
+ * timed run), medians; then the attention op and the block with the
+ * mma.sync and the Hopper head_dim-64 kernel each forced, same run. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -121,6 +122,32 @@ static void vp_print(vae_prof *c, const double *ms) {
            196 * 36 * ms[VP_BLOCK] / G / 1e3);
 }
 
+/* The attention op and the whole block with each head_dim-64 kernel forced,
+ * in the same run: mma.sync (the portable kernel, AUTO's today) and
+ * k_attn_d64 with 128- and 192-key tiles (wgmma-d64, wgmma-d64-n192, the
+ * Hopper one; off by default until checked). The newer last: a kernel that
+ * faults ends the run after the others' numbers. */
+static void vp_kernels(vae_prof *c) {
+    static const h3_cuda_attention_variant vs[] = {H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_WGMMA_D64,
+                                                   H3_CUDA_VARIANT_WGMMA_D64_N192};
+    const double flop = 4.0 * c->G * (double)c->S * (double)c->S * 2048;
+    double attn[3], block[3];
+    for (int i = 0; i < 3; i++) {
+        h3_cuda_attention_variant old = h3_backend_cuda_set_attention_variant(B, vs[i]);
+        const char *kernel = h3_backend_cuda_attention_kernel(B, &c->o, &c->q, &c->k, &c->v, 32, 32, 64, 0);
+        c->id = VP_ATTN;
+        attn[i] = time_ms_or_nan(kernel, vp_call, c, 3, 7, 10);
+        c->id = VP_BLOCK;
+        block[i] = time_ms_or_nan(kernel, vp_call, c, 3, 7, 10);
+        h3_backend_cuda_set_attention_variant(B, old);
+        printf("  attention forced to %-12s %8.4f ms  %6.1f TFLOP/s; whole block %8.4f ms\n", kernel, attn[i],
+               tflops(flop, attn[i]), block[i]);
+        fflush(stdout);
+    }
+    printf("  against mma.sync: wgmma-d64 attention %.2fx, block %.2fx; wgmma-d64-n192 attention %.2fx, block %.2fx\n",
+           attn[0] / attn[1], block[0] / block[1], attn[0] / attn[2], block[0] / block[2]);
+}
+
 void vae_profile_block(int G) {
     size_t mark = h3_arena_mark(B);
     vae_prof c;
@@ -133,6 +160,7 @@ void vae_profile_block(int G) {
             ms[i] = time_ms_or_nan("vae profile", vp_call, &c, 3, 7, 10);
         }
         vp_print(&c, ms);
+        vp_kernels(&c);
     }
     h3_arena_reset(B, mark);
 }

@@ -33,7 +33,12 @@ typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_WGMMA_FA3_NOPP = 7, /* 3 stages, no ping-pong token between warpgroups (wgmma-fa3-nopp) */
     H3_CUDA_VARIANT_WGMMA_FA3_LAZY = 8, /* 2 stages, ping-pong, O rescaled only when the max grows > 2^8 */
     H3_CUDA_VARIANT_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
-    H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10 /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+    H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10, /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
+    /* AUTO, except that f16/bf16 head_dim 64 non-causal calls on Hopper (the video VAE's ViT) run k_attn_d64
+     * with 128-key tiles (wgmma-d64) or 192-key tiles (wgmma-d64-n192). Off by default until checked on an
+     * H200; then AUTO takes the faster over. */
+    H3_CUDA_VARIANT_WGMMA_D64 = 11,
+    H3_CUDA_VARIANT_WGMMA_D64_N192 = 12
 } h3_cuda_attention_variant;
 
 /* Sets the variant for later calls; returns the previous setting. */
@@ -94,6 +99,11 @@ h3_status_code h3_backend_cuda_vsa_stage_ms(h3_backend *b, float ms[3], h3_statu
 typedef enum h3_cuda_vsa_probe { H3_CUDA_VSA_PROBE_COPIES = 0, H3_CUDA_VSA_PROBE_MATH = 1 } h3_cuda_vsa_probe;
 h3_status_code h3_backend_cuda_vsa_probe_ms(h3_backend *b, h3_cuda_vsa_probe which, int reps, float *ms,
                                             h3_status *status);
+
+/* The float32 conv1d's path, for benchmarks and tests: 0 (the default) chosen per shape, 1 im2col +
+ * cuBLASLt, 2 the implicit-GEMM kernel (where neither fits a call, the direct kernel runs either way).
+ * Returns the previous setting. */
+int h3_backend_cuda_set_conv1d_path(h3_backend *b, int path);
 
 #ifdef __cplusplus
 }

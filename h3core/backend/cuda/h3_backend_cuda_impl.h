@@ -75,6 +75,7 @@ typedef struct cuda_impl {
     unsigned long long *count; /* device counter of count_nonfinite, in the same block */
     int fault_armed; /* h3_backend_inject_fault came due: the next launch check fails */
     h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
+    int conv1d_path; /* h3_backend_cuda_set_conv1d_path: 0 (the default) chosen per shape (h3_cuda_vae.c) */
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
     gemm_plan fp8_plans[FP8_PLAN_CACHE]; /* h3_cuda_fp8.c */
@@ -136,6 +137,17 @@ size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x);
 int h3_cuda_gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
                      const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias);
 void h3_cuda_fp8_plans_destroy(cuda_impl *c);
+/* h3_cuda_stream.c: weight streaming (h3_weight_stream.h) */
+void *h3_cuda_host_alloc(h3_backend *b, size_t bytes, int pinned);
+void h3_cuda_host_free(h3_backend *b, void *p, int pinned);
+void *h3_cuda_stream_create(h3_backend *b, int n_slots);
+void h3_cuda_stream_destroy(h3_backend *b, void *s);
+int h3_cuda_stream_copy_begin(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_copy(h3_backend *b, void *s, void *dst, const void *src, size_t bytes);
+int h3_cuda_stream_copy_end(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_acquire(h3_backend *b, void *s, int slot);
+int h3_cuda_stream_release(h3_backend *b, void *s, int slot);
+void h3_cuda_stream_stalls(h3_backend *b, void *s, double *ms, uint64_t *count);
 
 /* h3_cuda_vsa.c */
 void h3_cuda_vsa_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,

@@ -4,7 +4,8 @@
  * im2cols feeding cuBLASLt through h3_op_linear), 1-D convolutions,
  * anti-aliased resampling, SnakeBeta and clamp (the BigVGAN audio decoder).
  * The kernels: kernels/h3_vae.cu; float32 convolutions with groups 1 run as
- * cuBLASLt GEMMs instead. */
+ * cuBLASLt GEMMs over an im2col, or (few output channels) as an implicit
+ * GEMM kernel. */
 #include "backend/cuda/h3_backend_cuda_impl.h"
 #include "backend/cuda/kernels/h3_kernels_vae.h"
 
@@ -78,42 +79,77 @@ void h3_cuda_group_norm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
        "group_norm");
 }
 
-/* Float32 conv1d with groups 1 as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel): per batch
- * item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ, then the bias per
- * channel. Returns 0 when the conv does not fit (16-bit, grouped, or too small to pay), for the direct kernel. */
-size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
-                              int groups) {
+/* Float32 conv1d with groups 1 runs as true-fp32 GEMMs (the BigVGAN convs: 20-50x the direct kernel), one
+ * of two ways:
+ *   im2col: per batch item, im2col [Lout, Cin·K] into the scratch, then y_b[Cout, Lout] = w[Cout, Cin·K] · colᵀ
+ *     by cuBLASLt, then the bias per channel;
+ *   implicit: k_conv1d_igemm gathers the im2col tiles in shared memory and adds the bias, one launch for both
+ *     batch items. With few output channels the GEMM is bound by reading col (2·Cout FLOPs per float of
+ *     it: 32 FLOP/B at Cout 64 down to 4 at Cout 8, 1.34 GB written and read again per stage of the
+ *     release's decoder), so col's write and read are the cost the kernel removes; wider convolutions keep
+ *     cuBLASLt's tuned kernels.
+ * CONV1D_IMPLICIT_MAX_COUT is where the automatic choice switches (h3_backend_cuda_set_conv1d_path forces
+ * one, for benchmarks). Too small to pay (16-bit, grouped, or tiny): the direct kernel. */
+#define CONV1D_IMPLICIT_MAX_COUT 64
+
+static int conv1d_gemm_fits(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                            int groups) {
     int64_t Cin = x->shape[1], Cout = y->shape[1], Lout = y->shape[2], K = w->shape[2];
-    if (groups != 1 || x->dtype != H3_F32 || w->dtype != H3_F32 || y->dtype != H3_F32 ||
-        (bias && bias->dtype != H3_F32) || Cout < 8 || Cin * K < 16 || Lout < 64)
-        return 0; /* the direct kernel: no scratch */
-    return (size_t)(Lout * Cin * K) * sizeof(float);
+    return groups == 1 && x->dtype == H3_F32 && w->dtype == H3_F32 && y->dtype == H3_F32 &&
+           (!bias || bias->dtype == H3_F32) && Cout >= 8 && Cin * K >= 16 && Lout >= 64;
 }
 
-static int conv1d_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
-                       int stride, int padding, int dilation, int groups) {
+/* The path a conv1d takes: 0 direct, 1 im2col + cuBLASLt, 2 implicit GEMM. */
+static int conv1d_path(int forced, const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                       int groups) {
+    if (!conv1d_gemm_fits(y, x, w, bias, groups)) return 0;
+    if (forced == 1 || forced == 2) return forced;
+    return y->shape[1] <= CONV1D_IMPLICIT_MAX_COUT ? 2 : 1;
+}
+
+size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                              int groups) {
+    if (conv1d_path(0, y, x, w, bias, groups) != 1) return 0; /* no im2col */
+    return (size_t)(y->shape[2] * x->shape[1] * w->shape[2]) * sizeof(float);
+}
+
+int h3_backend_cuda_set_conv1d_path(h3_backend *b, int path) {
+    cuda_impl *c = impl_of(b);
+    int old = c->conv1d_path;
+    c->conv1d_path = path == 1 || path == 2 ? path : 0;
+    return old;
+}
+
+static void conv1d_im2col_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w,
+                               const h3_tensor *bias, int stride, int padding, int dilation) {
     cuda_impl *c = impl_of(b);
     int64_t B = x->shape[0], Cin = x->shape[1], Lin = x->shape[2], Cout = y->shape[1], Lout = y->shape[2];
     int K = (int)w->shape[2];
-    size_t need = h3_cuda_conv1d_scratch(y, x, w, bias, groups);
-    if (need == 0) return 0;
-    float *col = h3_cuda_scratch(b, need);
-    if (!col) return 1; /* the failure is recorded */
+    float *col = h3_cuda_scratch(b, (size_t)(Lout * Cin * K) * sizeof(float));
+    if (!col) return; /* the failure is recorded */
     for (int64_t i = 0; i < B && !h3_backend_failed(b); i++) {
         const float *xb = (const float *)x->data + i * Cin * Lin;
         float *yb = (float *)y->data + i * Cout * Lout;
         if (!ok(b, h3k_im2col1d(col, xb, Cin, Lin, Lout, K, stride, padding, dilation, c->stream), "conv1d: im2col"))
-            return 1;
+            return;
         h3_cuda_gemm(b, yb, CUDA_R_32F, col, w->data, CUDA_R_32F, Cout, Lout, Cin * K, NULL);
     }
     if (bias && !h3_backend_failed(b))
         ok(b, h3k_add_channel_bias(y->data, bias->data, B, Cout, Lout, c->stream), "conv1d: bias");
-    return 1;
 }
 
 void h3_cuda_conv1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                         int stride, int padding, int dilation, int groups) {
-    if (conv1d_gemm(b, y, x, w, bias, stride, padding, dilation, groups)) return;
+    switch (conv1d_path(impl_of(b)->conv1d_path, y, x, w, bias, groups)) {
+    case 1: conv1d_im2col_gemm(b, y, x, w, bias, stride, padding, dilation); return;
+    case 2:
+        ok(b, h3k_conv1d_igemm(y->data, x->data, w->data, PTR(bias), x->shape[0], x->shape[1], x->shape[2],
+                               y->shape[1], y->shape[2], (int)w->shape[2], stride, padding, dilation,
+                               impl_of(b)->stream),
+           "conv1d (implicit GEMM)");
+        return;
+    default: break;
+    }
     ok(b, h3k_conv1d(y->data, y->dtype, x->data, x->dtype, w->data, w->dtype, PTR(bias), DT(bias), x->shape[0],
                      x->shape[1], x->shape[2], y->shape[1], y->shape[2], (int)w->shape[2], stride, padding, dilation,
                      groups, impl_of(b)->stream),

@@ -311,6 +311,7 @@ h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_bac
     ops->synchronize = measure_synchronize;
     ops->trim_scratch = measure_trim_scratch;
     ops->fp8_check = target->fp8_check ? measure_fp8_check : NULL;
+    ops->pins_host = target->ops->pins_host; /* host copies pinned as the target would (h3_weight_stream.c) */
     mirror_ops(ops, target->ops);
     h3_backend_init(b, ops, m);
     b->compute_dtype = target->compute_dtype;

@@ -5,7 +5,10 @@
  * (h3k_attention_path):
  *  - wgmma (sm_90a, Hopper; h3_attention_sm90.cu): bf16, head_dim 128,
  *    non-causal, the DiT's hot case; k_attn_fa3 by default, the earlier
- *    Hopper kernels as variants.
+ *    Hopper kernels as variants. For f16/bf16 head_dim 64 non-causal (the
+ *    video VAE's ViT) k_attn_d64 (h3_attention_sm90_d64.cu, 128- or 192-key
+ *    tiles), only when a D64 variant is chosen until it has been checked on
+ *    an H200; the D64 variants are AUTO for every other call.
  *  - mma.sync (sm_80 and later; h3_attention_sm80.cu): bf16/f16, head_dim
  *    64 or 128, causal or not.
  *  - generic (h3_attention_sm80.cu): any float dtype, head_dim <= 256.
@@ -32,6 +35,11 @@ bool wgmma_fits(const h3k_attention_args *a) {
            aligned16(a->k) && aligned16(a->v) && aligned16(a->o);
 }
 
+bool d64_fits(const h3k_attention_args *a) {
+    return (a->dt == H3K_F16 || a->dt == H3K_BF16) && a->head_dim == 64 && !a->causal && a->sm == 90 &&
+           aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->o);
+}
+
 } /* namespace */
 
 extern "C" int h3k_attention_path(const h3k_attention_args *a) {
@@ -47,6 +55,10 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
     case H3K_ATTN_FA3_N176:
     case H3K_ATTN_FA3_N192: return wg ? a->path : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     case H3K_ATTN_WGMMA: return wg ? H3K_ATTN_WGMMA : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    case H3K_ATTN_D64:
+    case H3K_ATTN_D64_N192:
+        if (d64_fits(a)) return a->path;
+        return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC; /* as AUTO */
     /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong, 192-key tiles (H200, 2026-12-03, three runs in two
      * sessions: 1-1.6% over 128-key tiles, 615-618 TF/s at S 34,710-37,966 against cuDNN SDPA's 578) */
     default: return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
@@ -65,6 +77,8 @@ extern "C" const char *h3k_attention_path_name(int path) {
     case H3K_ATTN_FA3_LAZY: return "wgmma-fa3-lazy";
     case H3K_ATTN_FA3_N176: return "wgmma-fa3-n176";
     case H3K_ATTN_FA3_N192: return "wgmma-fa3-n192";
+    case H3K_ATTN_D64: return "wgmma-d64";
+    case H3K_ATTN_D64_N192: return "wgmma-d64-n192";
     default: return "auto";
     }
 }
@@ -78,6 +92,10 @@ extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
                                    : fa3_kbytes<128>() + fa3_vbytes<128>();
         return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, kn) * image;
     }
+    if (path == H3K_ATTN_D64)
+        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, 128) * (d64_kbytes<128>() + d64_vbytes<128>());
+    if (path == H3K_ATTN_D64_N192)
+        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, 192) * (d64_kbytes<192>() + d64_vbytes<192>());
     if (path == H3K_ATTN_WGMMA) return 2 * (size_t)a->n_kv_heads * (size_t)wg2_tiles(a) * kWgTileBytes;
     if (path == H3K_ATTN_WGMMA_SIMPLE) return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
     return 0;
@@ -96,6 +114,8 @@ extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
     case H3K_ATTN_FA3_LAZY: return h3k_attn::launch_fa3<2, true, true, 128>(a, stream);
     case H3K_ATTN_FA3_N176: return h3k_attn::launch_fa3<2, true, true, 176>(a, stream);
     case H3K_ATTN_FA3_N192: return h3k_attn::launch_fa3<2, true, true, 192>(a, stream);
+    case H3K_ATTN_D64: return h3k_attn::launch_d64<128>(a, stream);
+    case H3K_ATTN_D64_N192: return h3k_attn::launch_d64<192>(a, stream);
     case H3K_ATTN_MMA:
         return a->dt == H3K_BF16 ? h3k_attn::launch_mma_dt<__nv_bfloat16>(a, stream)
                                  : h3k_attn::launch_mma_dt<__half>(a, stream);

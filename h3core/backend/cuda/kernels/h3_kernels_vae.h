@@ -47,6 +47,10 @@ int h3k_conv1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt,
 int h3k_im2col1d(float *col, const float *x, int64_t Cin, int64_t Lin, int64_t Lout, int K, int stride, int padding,
                  int dilation, cudaStream_t stream);
 int h3k_add_channel_bias(float *y, const float *bias, int64_t B, int64_t C, int64_t L, cudaStream_t stream);
+/* conv1d as an implicit GEMM (float32, groups 1): the im2col tiles gathered in shared memory, never stored;
+ * y [B, Cout, Lout] gets + bias[Cout] (bias may be NULL). y != x. */
+int h3k_conv1d_igemm(float *y, const float *x, const float *w, const float *bias, int64_t B, int64_t Cin, int64_t Lin,
+                     int64_t Cout, int64_t Lout, int K, int stride, int padding, int dilation, cudaStream_t stream);
 int h3k_conv_transpose1d(void *y, int ydt, const void *x, int xdt, const void *w, int wdt, const void *bias, int bdt,
                          int64_t B, int64_t Cin, int64_t Lin, int64_t Cout, int64_t Lout, int K, int stride,
                          int padding, cudaStream_t stream);

@@ -87,6 +87,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
 #define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
 #define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
+#define DEFAULT_PRECISION GST_H3_PRECISION_BF16
 #define DEFAULT_MEMORY GST_H3_MEMORY_AUTO
 #define DEFAULT_MAX_GPU_MEMORY 0
 #define DEFAULT_ENGINE_CACHE TRUE
@@ -126,6 +127,7 @@ typedef struct
   gdouble vsa_sparsity;
   GstH3LoadFormat load_format;
   GstH3DummyAdapter dummy_adapter;
+  GstH3Precision precision;
   GstH3Memory memory;
   guint64 max_gpu_memory;       /* bytes per device, 0: no cap */
   gboolean engine_cache;

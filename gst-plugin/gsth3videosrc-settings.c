@@ -30,6 +30,7 @@ gst_h3_settings_init (GstH3Settings * s)
   s->vsa_sparsity = DEFAULT_VSA_SPARSITY;
   s->load_format = DEFAULT_LOAD_FORMAT;
   s->dummy_adapter = DEFAULT_DUMMY_ADAPTER;
+  s->precision = DEFAULT_PRECISION;
   s->memory = DEFAULT_MEMORY;
   s->max_gpu_memory = DEFAULT_MAX_GPU_MEMORY;
   s->engine_cache = DEFAULT_ENGINE_CACHE;
@@ -82,11 +83,12 @@ gst_h3_settings_model_dir (const GstH3Settings * s)
 gchar *
 gst_h3_settings_engine_key (const GstH3Settings * s)
 {
-  return g_strdup_printf ("%s\n%s\n%d\n%s\n%d\n%d\n%d\n%" G_GUINT64_FORMAT,
+  return g_strdup_printf ("%s\n%s\n%d\n%s\n%d\n%d\n%d\n%" G_GUINT64_FORMAT "\n%d",
       gst_h3_settings_model_dir (s),
       s->adapter_location ? s->adapter_location : "", (int) s->compute,
       s->devices ? s->devices : "auto", (int) s->load_format,
-      (int) s->dummy_adapter, (int) s->memory, s->max_gpu_memory);
+      (int) s->dummy_adapter, (int) s->memory, s->max_gpu_memory,
+      (int) s->precision);
 }
 
 /* What a generation's time depends on besides the engine: the live
@@ -119,6 +121,12 @@ gst_h3_settings_stream_id (const GstH3Settings * s,
   if (first || last)
     frames = g_strdup_printf ("\nfirst %s\nlast %s",
         first ? keyframes[0].digest : "-", last ? keyframes[1].digest : "-");
+  /* fp8 makes another clip; bf16 keeps the ids it always had */
+  if (s->precision == GST_H3_PRECISION_FP8) {
+    gchar *with = g_strdup_printf ("%s\nprecision fp8", frames ? frames : "");
+    g_free (frames);
+    frames = with;
+  }
   desc = g_strdup_printf ("%s\n%" G_GUINT64_FORMAT "\n%dx%d\n%d\n%u\n%d\n%g\n"
       "%s\n%s\n%d\n%d%s", s->prompt ? s->prompt : "",
       s->seed, s->width, s->height, h3_align_frames (s->num_frames), s->steps,
@@ -162,6 +170,8 @@ gst_h3_settings_engine_options (const GstH3Settings * s,
   opt->load_format = s->load_format == GST_H3_LOAD_FORMAT_DUMMY ?
       H3_LOAD_DUMMY : H3_LOAD_SAFETENSORS;
   opt->dummy_adapter = (h3_dummy_adapter) s->dummy_adapter;
+  opt->precision = s->precision == GST_H3_PRECISION_FP8 ?
+      H3_PRECISION_FP8 : H3_PRECISION_BF16;
   opt->memory = s->memory == GST_H3_MEMORY_STREAM ? H3_MEMORY_STREAM :
       s->memory == GST_H3_MEMORY_RESIDENT ? H3_MEMORY_RESIDENT :
       H3_MEMORY_AUTO;

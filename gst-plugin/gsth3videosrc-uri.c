@@ -25,7 +25,7 @@ static const gchar *const uri_keys[] = {
   "vsa-sparsity", "model-location", "adapter-location", "compute", "devices",
   "load-format", "dummy-adapter", "engine-cache", "keep-clip",
   "keep-clip-max-bytes", "image-location", "last-image-location",
-  "memory", "max-gpu-memory", NULL
+  "memory", "max-gpu-memory", "precision", NULL
 };
 
 static gboolean

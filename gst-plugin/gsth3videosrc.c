@@ -114,6 +114,7 @@ enum
   PROP_VSA_SPARSITY,
   PROP_LOAD_FORMAT,
   PROP_DUMMY_ADAPTER,
+  PROP_PRECISION,
   PROP_MEMORY,
   PROP_MAX_GPU_MEMORY,
   PROP_ENGINE_CACHE,
@@ -226,6 +227,26 @@ gst_h3_load_format_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstH3LoadFormat", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_h3_precision_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_H3_PRECISION_BF16, "The backend's compute type (bf16 on CUDA)",
+        "bf16"},
+    {GST_H3_PRECISION_FP8,
+          "FP8 E4M3 weights with per-channel scales for the big linears",
+        "fp8"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstH3Precision", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -480,6 +501,26 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
           GST_TYPE_H3_DUMMY_ADAPTER, DEFAULT_DUMMY_ADAPTER, rw));
 
   /**
+   * GstH3VideoSrc:precision:
+   *
+   * What the big linear layers' weights are held and multiplied in.
+   * `bf16` (the default): the backend's compute type. `fp8`: the
+   * transformer's and the text encoder's linears in FP8 E4M3 with a float32
+   * scale per output channel, quantised once at load, their inputs
+   * quantised per row on the fly (attention, norms and the VAEs stay as
+   * they are): about half those weights' memory. It needs a GPU with FP8
+   * tensor cores (compute capability 8.9 or newer) and compute=cuda or
+   * auto; a GPU without them is refused when the element starts, naming its
+   * capability. On the CPU it is emulated in float32. #GstH3VideoSrc:stats
+   * says which (`precision`).
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "The linear layers' weights: bf16, or fp8 (E4M3, per-channel "
+          "scales; GPUs of compute capability 8.9+)",
+          GST_TYPE_H3_PRECISION, DEFAULT_PRECISION, rw));
+
+  /**
    * GstH3VideoSrc:memory:
    *
    * Where the big weights live. `resident`: every weight on the device.
@@ -553,7 +594,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    * Share the loaded model with the other h3videosrc elements of the
    * process whose model settings are the same (model-location,
    * adapter-location, compute, devices, load-format, dummy-adapter, memory,
-   * max-gpu-memory): the
+   * max-gpu-memory, precision): the
    * model is loaded once, kept while any of them exists, and their
    * generations take turns on it. FALSE gives this element an engine of its
    * own (another copy of the weights in memory).
@@ -731,7 +772,8 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
    *
    * Stage timings of the last generation in seconds, as a GstStructure named
    * `h3videosrc/stats` (`load`, `text`, `denoise`, `decode-video`,
-   * `decode-audio`, `total`, `per-step`, `steps`, `compute`, `fallback`).
+   * `decode-audio`, `total`, `per-step`, `steps`, `compute`, `fallback`,
+   * `precision`).
    * `compute` names the ranks that ran, e.g. `cpu (tp2, cpu)` for
    * devices=cpu:2. NULL before the first generation.
    */
@@ -755,6 +797,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   gst_type_mark_as_plugin_api (GST_TYPE_H3_COMPUTE, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_H3_LOAD_FORMAT, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_H3_DUMMY_ADAPTER, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_H3_PRECISION, 0);
 }
 
 static void
@@ -927,6 +970,9 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
     case PROP_DUMMY_ADAPTER:
       s->dummy_adapter = g_value_get_enum (value);
       break;
+    case PROP_PRECISION:
+      s->precision = g_value_get_enum (value);
+      break;
     case PROP_MEMORY:
       s->memory = g_value_get_enum (value);
       break;
@@ -1056,6 +1102,9 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       break;
     case PROP_DUMMY_ADAPTER:
       g_value_set_enum (value, s->dummy_adapter);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, s->precision);
       break;
     case PROP_MEMORY:
       g_value_set_enum (value, s->memory);

@@ -53,6 +53,15 @@ typedef enum
 #define GST_TYPE_H3_DUMMY_ADAPTER (gst_h3_dummy_adapter_get_type ())
 GType gst_h3_dummy_adapter_get_type (void);
 
+/* What the big linear layers' weights are held in (h3_precision). */
+typedef enum
+{
+  GST_H3_PRECISION_BF16 = 0,
+  GST_H3_PRECISION_FP8 = 1
+} GstH3Precision;
+
+#define GST_TYPE_H3_PRECISION (gst_h3_precision_get_type ())
+GType gst_h3_precision_get_type (void);
 /* Where the big weights live (h3_memory_mode). */
 typedef enum
 {

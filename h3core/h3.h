@@ -89,6 +89,20 @@ typedef enum h3_load_format { H3_LOAD_SAFETENSORS = 0, H3_LOAD_DUMMY } h3_load_f
  * with H3_LOAD_DUMMY is refused: its fusion needs the base weights' values. */
 typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENSE, H3_DUMMY_ADAPTER_VSA } h3_dummy_adapter;
 
+/* What the big linear layers' weights are held and multiplied in
+ * (docs/ARCHITECTURE.md, "precision"). FP8: the DiT's and the text
+ * encoder's linears (qkv, out, fc1, fc2, AdaLN, VSA gate; q/k/v/o,
+ * gate_up, down) become E4M3 with a float32 scale per output channel,
+ * quantised once at load, and their inputs are quantised per row on the
+ * fly; attention, norms, the input/output projections, the timestep MLP and
+ * the VAEs stay as they are. On CUDA it needs FP8 tensor cores (compute
+ * capability 8.9 or newer) and compute=cuda; on the CPU it is emulated in
+ * float32, value for value. About half the weight memory of those layers. */
+typedef enum h3_precision { H3_PRECISION_BF16 = 0, H3_PRECISION_FP8 } h3_precision;
+/* "bf16", "fp8" (NULL for a value outside the enum). */
+const char *h3_precision_name(h3_precision p);
+/* "bf16" or "fp8" into *out; H3_ERR_INVALID_ARGUMENT naming the text otherwise. */
+h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
 /* Where the big weights live (memory, docs/ARCHITECTURE.md "Weight
  * streaming"). RESIDENT: every weight on the device, as loaded. STREAM:
  * the DiT's blocks and the text encoder's layers in host memory, copied
@@ -131,6 +145,7 @@ typedef struct h3_engine_options {
      * the context), so an 80, 48 or 24 GB card can be stood for on a larger
      * one. */
     uint64_t max_gpu_memory;
+    h3_precision precision; /* default H3_PRECISION_BF16 */
     h3_memory_mode memory;       /* default H3_MEMORY_AUTO */
     /* memory=stream: how much host memory the process may page-lock for the
      * streamed weights (0: half of the physical memory); past it they are
@@ -232,6 +247,8 @@ typedef struct h3_stats {
     uint64_t peak_bytes;      /* rank 0's device memory high-water of the last generation (0: unknown):
                                  its backend's allocation tally (weights, arena, its own buffers such as
                                  cuBLASLt's workspace and op scratch), not the CUDA context */
+    char precision[96];       /* the linears' weights (h3_precision): the compute type ("bf16"; "f32" on
+                                 the CPU and cuda-f32), or "fp8 (e4m3: N linears[; K kept in bf16])" */
     int text_encoder_released; /* 1: the last generation freed the text encoder after encoding (it did
                                   not fit resident, h3_memory_plan.text_encoder_released); the next
                                   loads it again, which its text time includes */

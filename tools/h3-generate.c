@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
             "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
             "                   [--max-gpu-memory GIB] [--memory auto|resident|stream] [--max-pinned-memory GIB]\n"
-            "                   [--image FILE] [--last-image FILE]\n"
+            "                   [--precision bf16|fp8] [--image FILE] [--last-image FILE]\n"
             "                   [--quiet] --output OUT.safetensors\n"
             "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
             "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
@@ -59,6 +59,9 @@ static void usage(FILE *f) {
             "  --max-gpu-memory GIB  use at most this much memory on each GPU (GiB, the CUDA context included;\n"
             "                   default: what is free), as on a smaller card: the plan holds requests to it and\n"
             "                   allocations past it fail\n"
+            "  --precision P    bf16 (default): the linears in the backend's type; fp8: the DiT's and text\n"
+            "                   encoder's linears in E4M3 with per-channel scales (a GPU of compute capability\n"
+            "                   8.9 or newer, compute=cuda; emulated in float32 on the CPU)\n"
             "  --memory M       resident: every weight on the device; stream: the DiT's blocks and the text\n"
             "                   encoder's layers in host memory, copied a block ahead into a two-slot ring (same\n"
             "                   output, far less device memory); auto (default): resident when it fits, else stream\n"
@@ -217,6 +220,9 @@ int main(int argc, char **argv) {
             if (errno || !*v || *end || !(gib > 0 && gib <= 1048576))
                 return die("--max-gpu-memory '%s': GiB, a positive number", v);
             opt.max_gpu_memory = (uint64_t)(gib * 1073741824.0);
+        } else if (!strcmp(a, "--precision")) {
+            h3_status pst = {0};
+            if (h3_precision_parse(v, &opt.precision, &pst) != H3_OK) return die("--%s", pst.message);
         } else if (!strcmp(a, "--memory")) {
             h3_status ms = {0};
             if (h3_memory_mode_parse(v, &opt.memory, &ms) != H3_OK) return die("--%s", ms.message);
@@ -315,8 +321,8 @@ static int generate(const h3_engine_options *options, h3_request *request, const
         } else if (!quiet) {
             h3_stats s;
             h3_engine_get_stats(engine, &s);
-            fprintf(stderr, "h3-generate: wrote %s (%s: text %.2f s, denoise %.2f s (%.3f s/step), audio %.2f s, video %.2f s)\n",
-                    output, s.compute, s.text, s.denoise, s.per_step, s.decode_audio, s.decode_video);
+            fprintf(stderr, "h3-generate: wrote %s (%s, %s: text %.2f s, denoise %.2f s (%.3f s/step), audio %.2f s, video %.2f s)\n",
+                    output, s.compute, s.precision, s.text, s.denoise, s.per_step, s.decode_audio, s.decode_video);
             fprintf(stderr, "h3-generate: memory=%s (%s): device peak %.2f GiB, host %.2f GiB pinned + %.2f GiB pageable\n",
                     s.memory, s.memory_reason, (double)s.peak_bytes / 1073741824.0,
                     (double)s.host_pinned_bytes / 1073741824.0, (double)s.host_pageable_bytes / 1073741824.0);

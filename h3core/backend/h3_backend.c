@@ -2,6 +2,7 @@
  * lifetime, the activation arena, weight upload and host copies. The ops'
  * checks are h3_ops_check.c's (and h3_ops_*_check.c's). */
 #include "backend/h3_backend_impl.h"
+#include "backend/h3_fp8.h"
 
 #include <glib.h>
 #include <math.h>
@@ -335,10 +336,13 @@ static h3_status_code persistent_alloc(h3_backend *b, h3_dtype dtype, int ndim, 
     out->dtype = dtype;
     out->ndim = ndim;
     memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
-    size_t bytes = h3_tensor_nbytes(out);
+    /* an FP8 weight's scales follow its codes in the same allocation (h3_fp8.h) */
+    int fp8 = dtype == H3_F8E4M3;
+    size_t bytes = fp8 ? h3_fp8_weight_bytes(h3_tensor_rows(out), h3_tensor_cols(out)) : h3_tensor_nbytes(out);
     out->data = persistent_new(b, bytes ? bytes : 1);
     if (!out->data && h3_backend_failed(b)) return h3_backend_check(b, status); /* the limit's message */
     if (!out->data) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", b->ops->name, bytes);
+    if (fp8) out->scale = (char *)out->data + h3_fp8_scale_offset(h3_tensor_numel(out));
     return H3_OK;
 }
 
@@ -399,8 +403,80 @@ static h3_status_code check_weight_finite(h3_backend *b, const h3_st_tensor *src
     return rc;
 }
 
+h3_status_code h3_backend_set_linear_fp8(h3_backend *b, int on, h3_status *status) {
+    if (on && !b->ops->quantize_fp8)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: no FP8 linear on this backend (precision=fp8 needs the CPU "
+                       "backend or CUDA in bf16 on a GPU with FP8 tensor cores)", b->ops->name);
+    if (on && b->ops->fp8_check) {
+        h3_status_code rc = b->ops->fp8_check(b, status);
+        if (rc != H3_OK) return rc;
+    }
+    b->linear_fp8 = on != 0;
+    return H3_OK;
+}
+
+int h3_backend_linear_fp8(const h3_backend *b) { return b->linear_fp8; }
+
+void h3_backend_fp8_counts(const h3_backend *b, int *quantised, int *kept) {
+    *quantised = b->fp8_weights;
+    *kept = b->fp8_kept;
+}
+
+/* precision=fp8: the loaded float weight w becomes E4M3 codes with per-row
+ * scales, quantised where it lives; the float copy is freed, so the peak is
+ * one weight in both forms (the measuring backend tallies the same). */
+static h3_status_code weight_to_fp8(h3_backend *b, const h3_st_tensor *src, h3_tensor *w, h3_status *status) {
+    h3_tensor q;
+    h3_status_code rc = persistent_alloc(b, H3_F8E4M3, w->ndim, w->shape, &q, status);
+    if (rc == H3_OK) {
+        b->ops->quantize_fp8(b, &q, w);
+        rc = h3_backend_check(b, status);
+        if (rc != H3_OK) h3_weight_free(b, &q);
+    }
+    h3_weight_free(b, w);
+    if (rc != H3_OK) return h3_status_prefix(status, "%s: tensor '%s' to fp8", src->file_path, src->name);
+    *w = q;
+    return H3_OK;
+}
+
+static h3_status_code weight_load_float(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
+                                        h3_status *status);
+
+h3_status_code h3_weight_quantize_fp8(h3_backend *b, const h3_tensor *src, h3_tensor *out, h3_status *status) {
+    memset(out, 0, sizeof *out);
+    if (!b->ops->quantize_fp8)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "%s: no FP8 linear on this backend", b->ops->name);
+    if (src->ndim != 2 || src->dtype == H3_I32 || src->dtype == H3_F8E4M3 || !src->data)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "quantize_fp8: a %d-D %s tensor (want a float matrix)",
+                       src->ndim, h3_dtype_name(src->dtype));
+    h3_status_code rc = persistent_alloc(b, H3_F8E4M3, 2, src->shape, out, status);
+    if (rc != H3_OK) return rc;
+    b->ops->quantize_fp8(b, out, src);
+    rc = h3_backend_check(b, status);
+    if (rc != H3_OK) h3_weight_free(b, out);
+    return rc;
+}
+
 h3_status_code h3_weight_load(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
                               h3_status *status) {
+    h3_status_code rc = weight_load_float(b, src, type, out, status);
+    if (rc != H3_OK || type != H3_WEIGHT_LINEAR || !b->linear_fp8 || out->ndim != 2) return rc;
+    /* The FP8 GEMMs take shapes in multiples of 16 (16-byte rows of E4M3
+     * codes for cuBLASLt's FP8 kernels; out-features too, as torch's
+     * _scaled_mm asks; every linear of the release qualifies, its TP shards
+     * too). The others keep the compute type on every backend alike, so the
+     * CPU and the GPU agree, counted for the engine's log. */
+    if (out->shape[1] % 16 != 0 || out->shape[0] % 16 != 0) {
+        b->fp8_kept++;
+        return H3_OK;
+    }
+    rc = weight_to_fp8(b, src, out, status);
+    if (rc == H3_OK) b->fp8_weights++;
+    return rc;
+}
+
+static h3_status_code weight_load_float(h3_backend *b, const h3_st_tensor *src, h3_weight_type type, h3_tensor *out,
+                                        h3_status *status) {
     h3_dtype file_dtype;
     switch (src->dtype) {
     case H3_ST_F32: file_dtype = H3_F32; break;
@@ -485,6 +561,7 @@ h3_status_code h3_tensor_upload_f32(h3_backend *b, h3_tensor *dst, const float *
     if (check != H3_OK) return check;
     size_t n = (size_t)h3_tensor_numel(dst);
     if (dst->dtype == H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "upload_f32 into an i32 tensor");
+    if (dst->dtype == H3_F8E4M3) return h3_fail(status, H3_ERR_INTERNAL, "upload_f32 into an f8e4m3 tensor (quantise a loaded weight instead)");
     if (b->ops->no_data) return H3_OK;
     void *tmp = (void *)host;
     if (dst->dtype != H3_F32) {
@@ -505,6 +582,19 @@ h3_status_code h3_tensor_upload_i32(h3_backend *b, h3_tensor *dst, const int32_t
     return rc ? h3_fail(status, H3_ERR_DEVICE, "%s: upload failed", b->ops->name) : H3_OK;
 }
 
+/* An FP8 tensor's values: its codes times its rows' scales. */
+static h3_status_code download_fp8(h3_backend *b, const h3_tensor *src, float *host, h3_status *status) {
+    size_t n = (size_t)h3_tensor_numel(src), rows = (size_t)h3_tensor_rows(src), cols = (size_t)h3_tensor_cols(src);
+    if (!src->scale) return h3_fail(status, H3_ERR_INTERNAL, "%s: download of an f8e4m3 tensor without scales", b->ops->name);
+    uint8_t *codes = host_alloc(b, n + rows * sizeof(float) + 4);
+    if (!codes) return h3_fail(status, H3_ERR_NO_MEMORY, "download: out of host memory");
+    float *scales = (float *)(void *)(codes + ((n + 3) & ~(size_t)3));
+    int rc = b->ops->download(b, codes, src->data, n) || b->ops->download(b, scales, src->scale, rows * sizeof(float));
+    for (size_t i = 0; rc == 0 && i < n; i++) host[i] = h3_fp8_to_f32(codes[i]) * scales[i / cols];
+    free(codes);
+    return rc ? h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name) : H3_OK;
+}
+
 h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float *host, h3_status *status) {
     h3_status_code check = check_copy_target(b, src, status);
     if (check != H3_OK) return check;
@@ -513,6 +603,7 @@ h3_status_code h3_tensor_download_f32(h3_backend *b, const h3_tensor *src, float
         memset(host, 0, n * sizeof(float)); /* measuring: nothing was computed */
         return H3_OK;
     }
+    if (src->dtype == H3_F8E4M3) return download_fp8(b, src, host, status);
     if (src->dtype == H3_F32) {
         if (b->ops->download(b, host, src->data, n * 4) != 0)
             return h3_fail(status, H3_ERR_DEVICE, "%s: download failed", b->ops->name);
@@ -545,7 +636,7 @@ h3_status_code h3_tensor_count_nonfinite(h3_backend *b, const h3_tensor *t, int6
     if (rc != H3_OK) return rc;
     if (t->dtype == H3_I32) return h3_fail(status, H3_ERR_INTERNAL, "count_nonfinite: an i32 tensor");
     if (b->ops->no_data || h3_tensor_numel(t) == 0) return H3_OK; /* measuring: nothing to count */
-    if (!b->ops->count_nonfinite) return count_on_host(b, t, count, status);
+    if (!b->ops->count_nonfinite || t->dtype == H3_F8E4M3) return count_on_host(b, t, count, status);
     int64_t n = b->ops->count_nonfinite(b, t);
     if (n < 0) {
         if (!h3_backend_failed(b)) h3_backend_fail(b, H3_ERR_DEVICE, "%s: count_nonfinite failed", b->ops->name);

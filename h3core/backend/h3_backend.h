@@ -28,7 +28,12 @@ extern "C" {
 /* What a weight is stored as on the backend. DEFAULT is the backend's
  * compute type (F32 on the CPU, BF16 on CUDA); F32 keeps the fp32 islands
  * (input/output projections, timestep MLP, audio VAE). */
-typedef enum h3_weight_type { H3_WEIGHT_DEFAULT = 0, H3_WEIGHT_F32, H3_WEIGHT_F16 } h3_weight_type;
+/* LINEAR marks the matrix of one of the big linear layers (the DiT's
+ * qkv/out/fc1/fc2/AdaLN/gate, the text encoder's q/k/v/o/gate_up/down): as
+ * DEFAULT, unless the backend's linears are FP8 (h3_backend_set_linear_fp8),
+ * then it is quantised once as it loads, after any fusion or sharding, to
+ * H3_F8E4M3 codes with per-row float32 scales (backend/h3_fp8.h). */
+typedef enum h3_weight_type { H3_WEIGHT_DEFAULT = 0, H3_WEIGHT_F32, H3_WEIGHT_F16, H3_WEIGHT_LINEAR } h3_weight_type;
 
 /* ---- backend lifetime ---------------------------------------------------- */
 h3_status_code h3_backend_cpu_create(int n_threads, h3_backend **out, h3_status *status);
@@ -77,6 +82,11 @@ h3_status_code h3_weight_zeros(h3_backend *b, h3_dtype dtype, int ndim, const in
 h3_status_code h3_weight_from_i32(h3_backend *b, const int32_t *host, int64_t n, h3_tensor *out,
                                   h3_status *status);
 void h3_weight_free(h3_backend *b, h3_tensor *t);
+/* A persistent H3_F8E4M3 copy (codes + per-row scales, h3_fp8.h) of the
+ * float matrix src (a weight or an activation), made where it lives; what
+ * the loader does to a LINEAR weight under fp8, for tools and tests.
+ * UNSUPPORTED on a backend without an FP8 linear. */
+h3_status_code h3_weight_quantize_fp8(h3_backend *b, const h3_tensor *src, h3_tensor *out, h3_status *status);
 
 /* Activations: a bump arena. h3_arena_mark/h3_arena_reset bracket a phase;
  * the arena grows only on first use of a size (chunks are kept after reset),
@@ -101,6 +111,18 @@ void h3_backend_trim(h3_backend *b);
  * engine sets it from h3_engine_options.max_gpu_memory, so a smaller GPU can
  * be stood for on a large one. */
 void h3_backend_set_memory_limit(h3_backend *b, uint64_t bytes);
+
+/* precision=fp8: weights loaded as H3_WEIGHT_LINEAR from now on become
+ * H3_F8E4M3 with per-row scales, and h3_op_linear on such a weight
+ * quantises its input per row on the fly (backend/h3_fp8.h). UNSUPPORTED
+ * when the backend has no FP8 linear (CUDA's exact float32 mode), naming it.
+ * Set before the loads (the engine does, from h3_engine_options.precision). */
+h3_status_code h3_backend_set_linear_fp8(h3_backend *b, int on, h3_status *status);
+int h3_backend_linear_fp8(const h3_backend *b);
+/* Since creation: the LINEAR weights loaded as FP8, and those kept in the
+ * compute type because their in- or out-features are not a multiple of 16
+ * (the FP8 GEMMs' rule; the tiny test model's narrow layers). */
+void h3_backend_fp8_counts(const h3_backend *b, int *quantised, int *kept);
 
 /* The device memory a backend holds, tallied at every allocation and free
  * (bytes as asked for, before the driver's rounding). The CPU backend counts
@@ -157,7 +179,10 @@ long h3_backend_alloc_count(void);
  * allowed). All float tensors of one op share a dtype unless stated. */
 
 /* y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). w is a weight (any weight dtype);
- * x and y may be F32 while w is BF16 on CUDA (mixed islands). y != x. */
+ * x and y may be F32 while w is BF16 on CUDA (mixed islands). y != x.
+ * w H3_F8E4M3 (precision=fp8): each row of x is quantised to E4M3 with its
+ * own scale (absmax/448), the product accumulates in float32 and is
+ * scaled by x's row scale and w's row scale (backend/h3_fp8.h). */
 void h3_op_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
 /* y = x / rms(x) (* w), over consecutive groups of `width` elements (width
  * divides the last dim: the per-head q/k norm uses width = head_dim). w may be NULL. */

@@ -29,6 +29,14 @@ typedef struct h3_backend_ops {
     void (*trim_scratch)(h3_backend *b);
 
     void (*linear)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
+    /* precision=fp8: dst (H3_F8E4M3 with its scale) = src quantised per row
+     * (h3_fp8.h), src a float weight of the same shape; a non-finite value
+     * sets the sticky H3_ERR_NONFINITE. NULL: the backend has no FP8
+     * linear (and linear never sees an F8 weight). */
+    void (*quantize_fp8)(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
+    /* Whether this backend's device can run the FP8 linear (CUDA: FP8 tensor
+     * cores, not the exact mode); the refusal names why. NULL: it can. */
+    h3_status_code (*fp8_check)(h3_backend *b, h3_status *status);
     void (*rms_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, int64_t width, float eps);
     void (*layer_norm)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                        float eps);
@@ -142,6 +150,8 @@ struct h3_backend {
     uint64_t mem_mark_weights; /* mem_weights at the last h3_backend_memory_mark */
     uint64_t mem_peak, mem_peak_activations, mem_peak_scratch;
     uint64_t mem_limit;        /* h3_backend_set_memory_limit; 0: none */
+    int linear_fp8;             /* h3_backend_set_linear_fp8 */
+    int fp8_weights, fp8_kept;  /* h3_backend_fp8_counts */
     long fault_ops; /* h3_backend_inject_fault: ops left until the injected failure; 0 none */
     /* streamed weights in host memory (h3_weight_stream.c): data -> bytes·2 + pinned */
     void *host_weights;    /* GHashTable, made at the first h3_weight_to_host */
@@ -203,6 +213,8 @@ struct h3_measure_target {
      * (that op takes none). The backend keeps its scratch and grows it to
      * scratch_grown(need) when a call needs more than it holds. */
     size_t (*scratch_grown)(size_t need);
+    /* h3_backend_ops.fp8_check for the device stood for; NULL: it can. */
+    h3_status_code (*fp8_check)(const h3_measure_target *t, h3_status *status);
     size_t (*linear_scratch)(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x,
                              const h3_tensor *w);
     size_t (*attention_scratch)(const h3_measure_target *t, const h3_tensor *o, const h3_tensor *q,

@@ -1,6 +1,8 @@
 /* h3_tensor.c - tensor helpers: sizes, names, shapes and views (h3_tensor.h). */
 #include "backend/h3_tensor.h"
 
+#include "backend/h3_fp8.h"
+
 #include <string.h>
 
 size_t h3_dtype_size(h3_dtype dtype) {
@@ -9,6 +11,7 @@ size_t h3_dtype_size(h3_dtype dtype) {
     case H3_BF16: return 2;
     case H3_F16: return 2;
     case H3_I32: return 4;
+    case H3_F8E4M3: return 1;
     }
     return 0;
 }
@@ -19,6 +22,7 @@ const char *h3_dtype_name(h3_dtype dtype) {
     case H3_BF16: return "bf16";
     case H3_F16: return "f16";
     case H3_I32: return "i32";
+    case H3_F8E4M3: return "f8e4m3";
     }
     return "?";
 }
@@ -53,6 +57,8 @@ h3_tensor h3_tensor_reshape(const h3_tensor *t, int ndim, const int64_t *shape) 
     v.ndim = ndim;
     memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
     v.data = t->data;
+    /* per-row scales stay valid while the rows are the same rows */
+    v.scale = t->scale && shape[ndim - 1] == h3_tensor_cols(t) ? t->scale : NULL;
     v.on_host = t->on_host;
     return v;
 }
@@ -67,5 +73,18 @@ h3_tensor h3_tensor_rows_view(const h3_tensor *t, int64_t row0, int64_t nrows) {
     v.shape[1] = cols;
     v.data = t->data ? (char *)t->data + (size_t)(row0 * cols) * h3_dtype_size(t->dtype) : NULL;
     v.on_host = t->on_host;
+    v.scale = t->scale ? (float *)t->scale + row0 : NULL;
+    return v;
+}
+
+size_t h3_tensor_storage_bytes(const h3_tensor *t) {
+    if (t->dtype == H3_F8E4M3 && t->scale) return h3_fp8_weight_bytes(h3_tensor_rows(t), h3_tensor_cols(t));
+    return h3_tensor_nbytes(t);
+}
+
+h3_tensor h3_tensor_at(const h3_tensor *t, void *data) {
+    h3_tensor v = *t;
+    v.data = data;
+    if (t->scale) v.scale = (char *)data + ((const char *)t->scale - (const char *)t->data);
     return v;
 }

@@ -110,7 +110,7 @@ void h3_weight_host_free_all(h3_backend *b) {
 
 h3_status_code h3_weight_to_host(h3_backend *b, h3_tensor *t, h3_status *status) {
     if (!t->data || t->on_host) return H3_OK;
-    size_t bytes = h3_tensor_nbytes(t);
+    size_t bytes = h3_tensor_storage_bytes(t); /* an fp8 weight: its codes and their scales */
     if (!bytes) return H3_OK;
     if (!b->host_weights) b->host_weights = g_hash_table_new(g_direct_hash, g_direct_equal);
     int pinned;
@@ -126,9 +126,10 @@ h3_status_code h3_weight_to_host(h3_backend *b, h3_tensor *t, h3_status *status)
     }
     g_hash_table_insert(b->host_weights, host, (gpointer)(((uintptr_t)bytes << 1) | (uintptr_t)pinned));
     *(pinned ? &b->mem_host_pinned : &b->mem_host_pageable) += bytes;
+    h3_tensor moved = h3_tensor_at(t, host); /* an fp8 weight's scale pointer moves along */
     h3_tensor device = *t;
     h3_weight_free(b, &device); /* the device copy leaves the tally */
-    t->data = host;
+    *t = moved;
     t->on_host = 1;
     return H3_OK;
 }
@@ -150,7 +151,7 @@ static size_t aligned(size_t n) { return (n + SLOT_ALIGN - 1) & ~(SLOT_ALIGN - 1
 size_t h3_weight_ring_group_bytes(const h3_tensor *const *tensors, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        if (tensors[i]->data) total += aligned(h3_tensor_nbytes(tensors[i]));
+        if (tensors[i]->data) total += aligned(h3_tensor_storage_bytes(tensors[i]));
     return total;
 }
 
@@ -223,7 +224,7 @@ h3_status_code h3_weight_ring_load(h3_weight_ring *r, int slot, const h3_tensor 
     size_t off = 0;
     for (int i = 0; i < n && !failed; i++) {
         if (!host[i]->data) continue;
-        size_t bytes = h3_tensor_nbytes(host[i]);
+        size_t bytes = h3_tensor_storage_bytes(host[i]);
         failed = copy_into(r, (char *)r->slot[slot] + off, host[i]->data, bytes) != 0;
         off += aligned(bytes);
     }
@@ -255,9 +256,9 @@ h3_status_code h3_weight_ring_acquire(h3_weight_ring *r, int slot, h3_tensor *co
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         if (!views[i]->data) continue;
-        views[i]->data = (char *)r->slot[slot] + off;
+        *views[i] = h3_tensor_at(views[i], (char *)r->slot[slot] + off); /* fp8: its scales too */
         views[i]->on_host = 0;
-        off += aligned(h3_tensor_nbytes(views[i]));
+        off += aligned(h3_tensor_storage_bytes(views[i]));
     }
     return H3_OK;
 }

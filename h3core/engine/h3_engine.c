@@ -188,6 +188,13 @@ static h3_status_code check_load_options(const h3_engine_options *o, h3_status *
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                        "dummy_adapter %s needs load_format dummy; with real weights an adapter is a file "
                        "(adapter_path)", dummy_adapter_name(o->dummy_adapter));
+    if (!h3_precision_name(o->precision))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision %d: must be bf16 (%d) or fp8 (%d)",
+                       (int)o->precision, (int)H3_PRECISION_BF16, (int)H3_PRECISION_FP8);
+    if (o->precision == H3_PRECISION_FP8 && o->compute == H3_COMPUTE_CUDA_F32)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "precision=fp8 with compute=cuda-f32: the float32 parity mode keeps every weight in float32; "
+                       "use compute=cuda (bf16) with fp8, or precision=bf16 with cuda-f32");
     if (o->load_format == H3_LOAD_DUMMY && has_file)
         return h3_fail(status, H3_ERR_UNSUPPORTED,
                        "adapter '%s' with load_format dummy: a FastH3 adapter's deltas are fused into the base "
@@ -388,7 +395,10 @@ static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status
     /* e->dummy.*: NULL (the files) unless load-format dummy */
     uint64_t at = 0;
     took(r->backend, &at);
-    h3_status_code rc = H3_OK;
+    /* precision=fp8: the loaders' LINEAR weights become E4M3 on this backend
+     * (it refuses, naming why, a GPU without FP8 tensor cores) */
+    h3_status_code rc = e->precision == H3_PRECISION_FP8 ? h3_backend_set_linear_fp8(r->backend, 1, status) : H3_OK;
+    if (rc != H3_OK) return rc;
     /* memory=stream: the transformer first, so its blocks (copied every
      * forward) take the pin budget before the text encoder's layers
      * (copied once a request) do */
@@ -557,6 +567,28 @@ static h3_status_code load_tokenizer(h3_engine *e, h3_status *status) {
     return H3_ERR_FORMAT;
 }
 
+/* stats.precision and the log: which linears rank 0 holds in FP8, and any
+ * kept in the compute type (in- or out-features not a multiple of 16), so
+ * a partial fp8 is never silent. */
+static void describe_precision(h3_engine *e) {
+    if (e->precision != H3_PRECISION_FP8) { /* the backend's own: bf16 on CUDA, f32 on the CPU and cuda-f32 */
+        snprintf(e->stats.precision, sizeof e->stats.precision, "%s",
+                 h3_dtype_name(h3_backend_compute_dtype(e->backend)));
+        return;
+    }
+    int quantised = 0, kept = 0;
+    h3_backend_fp8_counts(e->backend, &quantised, &kept);
+    const char *dt = h3_dtype_name(h3_backend_compute_dtype(e->backend));
+    if (kept)
+        snprintf(e->stats.precision, sizeof e->stats.precision, "fp8 (e4m3: %d linears; %d kept in %s)", quantised,
+                 kept, dt);
+    else
+        snprintf(e->stats.precision, sizeof e->stats.precision, "fp8 (e4m3: %d linears)", quantised);
+    h3_engine_log(e, kept ? H3_LOG_WARNING : H3_LOG_INFO, "precision %s%s", e->stats.precision,
+                  kept ? ": the FP8 GEMMs take in- and out-features in multiples of 16, the others stay as they are"
+                       : "");
+}
+
 static void discard_log(void *opaque, h3_log_level level, const char *message) {
     (void)opaque, (void)level, (void)message;
 }
@@ -594,6 +626,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     e->log_opaque = o->log_opaque;
     e->compute = o->compute;
     e->max_gpu_memory = o->max_gpu_memory;
+    e->precision = o->precision;
     e->memory = o->memory;
     /* a measuring engine runs the mode it is asked for (the plan asks it
      * for each); a real one's is decided by h3_memory_check_open */
@@ -641,6 +674,7 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
         return rc;
     }
     e->stats.load = h3_engine_now() - t0;
+    describe_precision(e);
     memory_stats(e);
     h3_engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
                e->native_layout ? "native" : "diffusers", e->stats.compute, e->stats.load);

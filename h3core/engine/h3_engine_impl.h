@@ -119,6 +119,7 @@ struct h3_engine {
     int text_hidden; /* the text encoder's width, known while its weights are away */
     int64_t text_positions; /* its max_position_embeddings: the prompt's limit in tokens (likewise) */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
+    h3_precision precision;  /* h3_engine_options.precision */
     /* memory=stream (h3.h): stream is the mode in use, set before the
      * ranks load (h3_memory_check_open decides memory=auto); the reason is
      * stats.memory_reason's */

@@ -41,6 +41,21 @@ static int visible_devices(void) {
 /* The compute capability h3core's CUDA kernels need (as capabilities says). */
 #define MIN_CC_MAJOR 8
 
+/* precision=fp8 needs FP8 tensor cores (h3_cuda_fp8.c says the same at open). */
+#define FP8_MIN_CC 89
+
+/* The precision on its own and against compute: what engine_open refuses. */
+static h3_status_code check_precision(const h3_engine_options *o, h3_status *status) {
+    if (!h3_precision_name(o->precision))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision %d: must be bf16 (%d) or fp8 (%d)",
+                       (int)o->precision, (int)H3_PRECISION_BF16, (int)H3_PRECISION_FP8);
+    if (o->precision == H3_PRECISION_FP8 && o->compute == H3_COMPUTE_CUDA_F32)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "precision=fp8 with compute=cuda-f32: the float32 parity mode keeps every weight in float32; "
+                       "use compute=cuda (bf16) with fp8, or precision=bf16 with cuda-f32");
+    return H3_OK;
+}
+
 /* compute and devices against this build and the GPUs the driver lists:
  * what the engine would otherwise find when it creates its backends. */
 static h3_status_code check_devices(const h3_engine_options *o, h3_status *status) {
@@ -84,6 +99,11 @@ static h3_status_code check_devices(const h3_engine_options *o, h3_status *statu
             return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d (%s) has compute capability %d.%d; h3core's CUDA "
                            "kernels need %d.0 or newer: use other devices, or compute=cpu", what, d, gpus[nv].name,
                            gpus[nv].cc_major, gpus[nv].cc_minor, MIN_CC_MAJOR);
+        if (nv >= 0 && nv < n && nv < H3_MAX_DEVICES && o->precision == H3_PRECISION_FP8 &&
+            gpus[nv].cc_major * 10 + gpus[nv].cc_minor < FP8_MIN_CC)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "precision=fp8 on %s: GPU %d (%s) has compute capability "
+                           "%d.%d, without FP8 tensor cores (8.9 or newer: Ada, Hopper); use precision=bf16", what, d,
+                           gpus[nv].name, gpus[nv].cc_major, gpus[nv].cc_minor);
     }
     return H3_OK;
 #endif
@@ -179,7 +199,8 @@ h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request 
     if (rc == H3_OK && r && (r->first_image || r->last_image)) rc = check_keyframes(o, root, status);
     g_free(root);
     if (rc != H3_OK || !r) return rc;
-    rc = check_devices(o, status);
+    rc = check_precision(o, status);
+    if (rc == H3_OK) rc = check_devices(o, status);
     if (rc == H3_OK) rc = check_request(o, r, out, status);
     return rc;
 }

@@ -40,6 +40,21 @@ h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_st
                    name ? name : "(null)");
 }
 
+const char *h3_precision_name(h3_precision p) {
+    switch (p) {
+    case H3_PRECISION_BF16: return "bf16";
+    case H3_PRECISION_FP8: return "fp8";
+    }
+    return NULL;
+}
+
+h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status) {
+    if (text && strcmp(text, "bf16") == 0) *out = H3_PRECISION_BF16;
+    else if (text && strcmp(text, "fp8") == 0) *out = H3_PRECISION_FP8;
+    else return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision '%s': must be bf16 or fp8", text ? text : "(null)");
+    return H3_OK;
+}
+
 h3_engine_options h3_engine_options_default(void) {
     h3_engine_options o;
     memset(&o, 0, sizeof o);

@@ -216,7 +216,7 @@ static h3_status_code load_gates(h3_dit *dit, h3_status *status) {
                                 : h3_adapter_gate_header(dit->adapter, i, &gate, &present, status);
         if (rc == H3_OK && (data || present)) {
             dit->w.blocks[i].gate_active = data ? !all_zero(&gate) : 1;
-            rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+            rc = h3_tp_weight_load(dit->b, &dit->tp, &gate, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
             if (rc == H3_OK) rc = gate_home(dit, i, status);
         }
@@ -238,7 +238,7 @@ static h3_status_code load_checkpoint_gates(h3_dit *dit, h3_status *status) {
         h3_status_code rc = h3_checkpoint_get(dit->ckpt, name, 2, (int64_t[]){inner, dit->cfg.hidden_size}, &gate,
                                               status);
         if (rc == H3_OK)
-            rc = h3_tp_weight_load(dit->b, &dit->tp, gate, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+            rc = h3_tp_weight_load(dit->b, &dit->tp, gate, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
         if (rc == H3_OK) rc = gate_home(dit, i, status);
         if (rc != H3_OK) return rc;
@@ -400,7 +400,7 @@ h3_status_code h3_dit_create_random_gates(h3_dit *dit, uint64_t seed, h3_status 
         if (rc == H3_OK) rc = h3_checkpoint_get(ck, name, 2, shape, &src, status);
         h3_weight_free(dit->b, &dit->w.blocks[i].gate);
         if (rc == H3_OK)
-            rc = h3_tp_weight_load(dit->b, &dit->tp, src, H3_TP_HEADS, H3_WEIGHT_DEFAULT, &dit->w.blocks[i].gate,
+            rc = h3_tp_weight_load(dit->b, &dit->tp, src, H3_TP_HEADS, H3_WEIGHT_LINEAR, &dit->w.blocks[i].gate,
                                    status);
         if (rc == H3_OK) rc = gate_home(dit, i, status);
         dit->w.blocks[i].gate_active = rc == H3_OK;

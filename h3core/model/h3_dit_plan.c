@@ -221,11 +221,11 @@ static void want_block(plan *p, h3_dit_block *blk, const char *prefix, int with_
     want(p, DST(blk, norm1), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, D, 0, NAME("norm1.weight"));
     want(p, DST(blk, norm2), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, D, 0, NAME("norm2.weight"));
     if (native) {
-        want_split(p, DST(blk, qkv), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_QKV, H3_TP_QKV, 3 * inner, D,
+        want_split(p, DST(blk, qkv), H3_WEIGHT_LINEAR, H3_DIT_SOURCE_QKV, H3_TP_QKV, 3 * inner, D,
                    NAME("attn.qkv_proj.weight"));
     } else {
         h3_dit_request r = {.kind = H3_DIT_SOURCE_QKV, .n_names = 3, .ndim = 2, .shape = {inner, D},
-                            .type = H3_WEIGHT_DEFAULT, .role = H3_TP_QKV, .dst = DST(blk, qkv)};
+                            .type = H3_WEIGHT_LINEAR, .role = H3_TP_QKV, .dst = DST(blk, qkv)};
         snprintf(r.names[0], sizeof r.names[0], "%sattn.to_q.weight", prefix);
         snprintf(r.names[1], sizeof r.names[1], "%sattn.to_k.weight", prefix);
         snprintf(r.names[2], sizeof r.names[2], "%sattn.to_v.weight", prefix);
@@ -235,15 +235,15 @@ static void want_block(plan *p, h3_dit_block *blk, const char *prefix, int with_
          NAME(native ? "attn.q_norm.weight" : "attn.norm_q.weight"));
     want(p, DST(blk, norm_k), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, c->head_dim, 0,
          NAME(native ? "attn.k_norm.weight" : "attn.norm_k.weight"));
-    want_split(p, DST(blk, out), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, H3_TP_OUT, D, inner,
+    want_split(p, DST(blk, out), H3_WEIGHT_LINEAR, H3_DIT_SOURCE_PLAIN, H3_TP_OUT, D, inner,
                NAME(native ? "attn.out_proj.weight" : "attn.to_out.0.weight"));
-    want_split(p, DST(blk, fc1), H3_WEIGHT_DEFAULT, native ? H3_DIT_SOURCE_FC1 : H3_DIT_SOURCE_PLAIN, H3_TP_FFN_IN,
+    want_split(p, DST(blk, fc1), H3_WEIGHT_LINEAR, native ? H3_DIT_SOURCE_FC1 : H3_DIT_SOURCE_PLAIN, H3_TP_FFN_IN,
                2 * F, D, NAME(native ? "mlp.fc1.weight" : "ff.net.0.proj.weight"));
-    want_split(p, DST(blk, fc2), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, H3_TP_FFN_OUT, D, F,
+    want_split(p, DST(blk, fc2), H3_WEIGHT_LINEAR, H3_DIT_SOURCE_PLAIN, H3_TP_FFN_OUT, D, F,
                NAME(native ? "mlp.fc2.weight" : "ff.net.2.weight"));
     if (with_adaln) {
         int64_t A = H3_DIT_ADALN_WIDTH(D);
-        want_split(p, DST(blk, adaln_w), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, H3_TP_GATHER, A, c->time_embed_dim,
+        want_split(p, DST(blk, adaln_w), H3_WEIGHT_LINEAR, H3_DIT_SOURCE_PLAIN, H3_TP_GATHER, A, c->time_embed_dim,
                    NAME("adaln_proj.linear.weight"));
         want_split(p, DST(blk, adaln_b), H3_WEIGHT_DEFAULT, H3_DIT_SOURCE_PLAIN, H3_TP_GATHER, A, 0,
                    NAME("adaln_proj.linear.bias"));

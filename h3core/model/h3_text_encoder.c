@@ -309,7 +309,7 @@ static h3_status_code load_gate_up(h3_backend *b, const h3_tp *tp, const h3_st_t
         stacked.shape[0] = gate->shape[0] + up->shape[0];
         stacked.numel = gate->numel + up->numel;
         stacked.nbytes = gate->nbytes + up->nbytes;
-        return h3_tp_weight_load(b, tp, &stacked, H3_TP_FFN_IN, H3_WEIGHT_DEFAULT, out, status);
+        return h3_tp_weight_load(b, tp, &stacked, H3_TP_FFN_IN, H3_WEIGHT_LINEAR, out, status);
     }
     void *buf = malloc(gate->nbytes + up->nbytes);
     if (!buf) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: tensor '%s': out of host memory", gate->file_path, gate->name);
@@ -322,7 +322,7 @@ static h3_status_code load_gate_up(h3_backend *b, const h3_tp *tp, const h3_st_t
     fused.numel = gate->numel + up->numel;
     fused.nbytes = gate->nbytes + up->nbytes;
     fused.data = buf;
-    h3_status_code rc = h3_tp_weight_load(b, tp, &fused, H3_TP_FFN_IN, H3_WEIGHT_DEFAULT, out, status);
+    h3_status_code rc = h3_tp_weight_load(b, tp, &fused, H3_TP_FFN_IN, H3_WEIGHT_LINEAR, out, status);
     free(buf);
     return rc;
 }
@@ -338,7 +338,9 @@ static h3_status_code load_layer(h3_text_encoder *te, const h3_checkpoint *ck, c
     for (int r = 0; r < W_PER_LAYER; r++) {
         h3_tensor *slot = layer_slot(lw, r);
         if (!slot) continue;
-        if ((rc = h3_tp_weight_load(te->b, &te->tp, src[r], tp_role(r), H3_WEIGHT_DEFAULT, slot, status)) != H3_OK)
+        /* the projections are the big linears (fp8 under precision=fp8); the norms are not */
+        h3_weight_type type = tp_role(r) == H3_TP_REPLICATED ? H3_WEIGHT_DEFAULT : H3_WEIGHT_LINEAR;
+        if ((rc = h3_tp_weight_load(te->b, &te->tp, src[r], tp_role(r), type, slot, status)) != H3_OK)
             return rc;
     }
     rc = load_gate_up(te->b, &te->tp, src[W_GATE], src[W_UP], &lw->gate_up, status);

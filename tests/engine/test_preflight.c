@@ -9,6 +9,8 @@
  * - compute=cuda and GPU lists against this build and machine: an error
  *   that says what is missing (no CUDA backend, no driver, no GPU, no such
  *   GPU), and nothing on the CPU;
+ * - precision: fp8 with compute=cuda-f32 and a value outside the enum are
+ *   refused as open refuses them; fp8 on the CPU passes;
  * - and that it loads nothing: it runs in milliseconds on the tiny model. */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -209,7 +211,20 @@ static void test_keyframes(void) {
     g_free(tmp);
 }
 
+static void test_precision(void) {
+    h3_engine_options o = h3_engine_options_default();
+    h3_request r = small_request();
+    o.compute = H3_COMPUTE_CUDA_F32;
+    o.precision = H3_PRECISION_FP8;
+    expect(&o, &r, H3_ERR_UNSUPPORTED, "precision=bf16", "fp8 with cuda-f32");
+    o.compute = H3_COMPUTE_CPU;
+    expect(&o, &r, H3_OK, NULL, "fp8 on the CPU");
+    o.precision = (h3_precision)5;
+    expect(&o, &r, H3_ERR_INVALID_ARGUMENT, "precision 5", "precision 5");
+}
+
 int main(void) {
+    test_precision();
     test_keyframes();
     test_sample_rate();
     test_model_dir();

@@ -3,7 +3,8 @@
  * *.safetensors), random weights made on the backend, through a whole
  * pipeline to EOS; the dummy FastH3 adapters give their 4 forwards; a
  * mismatched mode and adapter kind, and safetensors on a folder without
- * weights, end in an error message that says why. */
+ * weights, end in an error message that says why; precision=fp8 runs and
+ * the stats say so. */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -67,6 +68,7 @@ typedef struct
   gchar *error;                 /* the error's message, or NULL */
   gint steps;                   /* from h3videosrc/done */
   gboolean random_weights;      /* from the stats property at EOS */
+  gchar precision[128];         /* likewise */
   guint64 video_bytes;
   gchar *memory;                /* the stats' memory mode at EOS */
   GChecksum *video_sum, *audio_sum;     /* of every buffer's bytes, in order */
@@ -186,6 +188,8 @@ run_pipeline (const gchar * props, Run * r)
     g_object_get (src, "stats", &stats, NULL);
     if (stats) {
       gst_structure_get_boolean (stats, "random-weights", &r->random_weights);
+      const gchar *precision = gst_structure_get_string (stats, "precision");
+      g_strlcpy (r->precision, precision ? precision : "", sizeof r->precision);
       r->memory = g_strdup (gst_structure_get_string (stats, "memory"));
       gst_structure_free (stats);
     }
@@ -229,6 +233,23 @@ GST_START_TEST (test_dummy_adapters)
   fail_unless (r.error != NULL && strstr (r.error, "vsa") != NULL,
       "a VSA adapter with backend=fa: %s", r.error ? r.error : "no error");
   run_clear (&r);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_dummy_fp8)
+{
+  Run r;
+
+  run_pipeline ("load-format=dummy steps=2 precision=fp8", &r);
+  fail_unless (r.error == NULL, "error: %s", r.error);
+  fail_unless (r.eos);
+  fail_unless (g_str_has_prefix (r.precision, "fp8 (e4m3: "),
+      "stats precision: '%s'", r.precision);
+  fail_unless_equals_uint64 (r.video_bytes, (guint64) 22 * 64 * 32 * 3);
+  run_pipeline ("load-format=dummy steps=2", &r);
+  fail_unless (strcmp (r.precision, "f32") == 0,
+      "stats precision on the CPU by default: '%s'", r.precision);
 }
 
 GST_END_TEST;
@@ -285,6 +306,7 @@ h3videosrc_dummy_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_dummy_base_model);
   tcase_add_test (tc, test_dummy_adapters);
+  tcase_add_test (tc, test_dummy_fp8);
   tcase_add_test (tc, test_safetensors_without_weights);
   tcase_add_test (tc, test_memory_stream);
   return s;

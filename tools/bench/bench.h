@@ -47,6 +47,7 @@ typedef struct bench_options {
     int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
     int attention_variant; /* --attention-variant: an h3_cuda_attention_variant; 0 AUTO, the backend's default */
     int vsa_pipelined;     /* --vsa-pipelined 0|1|2: the Hopper VSA kernel's consumer; 0, the default */
+    int fp8;               /* --fp8: 0 off (default), 1 on, 2 only: fp8 against bf16 (fp8.c) */
     const char *commit, *reference, *python, *dump_dir;
     const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
     const char *vsa_anchors; /* --vsa-anchors DIR: FastVideo's TK and Triton VSA kernels (../shared/anchors/vsa
@@ -144,5 +145,9 @@ void audio_vae_profile(int n_latents);
  * (h3_fl2va_reference.py), and the seconds an FL2VA clip adds over T2VA; with --perf-md its row goes
  * before the file's "<!-- fl2va-runs -->" line (the table appended first when there is none). */
 void fl2va_bench(const bench_options *o, const char *gpu);
+
+/* fp8.c: precision=fp8 against bf16: the block's GEMMs at S1 (the linear, its quantisation and FP8 GEMM
+ * alone), and the product's forward at 1 and --blocks blocks in both, with rel-L2 of the velocities. */
+void fp8_bench(const bench_options *o);
 
 #endif

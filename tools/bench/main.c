@@ -21,6 +21,8 @@
  *                 adds over T2VA (--fl2va on|off|only);
  *   attention.c   alone with --attention only: every dense attention kernel
  *                 and torch SDPA;
+ *   fp8.c         precision=fp8 against bf16 (--fp8 on|off|only, default off):
+ *                 the block's GEMMs and the forward, times and rel-L2.
  *   stream.c      with --stream on|only: the product's forward resident and
  *                 memory=stream (no cap, 80, 48, 24 GiB), overhead, peaks.
  * Results go to stdout; --perf-md FILE also records the ops and VSA rows in
@@ -42,6 +44,7 @@ static void usage(void) {
             "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
             "                [--forward on|off|only] [--stream on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
             "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
+            "                [--fp8 on|off|only]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
             "  --devices LIST  the forward section's GPUs, one tensor-parallel rank each, NCCL between them\n"
@@ -70,7 +73,11 @@ static void usage(void) {
             "                  and then in host memory); --max-pinned-memory GIB: its pin budget (default half the host)\n"
             "  --fl2va on|off|only  one 1280x736 keyframe: the vision tower and the VAE encoder against eager\n"
             "                  torch (tools/bench/h3_fl2va_reference.py, same weights, rel-L2), and the seconds an\n"
-            "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n");
+            "                  FL2VA clip adds over T2VA (text encoder and DiT at both lengths); default on\n"
+            "  --fp8 on|off|only  precision=fp8 against bf16 in the same run: the block's GEMMs at S 34710 (bf16,\n"
+            "                  the fp8 linear, its quantisation and FP8 GEMM alone, rel-L2), and the forward at\n"
+            "                  1280x736x124 with 1 and --blocks blocks in each (times, weight bytes, rel-L2 of\n"
+            "                  the velocities); default off\n");
 }
 
 /* The names of h3_cuda_attention_variant, as --attention-variant takes them. */
@@ -156,6 +163,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--vae") && (n = parse_section(v)) >= 0) o->vae = n;
     else if (!strcmp(a, "--vae-reps")) o->vae_reps = atoi(v);
     else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
+    else if (!strcmp(a, "--fp8") && (n = parse_section(v)) >= 0) o->fp8 = n;
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--stream") && (n = parse_section(v)) >= 0) o->stream = n;
@@ -222,6 +230,7 @@ static int run_all(const bench_options *o, const char *gpu) {
     if (vsa) vsa_report(o, vsa, gpu);
     if (o->vae) vae_bench(o);
     if (o->fl2va) fl2va_bench(o, gpu);
+    if (o->fp8) fp8_bench(o);
     if (o->stream) stream_bench(o); /* last: it fills the device and then the host with the blocks */
     vsa_free(vsa);
     ops_free(ops);
@@ -231,6 +240,10 @@ static int run_all(const bench_options *o, const char *gpu) {
 /* One section alone (--fl2va only, --vae only, --attention only, --vsa only, --stream only, --forward only); -1
  * when none is alone. */
 static int run_alone(const bench_options *o, const char *gpu) {
+    if (o->fp8 == 2) { /* fp8 against bf16: the GEMMs and the forward, nothing else */
+        fp8_bench(o);
+        return 0;
+    }
     if (o->fl2va == 2) { /* a keyframe's vision tower and VAE encode against eager torch, and the surcharge */
         fl2va_bench(o, gpu);
         return 0;
@@ -263,8 +276,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 ||
-                       (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 && o.stream != 2);
+    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 &&
+                                          o.stream != 2 && o.fp8 != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);
         return 2;

@@ -77,6 +77,10 @@ static int cpu_copy_bytes(h3_backend *b, void *dst, const void *src, size_t byte
 static int cpu_synchronize(h3_backend *b) { return 0; }
 
 static void cpu_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
+    if (w->dtype == H3_F8E4M3) {
+        h3_cpu_linear_fp8(b, y, x, w, bias); /* precision=fp8: h3_cpu_fp8.c */
+        return;
+    }
     if (!h3_cpu_need_f32(b, "linear", y) || !h3_cpu_need_f32(b, "linear", x) || !h3_cpu_need_f32(b, "linear", w) ||
         !h3_cpu_need_f32(b, "linear", bias))
         return;
@@ -363,6 +367,7 @@ static const h3_backend_ops cpu_ops = {
     .download = cpu_copy_bytes,
     .synchronize = cpu_synchronize,
     .linear = cpu_linear,
+    .quantize_fp8 = h3_cpu_quantize_fp8, /* h3_cpu_fp8.c */
     .rms_norm = cpu_rms_norm,
     .layer_norm = cpu_layer_norm,
     .binary = cpu_binary,

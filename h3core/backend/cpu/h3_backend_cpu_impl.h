@@ -21,6 +21,11 @@ int h3_cpu_need_f32(h3_backend *b, const char *op, const h3_tensor *t);
  * the sticky error set, when out of memory. */
 float *h3_cpu_scratch(h3_backend *b, size_t n);
 
+/* ---- h3_cpu_fp8.c (precision=fp8) ---- */
+void h3_cpu_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
+/* h3_op_linear with an H3_F8E4M3 weight. */
+void h3_cpu_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
+
 /* ---- h3_cpu_video_vae.c ---- */
 void h3_cpu_copy_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *src, const h3_view *sv);
 void h3_cpu_blend_view(h3_backend *b, h3_tensor *dst, const h3_view *dv, const h3_tensor *a, const h3_view *av,

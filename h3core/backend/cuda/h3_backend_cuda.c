@@ -98,6 +98,7 @@ static void cuda_destroy(h3_backend *b) {
         cublasLtMatrixLayoutDestroy(p->bl);
         cublasLtMatrixLayoutDestroy(p->c);
     }
+    h3_cuda_fp8_plans_destroy(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
     for (int i = 0; i < 4; i++)
         if (c->vsa_events[i]) cudaEventDestroy(c->vsa_events[i]);
@@ -361,6 +362,11 @@ static void linear_scratch_parts(const h3_tensor *y, const h3_tensor *x, const h
                                  size_t *obytes) {
     int64_t M = h3_tensor_rows(x), K = h3_tensor_cols(x), N = w->shape[0];
     h3_dtype ab = w->dtype, out = gemm_can_write(ab, y->dtype) ? y->dtype : H3_F32;
+    if (ab == H3_F8E4M3) { /* precision=fp8: x's codes and scales (h3_cuda_fp8.c) */
+        *xbytes = h3_cuda_linear_fp8_scratch(x);
+        *obytes = 0;
+        return;
+    }
     *xbytes = x->dtype == ab ? 0 : align_up((size_t)(M * K) * h3_dtype_size(ab));
     *obytes = out == y->dtype ? 0 : align_up((size_t)(M * N) * 4);
 }
@@ -371,6 +377,10 @@ static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     h3_dtype ab = w->dtype;
     if (ab == H3_I32) {
         h3_backend_fail(b, H3_ERR_INTERNAL, "cuda linear: i32 weight");
+        return;
+    }
+    if (ab == H3_F8E4M3) {
+        h3_cuda_linear_fp8(b, y, x, w, bias); /* precision=fp8: h3_cuda_fp8.c */
         return;
     }
     if (M == 0 || N == 0) return;
@@ -630,6 +640,8 @@ static const h3_backend_ops cuda_ops = {
     .stream_release = h3_cuda_stream_release,
     .stream_stalls = h3_cuda_stream_stalls,
     .linear = cuda_linear,
+    .quantize_fp8 = h3_cuda_quantize_fp8, /* h3_cuda_fp8.c */
+    .fp8_check = h3_cuda_fp8_check,
     .rms_norm = cuda_rms_norm,
     .layer_norm = cuda_layer_norm,
     .binary = cuda_binary,
@@ -802,6 +814,12 @@ static h3_dtype measure_weight_dtype(const h3_measure_target *t, h3_weight_type 
 
 static size_t measure_grown(size_t need) { return H3_CUDA_SCRATCH_GROWN(need); }
 
+static h3_status_code measure_fp8_check(const h3_measure_target *t, h3_status *status) {
+    char gpu[64];
+    snprintf(gpu, sizeof gpu, "a GPU of compute capability %d.%d", t->sm / 10, t->sm % 10);
+    return h3_cuda_fp8_check_at(t->sm, t->exact, gpu, status);
+}
+
 static size_t measure_linear(const h3_measure_target *t, const h3_tensor *y, const h3_tensor *x, const h3_tensor *w) {
     (void)t;
     if (w->dtype == H3_I32 || h3_tensor_rows(x) == 0 || w->shape[0] == 0) return 0;
@@ -848,6 +866,7 @@ h3_status_code h3_backend_cuda_create_measure(int sm, int exact, h3_backend **ou
         .exact = exact,
         .weight_dtype = measure_weight_dtype,
         .scratch_grown = measure_grown,
+        .fp8_check = measure_fp8_check,
         .linear_scratch = measure_linear,
         .attention_scratch = measure_attention,
         .vsa_scratch = measure_vsa,

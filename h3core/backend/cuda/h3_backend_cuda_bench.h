@@ -42,6 +42,15 @@ typedef enum h3_cuda_attention_variant {
 } h3_cuda_attention_variant;
 
 /* Sets the variant for later calls; returns the previous setting. */
+/* precision=fp8's linear in its two steps, for h3-bench's --fp8 section:
+ * x [M,K] quantised per row into codes (an H3_F8E4M3 tensor [M,K]; its
+ * scale pointer is ignored) and scales (F32 [M]), then the FP8 GEMM
+ * y = (codes·wᵀ) scaled by both rows' scales, w an FP8 weight. Errors are
+ * the backend's sticky ones. */
+void h3_backend_cuda_fp8_quantize(h3_backend *b, h3_tensor *codes, h3_tensor *scales, const h3_tensor *x);
+void h3_backend_cuda_fp8_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *codes, const h3_tensor *scales,
+                              const h3_tensor *w);
+
 h3_cuda_attention_variant h3_backend_cuda_set_attention_variant(h3_backend *b, h3_cuda_attention_variant path);
 
 /* Name of the kernel an attention call with these arguments runs now. */

@@ -24,6 +24,7 @@
 #include "backend/h3_backend_impl.h"
 
 #define PLAN_CACHE 64
+#define FP8_PLAN_CACHE 32 /* precision=fp8's GEMM shapes (h3_cuda_fp8.c) */
 #define CUDA_ARENA_CHUNK ((size_t)256 << 20) /* the smallest activation arena chunk */
 #define WORKSPACE_BYTES ((size_t)64 << 20) /* cuBLASLt's, allocated at creation */
 /* The device words the backend keeps: the kernels' error word, then the
@@ -77,6 +78,8 @@ typedef struct cuda_impl {
     int conv1d_path; /* h3_backend_cuda_set_conv1d_path: 0 (the default) chosen per shape (h3_cuda_vae.c) */
     gemm_plan plans[PLAN_CACHE];
     int next_plan;
+    gemm_plan fp8_plans[FP8_PLAN_CACHE]; /* h3_cuda_fp8.c */
+    int next_fp8_plan;
 } cuda_impl;
 
 static inline cuda_impl *impl_of(h3_backend *b) { return b->impl; }
@@ -120,6 +123,20 @@ size_t h3_cuda_conv1d_scratch(const h3_tensor *y, const h3_tensor *x, const h3_t
                               int groups);
 size_t h3_cuda_snake_scratch(const h3_tensor *y, const h3_tensor *x);
 
+/* h3_cuda_fp8.c (precision=fp8) */
+/* The refusal of fp8 on a device of compute capability sm (exact: the
+ * float32 mode); gpu names it in the message. */
+h3_status_code h3_cuda_fp8_check_at(int sm, int exact, const char *gpu, h3_status *status);
+h3_status_code h3_cuda_fp8_check(h3_backend *b, h3_status *status);
+void h3_cuda_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
+/* h3_op_linear with an H3_F8E4M3 weight, and its scratch (x's codes and scales). */
+void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
+size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x);
+/* D[M,N] (dtype) = (X·Wᵀ) scaled by w_scale[N] and x_scale[M], + bias[N]
+ * of D's type; X and W E4M3 codes. Returns 1 when the bias was applied. */
+int h3_cuda_gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
+                     const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias);
+void h3_cuda_fp8_plans_destroy(cuda_impl *c);
 /* h3_cuda_stream.c: weight streaming (h3_weight_stream.h) */
 void *h3_cuda_host_alloc(h3_backend *b, size_t bytes, int pinned);
 void h3_cuda_host_free(h3_backend *b, void *p, int pinned);

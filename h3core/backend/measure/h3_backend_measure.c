@@ -107,6 +107,17 @@ static void op_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_
     if (m->t.linear_scratch) take_scratch(b, m->t.linear_scratch(&m->t, y, x, w));
 }
 
+static h3_status_code measure_fp8_check(h3_backend *b, h3_status *status) {
+    measure_impl *m = impl_of(b);
+    return m->t.fp8_check(&m->t, status);
+}
+
+/* precision=fp8: the codes and scales were allocated by h3_backend.c, as
+ * on the real backend; quantising them computes nothing. */
+static void op_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src) {
+    (void)b, (void)dst, (void)src;
+}
+
 static void op_attention(h3_backend *b, h3_tensor *o, const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                          int n_heads, int n_kv_heads, int head_dim, int causal, float scale) {
     measure_impl *m = impl_of(b);
@@ -238,6 +249,7 @@ static int64_t op_count_nonfinite(h3_backend *b, const h3_tensor *t) {
 
 static void mirror_ops(h3_backend_ops *ops, const h3_backend_ops *target) {
     MIRROR(linear, op_linear);
+    MIRROR(quantize_fp8, op_quantize_fp8);
     MIRROR(rms_norm, op_rms_norm);
     MIRROR(layer_norm, op_layer_norm);
     MIRROR(binary, op_binary);
@@ -298,6 +310,7 @@ h3_status_code h3_backend_measure_create(const h3_measure_target *target, h3_bac
     ops->download = measure_download;
     ops->synchronize = measure_synchronize;
     ops->trim_scratch = measure_trim_scratch;
+    ops->fp8_check = target->fp8_check ? measure_fp8_check : NULL;
     ops->pins_host = target->ops->pins_host; /* host copies pinned as the target would (h3_weight_stream.c) */
     mirror_ops(ops, target->ops);
     h3_backend_init(b, ops, m);

@@ -61,7 +61,11 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
         return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC; /* as AUTO */
     /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong, 192-key tiles (H200, 2026-12-03, three runs in two
      * sessions: 1-1.6% over 128-key tiles, 615-618 TF/s at S 34,710-37,966 against cuDNN SDPA's 578) */
-    default: return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
+    /* AUTO for head_dim 64 (the video VAE's ViT, f16) on Hopper: k_attn_d64 with 192-key tiles (H200,
+     * 2026-12-04: the whole video decode 4342 ms against 4734 on mma.sync, 4366 with 128-key tiles) */
+    default:
+        if (d64_fits(a)) return H3K_ATTN_D64_N192;
+        return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
     }
 }
 

@@ -6,7 +6,10 @@
  * the weights' codes and scales must be bit-identical, and the products
  * differ only by the order of the float32 sums and the rounding of y to
  * bf16, hence the tolerance: rel-L2 <= 4e-3 for a bf16 y (bf16 keeps 8
- * bits, an RMS rounding error of about 1e-3), 1e-4 for an f32 y. Shapes:
+ * bits, an RMS rounding error of about 1e-3), 5e-4 for an f32 y: Hopper's
+ * FP8 tensor cores accumulate with fewer mantissa bits than IEEE float32
+ * (about 14, DeepSeek-V3's report on the H800), and the H200 measured
+ * 1.83e-4 at K = 2688 against the CPU's float32 sums (2026-12-04). Shapes:
  * ragged row counts, with and without bias, f32 inputs (the AdaLN's), row
  * views of a packed weight (q/k/v of qkv), and the release's qkv, fc1 and
  * fc2 at S = 34,710 rows with 16 rows checked in float64 against the same
@@ -158,7 +161,7 @@ static void test_linear(h3_dtype xd, h3_dtype yd, int64_t M, int64_t K, int64_t 
         size_t n = (size_t)(M * N), bad = 0;
         for (size_t i = 0; got && i < n; i++) bad += !isfinite(got[i]);
         double e = ref && got && !bad ? h3_test_rel_l2(got, ref, n) : INFINITY;
-        double tol = yd == H3_F32 ? 1e-4 : 4e-3;
+        double tol = yd == H3_F32 ? 5e-4 : 4e-3; /* the header says why */
         CHECK(bad == 0 && e <= tol, "%s: rel-L2 %.3g (tolerance %.1g), %zu not finite", name, e, tol, bad);
         printf("  %-64s rel L2 %.2e%s\n", name, e, e <= tol && !bad ? "" : "  FAIL");
         free(ref);

@@ -220,4 +220,8 @@ void fp8_bench(const bench_options *o) {
     release_dit_config(&cfg);
     forward_pair(o, &cfg, 1);
     if (o->blocks > 1) forward_pair(o, &cfg, o->blocks);
+    uint64_t after = h3_backend_cuda_fp8_scaled_after(B);
+    printf("  scales: %s (%llu FP8 GEMMs ran unscaled, their per-row scales applied by a pass after them)\n",
+           after ? "cuBLASLt has no outer-vector-scaled FP8 algorithm here" : "inside cuBLASLt (outer vectors)",
+           (unsigned long long)after);
 }

@@ -52,6 +52,10 @@ typedef enum h3_cuda_attention_variant {
 void h3_backend_cuda_fp8_quantize(h3_backend *b, h3_tensor *codes, h3_tensor *scales, const h3_tensor *x);
 void h3_backend_cuda_fp8_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *codes, const h3_tensor *scales,
                               const h3_tensor *w);
+/* How many FP8 GEMMs so far ran unscaled with their per-row scales applied
+ * by a pass after them (cuBLASLt offered no outer-vector-scaled algorithm
+ * for the shape, as on Hopper); 0 when every one was scaled inside. */
+uint64_t h3_backend_cuda_fp8_scaled_after(const h3_backend *b);
 
 h3_cuda_attention_variant h3_backend_cuda_set_attention_variant(h3_backend *b, h3_cuda_attention_variant path);
 

@@ -46,6 +46,7 @@ typedef struct gemm_plan {
     int64_t M, N, K;
     cudaDataType_t ab, d;
     int bias, align;
+    int vec; /* FP8: 1 per-row outer-vector scales in cuBLASLt, 0 none (h3_cuda_fp8.c applies them after) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, bl, c;
     cublasLtMatmulAlgo_t algo;
@@ -80,6 +81,7 @@ typedef struct cuda_impl {
     int next_plan;
     gemm_plan fp8_plans[FP8_PLAN_CACHE]; /* h3_cuda_fp8.c */
     int next_fp8_plan;
+    uint64_t fp8_scaled_after; /* FP8 GEMMs whose scales a pass applied after (no outer-vector algorithm) */
 } cuda_impl;
 
 static inline cuda_impl *impl_of(h3_backend *b) { return b->impl; }
@@ -132,10 +134,6 @@ void h3_cuda_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
 /* h3_op_linear with an H3_F8E4M3 weight, and its scratch (x's codes and scales). */
 void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
 size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x);
-/* D[M,N] (dtype) = (X·Wᵀ) scaled by w_scale[N] and x_scale[M], + bias[N]
- * of D's type; X and W E4M3 codes. Returns 1 when the bias was applied. */
-int h3_cuda_gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
-                     const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias);
 void h3_cuda_fp8_plans_destroy(cuda_impl *c);
 /* h3_cuda_stream.c: weight streaming (h3_weight_stream.h) */
 void *h3_cuda_host_alloc(h3_backend *b, size_t bytes, int pinned);

@@ -8,7 +8,12 @@
  * applied by cuBLASLt as outer vectors (CUBLASLT_MATMUL_MATRIX_SCALE_
  * OUTER_VEC_32F, cuBLAS 12.9+: D[i,j] = a_scale[i]·b_scale[j]·Σ A·B), and
  * y written in its own dtype (bf16) with the bias fused when an algorithm
- * has that epilogue. cuBLASLt's FP8 kernels take only the "TN" layout,
+ * has that epilogue. Where cuBLASLt has no algorithm with outer-vector
+ * scales (Hopper: cuBLAS 13.1 on an H200 has none, measured 2026-12-04;
+ * they are Blackwell's), the GEMM runs unscaled into y and one pass then
+ * multiplies each output by its row's and column's scales and adds the
+ * bias (h3k_fp8_rescale), in the CPU's order: y rounded to bf16 once more
+ * than with the fused scales. cuBLASLt's FP8 kernels take only the "TN" layout,
  * which is exactly ours: A = w [N,K] row-major seen transposed, B = x
  * [M,K] row-major seen as K×M, both K-major with K and N multiples of 16
  * (the load keeps other weights in bf16, h3_backend.c).
@@ -75,15 +80,16 @@ static void plan_release(gemm_plan *p) {
 }
 
 /* The descriptor and layouts of one FP8 shape; 0 when cuBLASLt refuses them. */
-static int plan_describe(gemm_plan *p, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias) {
+static int plan_describe(gemm_plan *p, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias, int vec_scales) {
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 0;
     int okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0 &&
                cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0 &&
-               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0 &&
-               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0 &&
+               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    if (okay && vec_scales)
+        okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0 &&
                cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec) == 0;
     if (okay && bias) okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d) == 0;
     okay = okay &&
@@ -97,11 +103,12 @@ static int plan_describe(gemm_plan *p, int64_t M, int64_t N, int64_t K, cudaData
  * so). A shape without one is remembered too (valid = -1, no descriptors),
  * so a bias epilogue cuBLASLt lacks is not asked for again at every call. */
 static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias,
-                                int align) {
+                                int align, int vec) {
     cuda_impl *c = impl_of(b);
     for (int i = 0; i < FP8_PLAN_CACHE; i++) {
         gemm_plan *p = &c->fp8_plans[i];
-        if (p->valid && p->M == M && p->N == N && p->K == K && p->d == d && p->bias == bias && p->align == align)
+        if (p->valid && p->M == M && p->N == N && p->K == K && p->d == d && p->bias == bias && p->align == align &&
+            p->vec == vec)
             return p->valid > 0 ? p : NULL;
     }
     gemm_plan *p = &c->fp8_plans[c->next_fp8_plan];
@@ -109,7 +116,7 @@ static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, 
     plan_release(p);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    if (plan_describe(p, M, N, K, d, bias)) {
+    if (plan_describe(p, M, N, K, d, bias, vec)) {
         cublasLtMatmulPreference_t pref = NULL;
         if (cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
             size_t ws = WORKSPACE_BYTES;
@@ -132,6 +139,7 @@ static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, 
     p->d = d;
     p->bias = bias;
     p->align = align;
+    p->vec = vec;
     p->valid = found < 1 ? -1 : 1;
     return found < 1 ? NULL : p;
 }
@@ -146,34 +154,59 @@ static int alignment_of(const void *a, const void *b, const void *d) {
     return (int)(v & (~v + 1));
 }
 
-int h3_cuda_gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
-                     const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias) {
+/* D = the scaled product (+ bias): returns FP8_BIAS_FUSED when the bias
+ * went in with it, FP8_SCALES_AFTER when D holds the unscaled product (no
+ * algorithm with outer-vector scales: the caller runs h3k_fp8_rescale). */
+enum { FP8_BIAS_FUSED = 1, FP8_SCALES_AFTER = 2 };
+
+static int gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
+                    const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias) {
     cuda_impl *c = impl_of(b);
     cudaDataType_t d = out_type(dtype);
-    int align = alignment_of(W, X, D);
-    gemm_plan *p = bias ? find_fp8_plan(b, M, N, K, d, 1, align) : NULL;
-    if (!p) {
-        bias = NULL;
-        p = find_fp8_plan(b, M, N, K, d, 0, align);
-    }
+    int align = alignment_of(W, X, D), result = 0;
+    gemm_plan *p = bias ? find_fp8_plan(b, M, N, K, d, 1, align, 1) : NULL;
+    if (p) result = FP8_BIAS_FUSED;
+    if (!p) p = find_fp8_plan(b, M, N, K, d, 0, align, 1);
+    if (!p && (p = find_fp8_plan(b, M, N, K, d, 0, align, 0))) result = FP8_SCALES_AFTER;
     if (!p) {
         h3_backend_fail(b, H3_ERR_DEVICE,
-                        "cuBLASLt: no FP8 algorithm (E4M3, per-row outer-vector scales) for %lldx%lldx%lld into %s "
-                        "(align %d) on %s; use precision=bf16",
+                        "cuBLASLt: no FP8 algorithm (E4M3, with or without per-row scales) for %lldx%lldx%lld into "
+                        "%s (align %d) on %s; use precision=bf16",
                         (long long)M, (long long)N, (long long)K, h3_dtype_name(dtype), align, c->name);
         return 0;
     }
-    /* cuBLAS's A is w (its rows are D's rows in column-major), B is x */
-    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale);
-    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale);
-    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (p->vec) { /* cuBLAS's A is w (its rows are D's rows in column-major), B is x */
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale);
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale);
+    }
+    if (result & FP8_BIAS_FUSED) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     float alpha = 1.0f, beta = 0.0f;
     cublasStatus_t st = cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->bl, &beta, D, p->c, D, p->c, &p->algo,
                                        c->workspace, WORKSPACE_BYTES, c->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         h3_backend_fail(b, H3_ERR_DEVICE, "cuBLASLt FP8 matmul %lldx%lldx%lld: status %d", (long long)M,
                         (long long)N, (long long)K, (int)st);
-    return bias != NULL;
+    if (result & FP8_SCALES_AFTER) c->fp8_scaled_after++;
+    return result;
+}
+
+/* The product with its scales (and the bias, when given) in D. */
+static void gemm_fp8_scaled(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale,
+                            const void *X, const float *x_scale, int64_t M, int64_t N, int64_t K,
+                            const h3_tensor *bias) {
+    cuda_impl *c = impl_of(b);
+    /* the bias epilogue takes a bias of y's type for a bf16/f16 y; an f32 y (whose FP8
+     * bias would be bf16) gets it added after */
+    int fusable = bias && bias->dtype == dtype && dtype != H3_F32;
+    int r = gemm_fp8(b, D, dtype, W, w_scale, X, x_scale, M, N, K, fusable ? bias->data : NULL);
+    if (h3_backend_failed(b)) return;
+    if (r & FP8_SCALES_AFTER)
+        ok(b, h3k_fp8_rescale(D, (int)dtype, x_scale, w_scale, bias ? bias->data : NULL,
+                              bias ? (int)bias->dtype : 0, M, N, c->stream),
+           "linear (fp8): scales");
+    else if (bias && !(r & FP8_BIAS_FUSED))
+        ok(b, h3k_row_vector(1, D, (int)dtype, D, (int)dtype, bias->data, (int)bias->dtype, M, N, c->stream),
+           "linear (fp8): bias");
 }
 
 void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias) {
@@ -191,15 +224,7 @@ void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
     float *xs = (float *)(void *)(tmp + align256((size_t)(M * K)));
     if (!ok(b, h3k_quantize_fp8_rows(xq, xs, x->data, (int)x->dtype, M, K, c->stream), "linear (fp8): quantize x"))
         return;
-    /* the bias epilogue takes a bias of y's type for a bf16/f16 y; an f32 y (whose FP8
-     * bias would be bf16) gets it added after */
-    int fused = bias && bias->dtype == y->dtype && y->dtype != H3_F32;
-    fused = h3_cuda_gemm_fp8(b, y->data, y->dtype, w->data, w->scale, xq, xs, M, N, K, fused ? bias->data : NULL);
-    if (h3_backend_failed(b)) return;
-    if (bias && !fused)
-        ok(b, h3k_row_vector(1, y->data, (int)y->dtype, y->data, (int)y->dtype, bias->data, (int)bias->dtype, M, N,
-                             c->stream),
-           "linear (fp8): bias");
+    gemm_fp8_scaled(b, y->data, y->dtype, w->data, w->scale, xq, xs, M, N, K, bias);
 }
 
 /* ---- h3-bench's hooks (h3_backend_cuda_bench.h) ---------------------------------------- */
@@ -213,6 +238,8 @@ void h3_backend_cuda_fp8_quantize(h3_backend *b, h3_tensor *codes, h3_tensor *sc
 
 void h3_backend_cuda_fp8_gemm(h3_backend *b, h3_tensor *y, const h3_tensor *codes, const h3_tensor *scales,
                               const h3_tensor *w) {
-    h3_cuda_gemm_fp8(b, y->data, y->dtype, w->data, w->scale, codes->data, scales->data, h3_tensor_rows(codes),
-                     w->shape[0], h3_tensor_cols(codes), NULL);
+    gemm_fp8_scaled(b, y->data, y->dtype, w->data, w->scale, codes->data, scales->data, h3_tensor_rows(codes),
+                    w->shape[0], h3_tensor_cols(codes), NULL);
 }
+
+uint64_t h3_backend_cuda_fp8_scaled_after(const h3_backend *b) { return impl_of((h3_backend *)b)->fp8_scaled_after; }

@@ -68,6 +68,16 @@ __global__ void k_quantize_fp8_rows(uint8_t *q, float *scale, const void *x, int
     }
 }
 
+__global__ void k_fp8_rescale(void *y, int ydt, const float *xs, const float *ws, const void *bias, int bdt,
+                              int64_t M, int64_t N) {
+    GRID_STRIDE(i, M * N) {
+        int64_t m = i / N, n = i - m * N;
+        float v = ld1(y, ydt, i) * (xs[m] * ws[n]);
+        if (bias) v += ld1(bias, bdt, n);
+        st1(y, ydt, i, v);
+    }
+}
+
 } // namespace
 
 extern "C" int h3k_quantize_fp8_rows(uint8_t *q, float *scale, const void *x, int xdt, int64_t rows, int64_t cols,
@@ -75,5 +85,15 @@ extern "C" int h3k_quantize_fp8_rows(uint8_t *q, float *scale, const void *x, in
     if (rows <= 0 || cols <= 0) return 0;
     if (rows > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
     k_quantize_fp8_rows<<<(unsigned)rows, kThreads, 0, stream>>>(q, scale, x, xdt, cols);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int h3k_fp8_rescale(void *y, int ydt, const float *xs, const float *ws, const void *bias, int bdt, int64_t M,
+                               int64_t N, cudaStream_t stream) {
+    int64_t n = M * N;
+    if (n <= 0) return 0;
+    int64_t blocks = (n + kThreads - 1) / kThreads;
+    unsigned grid = (unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8);
+    k_fp8_rescale<<<grid, kThreads, 0, stream>>>(y, ydt, xs, ws, bias, bdt, M, N);
     return (int)cudaGetLastError();
 }

@@ -23,6 +23,12 @@ extern "C" {
 int h3k_quantize_fp8_rows(uint8_t *q, float *scale, const void *x, int xdt, int64_t rows, int64_t cols,
                           cudaStream_t stream);
 
+/* y[m, n] = y[m, n]·(xs[m]·ws[n]) (+ bias[n]) in place over y [M, N] of
+ * dtype ydt: the scales of an FP8 GEMM that ran unscaled (Hopper's
+ * cuBLASLt has no per-row outer-vector scaling), in the CPU's order. */
+int h3k_fp8_rescale(void *y, int ydt, const float *xs, const float *ws, const void *bias, int bdt, int64_t M,
+                    int64_t N, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,7 +42,7 @@
  *
  * One file per concern:
  *   gsth3videosrc.c           the element: GObject boilerplate, properties,
- *                             pads, events, queries, state changes
+ *                             pads, state changes
  *   gsth3videosrc-settings.c  the properties' values: defaults, copies, the
  *                             checks before a run (h3core's rules), the
  *                             h3_request
@@ -50,6 +50,7 @@
  *                             process: loads, turns, cancellation
  *   gsth3videosrc-worker.c    the generation thread and the engine callbacks
  *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
+ *   gsth3videosrc-events.c    the application's EOS, seeks, the pads' queries
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
  *                             capabilities structures, engine errors
  *   gsth3videosrc-uri.c       the h3: URI of a clip (h3src handles it)
@@ -432,6 +433,15 @@ void gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
     const GstSegment * segment);
 G_GNUC_INTERNAL
 void gst_h3_video_src_loop (gpointer user_data);
+
+/* ---- gsth3videosrc-events.c ---------------------------------------------- */
+
+/* GstElement::send_event, and the source pads' event and query functions. */
+gboolean gst_h3_video_src_send_event (GstElement * element, GstEvent * event);
+gboolean gst_h3_video_src_src_event (GstPad * pad, GstObject * parent,
+    GstEvent * event);
+gboolean gst_h3_video_src_src_query (GstPad * pad, GstObject * parent,
+    GstQuery * query);
 
 /* ---- gsth3videosrc-messages.c -------------------------------------------- */
 

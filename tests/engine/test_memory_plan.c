@@ -195,6 +195,7 @@ static void test_refusals(void) {
 #ifdef H3_HAVE_CUDA
     h3_engine_fake_gpu_free((uint64_t)100 << 20);
     h3_engine_options o = options_for(0, "auto", H3_COMPUTE_CUDA);
+    o.memory = H3_MEMORY_RESIDENT; /* the resident refusal; memory=auto's (stream's) follows */
     h3_request r = request_for(&SIZES[0], 0);
     h3_memory_plan plan;
     h3_status st = {0};
@@ -209,7 +210,8 @@ static void test_refusals(void) {
     h3_status_code rc = h3_engine_open(&o, &e, &st);
     CHECK(rc == H3_ERR_NO_MEMORY && e == NULL, "open: %s '%s'", h3_status_code_name(rc), st.message);
     const char *parts[] = {"cuda:0 needs ", " GiB before any request (weights ", ": text ", ", transformer ",
-                           ", video-vae ", ", audio-vae ", "; workspace 0.8", " but 0.10 GiB are free"};
+                           ", video-vae ", ", audio-vae ", "; workspace 0.8", " but the 100.00 MiB free on cuda:0 is less",
+                           "use memory=stream or auto"};
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
         CHECK(strstr(st.message, parts[i]) != NULL, "'%s' not in '%s'", parts[i], st.message);
     printf("refused: %s\n", st.message);
@@ -217,6 +219,15 @@ static void test_refusals(void) {
     rc = h3_engine_open(&o, &e, &st);
     CHECK(rc == H3_ERR_NO_MEMORY && strstr(st.message, "cuda:0 needs"), "tp open: %s '%s'", h3_status_code_name(rc),
           st.message);
+    h3_engine_close(e);
+    e = NULL;
+    /* memory=auto (the default) falls back to stream, which does not fit 100 MiB either: refused naming it */
+    o.memory = H3_MEMORY_AUTO;
+    o.devices = NULL;
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_NO_MEMORY && e == NULL && strstr(st.message, "stream mode needs") &&
+              strstr(st.message, "(resident: ") && strstr(st.message, "100.00 MiB free on cuda:0"),
+          "auto open: %s '%s'", h3_status_code_name(rc), st.message);
     h3_engine_close(e);
     h3_engine_fake_gpu_free(0);
 #endif
@@ -376,6 +387,7 @@ static void test_release_plan(void) {
     o.compute = H3_COMPUTE_CUDA;
     o.load_format = H3_LOAD_DUMMY;
     o.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
+    o.memory = H3_MEMORY_RESIDENT; /* the text encoder's release is resident mode's answer */
     h3_request r = h3_request_default();
     r.prompt = "a red fox in snow";
     r.width = 1344;
@@ -455,6 +467,7 @@ static void test_memory_limit(void) {
     o.compute = H3_COMPUTE_CUDA;
     o.load_format = H3_LOAD_DUMMY;
     o.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
+    o.memory = H3_MEMORY_RESIDENT; /* memory=auto would stream at 80 GiB (test_stream, h3-generate) */
     h3_request r = h3_request_default();
     r.prompt = "a red fox in snow";
     r.width = 1280;

@@ -287,21 +287,30 @@ static void adapter_seeds(void) {
     SEED("adapter", "vsa", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"));
 }
 
-static void engine_seeds(void) {
+/* fuzz_engine_open and fuzz_memory_plan read the same inputs; the plan's
+ * own pseudo-files on top. */
+static void engine_seeds(const char *h) {
     static const char *const files[] = {
         "golden_meta.json", "scheduler/scheduler_config.json", "audio_scheduler/scheduler_config.json",
         "transformer/config.json", "text_encoder/config.json", "vae/config.json", "audio_vae/config.json",
         "tokenizer/tokenizer_config.json",
     };
-    SEED("engine_open", "as-is", NULL, text(""));
+    SEED(h, "as-is", NULL, text(""));
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
         char name[32];
         snprintf(name, sizeof name, "file-%02zu", i);
-        SEED("engine_open", name, NULL, named(files[i], model_file(files[i])));
+        SEED(h, name, NULL, named(files[i], model_file(files[i])));
     }
-    SEED("engine_open", "tp2", NULL, named("@devices", text("cpu:2")));
-    SEED("engine_open", "no-model-index", NULL, named("model_index.json", text("")),
-         named("modular_model_index.json", text("")));
+    SEED(h, "tp2", NULL, named("@devices", text("cpu:2")));
+    SEED(h, "no-model-index", NULL, named("model_index.json", text("")), named("modular_model_index.json", text("")));
+    SEED(h, "tap-layer-2", NULL, named("golden_meta.json", text("{\"text_encoder_layer\": 2}")));
+    if (strcmp(h, "memory_plan") != 0) return;
+    /* (dummy weights unless "@load" says safetensors) */
+    SEED(h, "safetensors", NULL, named("@load", text("safetensors")));
+    SEED(h, "safetensors-tp2", NULL, named("@load", text("safetensors")), named("@devices", text("cpu:2")));
+    SEED(h, "request", NULL, named("@request", text("128 64 39 3")));
+    SEED(h, "safetensors-config", NULL, named("@load", text("safetensors")),
+         named("transformer/config.json", model_file("transformer/config.json")));
 }
 
 /* The keyframe decoder: the FL2VA golden's PNG (a small JPEG is committed
@@ -323,7 +332,8 @@ int main(int argc, char **argv) {
     model_config_seeds();
     tokenizer_seeds();
     adapter_seeds();
-    engine_seeds();
+    engine_seeds("engine_open");
+    engine_seeds("memory_plan");
     image_seeds();
     printf("make_seeds: %d seeds in %s\n", n_seeds, out_dir);
     return 0;

@@ -9,11 +9,12 @@
 #   H3_FUZZ_RUNS    stop a harness once it has run this many inputs (its
 #                   jobs together), even with time left (default: no target)
 #   H3_FUZZ_JOBS    parallel libFuzzer jobs per harness (default: the CPU count)
+#   H3_FUZZ_REPORT  the report's path (default CORPUS/report-DATE.txt)
 #   H3_FUZZ_CORPUS  where corpora, artifacts and logs go (default
 #                   ${XDG_CACHE_HOME:-$HOME/.cache}/gst-h3-fuzz); reuse it to
 #                   resume: each run starts from the corpus the last one grew
 #
-# BUILD_DIR is a fuzz build (docs/RELIABILITY.md):
+# BUILD_DIR is a fuzz build (docs/RELIABILITY.md) or a bundle of one (bundle.sh):
 #   CC=clang meson setup build-fuzz -Dfuzz=enabled -Dcuda=disabled -Dgstreamer=disabled
 #   ninja -C build-fuzz
 # Each harness runs libFuzzer's -jobs=N -workers=N -max_total_time=T; a job
@@ -22,7 +23,7 @@
 # oom}-*; replay one with BUILD_DIR/tests/fuzz/fuzz_<harness> FILE, and save it
 # under tests/fuzz/regressions/<harness>/ so that the fuzz suite replays it.
 set -eu
-[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,26p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 shift
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,7 +49,9 @@ export TMPDIR H3_FUZZ_TMPDIR="$TMPDIR"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:handle_abort=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 mkdir -p "$TMPDIR"
-report="$root/report-$(date +%Y%m%d-%H%M%S).txt"
+report=${H3_FUZZ_REPORT:-$root/report-$(date +%Y%m%d-%H%M%S).txt}
+# the embedded tiny model of that build (a bundle, bundle.sh, carries it too)
+[ -d "$build/tools/tiny-h3" ] && export H3_FUZZ_MODEL="$build/tools/tiny-h3"
 
 count() { find "$1" -maxdepth 1 -name "$2-*" 2>/dev/null | wc -l | tr -d ' '; }
 

@@ -42,8 +42,12 @@ static GBytes *data_file(const char *rel) {
     return b;
 }
 
+/* A file of the engine harnesses' model folder: the embedded tiny model's,
+ * tokenizer/ from tests/fuzz/tokenizer-small (fuzz_engine_open.c's link_one). */
 static GBytes *model_file(const char *rel) {
-    char *p = g_build_filename(model_dir, rel, NULL);
+    char *p = g_str_has_prefix(rel, "tokenizer/")
+                  ? g_build_filename(data_dir, "..", "fuzz", "tokenizer-small", rel + 10, NULL)
+                  : g_build_filename(model_dir, rel, NULL);
     GBytes *b = slurp(p);
     g_free(p);
     return b;
@@ -261,6 +265,15 @@ static void tokenizer_seeds(void) {
          data_file("models/tiny-h3/tokenizer/merges.txt"), data_file("official/tokenizer/tokenizer_config.json"));
     SEED("tokenizer_load", "json+release-config", flag(0), data_file("models/tiny-h3/tokenizer/tokenizer.json"),
          data_file("official/FL2VA/tokenizer/tokenizer_config.json"));
+    /* The same layouts with tests/fuzz/tokenizer-small (the tiny tokenizer's
+     * 256 byte tokens, 24 merges, its added tokens renumbered from 280): a
+     * quarter of the bytes to mutate and parse. */
+    SEED("tokenizer_load", "small-json+config", flag(0), model_file("tokenizer/tokenizer.json"),
+         model_file("tokenizer/tokenizer_config.json"));
+    SEED("tokenizer_load", "small-json-tokenizers-mode", flag(1), model_file("tokenizer/tokenizer.json"));
+    SEED("tokenizer_load", "small-slow+config", flag(2), model_file("tokenizer/vocab.json"),
+         model_file("tokenizer/merges.txt"), model_file("tokenizer/tokenizer_config.json"));
+    SEED("tokenizer_load", "small-slow", flag(3), model_file("tokenizer/vocab.json"), model_file("tokenizer/merges.txt"));
 
     /* The golden strings (tokenizer_goldens.json entries[].text). */
     JsonParser *parser = json_parser_new();
@@ -279,12 +292,69 @@ static void tokenizer_seeds(void) {
     g_free(p);
 }
 
+/* An adapter cut to the tensors named in keep (NULL-terminated), its
+ * metadata's counts set to match: low_rank_tensors, diff_tensors,
+ * set_weight_tensors (the others as they were). A few KiB instead of 90. */
+static GBytes *adapter_subset(const char *src_rel, const char *const *keep, int low_rank, int diff, int set_weight) {
+    char *src = g_build_filename(data_dir, src_rel, NULL);
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(src, &f, &st) != H3_OK) die(src, st.message);
+    size_t n = 0;
+    while (keep[n]) n++;
+    h3_st_write_tensor *w = g_new0(h3_st_write_tensor, n);
+    for (size_t i = 0; i < n; i++) {
+        const h3_st_tensor *t = h3_st_find(f, keep[i]);
+        if (!t) die(src, keep[i]);
+        w[i] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w[i].shape, t->shape, sizeof t->shape);
+    }
+    char **meta = read_metadata(src);
+    const char *counts[][2] = {{"low_rank_tensors", NULL}, {"diff_tensors", NULL}, {"set_weight_tensors", NULL}};
+    char values[3][16];
+    int want[3] = {low_rank, diff, set_weight};
+    for (int c = 0; c < 3; c++) {
+        snprintf(values[c], sizeof values[c], "%d", want[c]);
+        counts[c][1] = values[c];
+    }
+    for (size_t k = 0; meta[k]; k += 2)
+        for (int c = 0; c < 3; c++)
+            if (strcmp(meta[k], counts[c][0]) == 0) {
+                g_free(meta[k + 1]);
+                meta[k + 1] = g_strdup(counts[c][1]);
+            }
+    char *tmp = g_build_filename(out_dir, ".subset.safetensors", NULL);
+    if (h3_st_write(tmp, w, n, (const char *const *)meta, &st) != H3_OK) die(tmp, st.message);
+    GBytes *b = slurp(tmp);
+    g_unlink(tmp);
+    g_free(tmp);
+    g_strfreev(meta);
+    g_free(w);
+    h3_st_close(f);
+    g_free(src);
+    return b;
+}
+
 static void adapter_seeds(void) {
     SEED("adapter", "dense+contract", NULL, data_file("adapters/tiny-h3/dense-datafree/adapter_model.safetensors"),
          data_file("adapters/tiny-h3/dense-datafree/fastvideo_inference.json"));
     SEED("adapter", "vsa+contract", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"),
          data_file("adapters/tiny-h3/vsa-datafree/fastvideo_inference.json"));
     SEED("adapter", "vsa", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"));
+    /* one low-rank pair, a diff and a diff_b (and the VSA gates) of each */
+    static const char *const dense[] = {"transformer_blocks.0.attn.to_k.lora_A.weight",
+                                        "transformer_blocks.0.attn.to_k.lora_B.weight", "norm_out.norm.diff",
+                                        "proj_in.diff_b", NULL};
+    static const char *const vsa[] = {"transformer_blocks.0.attn.to_k.lora_A.weight",
+                                      "transformer_blocks.0.attn.to_k.lora_B.weight", "norm_out.norm.diff",
+                                      "proj_in.diff_b", "transformer_blocks.0.attn.to_gate_compress.set_weight",
+                                      "transformer_blocks.1.attn.to_gate_compress.set_weight", NULL};
+    SEED("adapter", "small-dense+contract", NULL,
+         adapter_subset("adapters/tiny-h3/dense-datafree/adapter_model.safetensors", dense, 2, 2, 0),
+         data_file("adapters/tiny-h3/dense-datafree/fastvideo_inference.json"));
+    SEED("adapter", "small-vsa+contract", NULL,
+         adapter_subset("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors", vsa, 2, 2, 2),
+         data_file("adapters/tiny-h3/vsa-datafree/fastvideo_inference.json"));
 }
 
 /* fuzz_engine_open and fuzz_memory_plan read the same inputs; the plan's

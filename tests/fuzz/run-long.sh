@@ -10,6 +10,9 @@
 #                   jobs together), even with time left (default: no target)
 #   H3_FUZZ_JOBS    parallel libFuzzer jobs per harness (default: the CPU count)
 #   H3_FUZZ_REPORT  the report's path (default CORPUS/report-DATE.txt)
+#   H3_FUZZ_CHECK_BUILD  an ASan fuzz build whose harness replays the corpus
+#                   after the run (the leak pass: LSan, and ASan on every input
+#                   found), for a BUILD_DIR built -Dfuzz_sanitize=undefined
 #   H3_FUZZ_CORPUS  where corpora, artifacts and logs go (default
 #                   ${XDG_CACHE_HOME:-$HOME/.cache}/gst-h3-fuzz); reuse it to
 #                   resume: each run starts from the corpus the last one grew
@@ -23,7 +26,7 @@
 # oom}-*; replay one with BUILD_DIR/tests/fuzz/fuzz_<harness> FILE, and save it
 # under tests/fuzz/regressions/<harness>/ so that the fuzz suite replays it.
 set -eu
-[ $# -ge 1 ] || { sed -n '2,26p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 shift
 here=$(cd "$(dirname "$0")" && pwd)
@@ -88,7 +91,10 @@ for name in "$@"; do
     execs=$(cat "$logs"/round-*/fuzz-*.log 2>/dev/null | awk '/^stat::number_of_executed_units:/ { n += $2 } END { print n + 0 }')
   done
   secs=$(($(date +%s) - start))
-  "$here/run-fuzz.sh" leaks "$exe" "$name" "$root" || true
+  # the leak pass, through the ASan build's harness when this one has none
+  check="$exe"
+  [ -n "${H3_FUZZ_CHECK_BUILD:-}" ] && check="$H3_FUZZ_CHECK_BUILD/tests/fuzz/fuzz_$name"
+  "$here/run-fuzz.sh" leaks "$check" "$name" "$root" || true
   line=$(printf '%-22s %7s %5s %12s %8s %8s %6s %9s %5s %8s' "$name" "$secs" "$jobs" "$execs" \
     "$((execs / (secs > 0 ? secs : 1)))" "$(count "$artifacts" crash)" \
     "$(count "$artifacts" leak)" "$(count "$artifacts" timeout)" "$(count "$artifacts" oom)" \

@@ -1,8 +1,8 @@
 #!/bin/sh
 # A fuzz build packed to run on a machine without GLib, json-glib, OpenBLAS or
 # GdkPixbuf installed (the GPU machine): the harnesses, the shared libraries
-# they load (all but glibc's own), the embedded tiny model and the generated
-# seeds, in a build directory's layout, so that run-long.sh and
+# they load (all but glibc's own) and the generated seeds (with the engine
+# harnesses' model), in a build directory's layout, so that run-long.sh and
 # run-parallel.sh take it as BUILD_DIR.
 #
 #   tests/fuzz/bundle.sh BUILD_DIR DEST        then, on the other machine,
@@ -18,14 +18,14 @@ build=$(cd "$1" && pwd)
 dest=$2
 [ -x "$build/tests/fuzz/fuzz_config" ] || { echo "bundle.sh: $build is no fuzz build (ninja -C $1 fuzz-harnesses)" >&2; exit 2; }
 rm -rf "$dest"
-mkdir -p "$dest/tests/fuzz" "$dest/lib" "$dest/tools"
+mkdir -p "$dest/tests/fuzz" "$dest/lib"
 dest=$(cd "$dest" && pwd)
 for exe in "$build"/tests/fuzz/fuzz_*; do
   [ -f "$exe" ] && [ -x "$exe" ] || continue
   objcopy --strip-debug "$exe" "$dest/tests/fuzz/${exe##*/}"
 done
+# the seeds, and seeds/model: the model the engine harnesses open
 cp -r "$build/tests/fuzz/seeds" "$dest/tests/fuzz/"
-cp -r "$build/tools/tiny-h3" "$dest/tools/"
 # Every library the harnesses load but glibc's (the other machine's glibc
 # runs them; the rest may be missing there).
 for exe in "$dest"/tests/fuzz/fuzz_*; do ldd "$exe"; done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
@@ -41,7 +41,7 @@ cat >"$dest/env.sh" <<ENV
 _h3b=\${H3_FUZZ_BUNDLE:-\${BASH_SOURCE:+\$(cd "\$(dirname "\$BASH_SOURCE")" && pwd)}}
 _h3b=\${_h3b:-$dest}
 export LD_LIBRARY_PATH=\$_h3b/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
-export H3_FUZZ_MODEL=\$_h3b/tools/tiny-h3
+export H3_FUZZ_MODEL=\$_h3b/tests/fuzz/seeds/model
 ENV
 missing=$(for exe in "$dest"/tests/fuzz/fuzz_*; do LD_LIBRARY_PATH="$dest/lib" ldd "$exe"; done | grep -c "not found" || true)
 [ "$missing" = 0 ] || { echo "bundle.sh: $missing unresolved libraries" >&2; exit 1; }

@@ -1,17 +1,17 @@
 /* fuzz_engine_open, fuzz_memory_plan: the model-folder resolver and every
- * loader behind h3_engine_open, on a copy of the embedded tiny model
- * (H3_FUZZ_MODEL, the build's tools/tiny-h3) whose small files come from
- * the input.
+ * loader behind h3_engine_open, on a copy of a model (H3_FUZZ_MODEL: the
+ * build's tests/fuzz/seeds/model, the embedded tiny model with a 3-layer
+ * text encoder and a small tokenizer, make_seeds.c's engine_model) whose
+ * small files come from the input.
  *
- * The folder is a tree of symbolic links to the tiny model, made once, with
- * a smaller tokenizer (link_one).
+ * The folder is a tree of symbolic links to that model, made once.
  * Input: parts "relpath\ncontent"; relpath is one of the files below (any
  * other part is dropped); each replaces that file for this run, an empty
  * content deletes it. A pseudo-file "@devices" sets that option (e.g.
  * "cpu:2": tensor parallelism over two CPU ranks; at most 4).
  *
- * fuzz_engine_open (H3_FUZZ_PLAN 0): h3_engine_open loads the tiny model's
- * weights (about 10 MB, converted and checked for NaN/Inf: most of its
+ * fuzz_engine_open (H3_FUZZ_PLAN 0): h3_engine_open loads the model's
+ * weights (about 8 MB, converted and checked for NaN/Inf: most of its
  * time); an engine that opens validates a small request (tokenizes, plans)
  * and is closed.
  *
@@ -46,15 +46,11 @@ static const char *const files[] = {
     "tokenizer/added_tokens.json", "tokenizer/vocab.json", "tokenizer/merges.txt",
 };
 
-static char *model_src, *tokenizer_src;
+static char *model_src;
 
-/* Links root/rel to the tiny model's rel (or removes it when the model has
- * none); tokenizer/'s files to tests/fuzz/tokenizer-small's: the tiny
- * tokenizer cut to its 256 byte tokens, 24 merges and its added tokens (7 KB
- * of tokenizer.json instead of 28: its parse was a third of each open). */
+/* Links root/rel to the model's rel (or removes it when the model has none). */
 static void link_one(const char *rel) {
-    char *src = g_str_has_prefix(rel, "tokenizer/") ? g_build_filename(tokenizer_src, rel + 10, NULL)
-                                                    : g_build_filename(model_src, rel, NULL);
+    char *src = g_build_filename(model_src, rel, NULL);
     char *dst = h3_fuzz_path(rel);
     char *dir = g_path_get_dirname(dst);
     unlink(dst);
@@ -93,7 +89,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     h3_fuzz_init();
     model_src = g_strdup(h3_fuzz_setting("H3_FUZZ_MODEL", H3_FUZZ_MODEL));
-    tokenizer_src = g_build_filename(h3_fuzz_setting("H3_FUZZ_DATA", H3_FUZZ_DATA), "..", "fuzz", "tokenizer-small", NULL);
     link_tree(NULL);
     return 0;
 }

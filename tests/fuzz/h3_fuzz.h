@@ -172,8 +172,8 @@ static inline void h3_fuzz_init(void) {
     h3_fuzz_root();
 }
 
-/* A path from the build (H3_FUZZ_DATA: tests/data; H3_FUZZ_MODEL: the
- * embedded tiny model), overridable by an environment variable. */
+/* A path from the build (H3_FUZZ_DATA: tests/data; H3_FUZZ_MODEL: the engine
+ * harnesses' model, seeds/model), overridable by an environment variable. */
 static inline const char *h3_fuzz_setting(const char *env, const char *def) {
     const char *v = getenv(env);
     return v && *v ? v : def;

@@ -42,12 +42,9 @@ static GBytes *data_file(const char *rel) {
     return b;
 }
 
-/* A file of the engine harnesses' model folder: the embedded tiny model's,
- * tokenizer/ from tests/fuzz/tokenizer-small (fuzz_engine_open.c's link_one). */
+/* A file of the engine harnesses' model folder (engine_model below). */
 static GBytes *model_file(const char *rel) {
-    char *p = g_str_has_prefix(rel, "tokenizer/")
-                  ? g_build_filename(data_dir, "..", "fuzz", "tokenizer-small", rel + 10, NULL)
-                  : g_build_filename(model_dir, rel, NULL);
+    char *p = g_build_filename(model_dir, rel, NULL);
     GBytes *b = slurp(p);
     g_free(p);
     return b;
@@ -268,12 +265,13 @@ static void tokenizer_seeds(void) {
     /* The same layouts with tests/fuzz/tokenizer-small (the tiny tokenizer's
      * 256 byte tokens, 24 merges, its added tokens renumbered from 280): a
      * quarter of the bytes to mutate and parse. */
-    SEED("tokenizer_load", "small-json+config", flag(0), model_file("tokenizer/tokenizer.json"),
-         model_file("tokenizer/tokenizer_config.json"));
-    SEED("tokenizer_load", "small-json-tokenizers-mode", flag(1), model_file("tokenizer/tokenizer.json"));
-    SEED("tokenizer_load", "small-slow+config", flag(2), model_file("tokenizer/vocab.json"),
-         model_file("tokenizer/merges.txt"), model_file("tokenizer/tokenizer_config.json"));
-    SEED("tokenizer_load", "small-slow", flag(3), model_file("tokenizer/vocab.json"), model_file("tokenizer/merges.txt"));
+#define SMALL(f) data_file("../fuzz/tokenizer-small/" f)
+    SEED("tokenizer_load", "small-json+config", flag(0), SMALL("tokenizer.json"), SMALL("tokenizer_config.json"));
+    SEED("tokenizer_load", "small-json-tokenizers-mode", flag(1), SMALL("tokenizer.json"));
+    SEED("tokenizer_load", "small-slow+config", flag(2), SMALL("vocab.json"), SMALL("merges.txt"),
+         SMALL("tokenizer_config.json"));
+    SEED("tokenizer_load", "small-slow", flag(3), SMALL("vocab.json"), SMALL("merges.txt"));
+#undef SMALL
 
     /* The golden strings (tokenizer_goldens.json entries[].text). */
     JsonParser *parser = json_parser_new();
@@ -387,6 +385,112 @@ static void engine_seeds(const char *h) {
  * under seeds/image_file/). */
 static void image_seeds(void) { SEED("image_file", "keyframe.png", NULL, data_file("goldens/tiny-h3/e2e_fl2va_keyframe.png")); }
 
+/* ---- the engine harnesses' model --------------------------------------------------- */
+
+static void write_file(const char *path, const void *data, size_t size) {
+    GError *err = NULL;
+    if (!g_file_set_contents(path, data, (gssize)size, &err)) die(path, err->message);
+}
+
+/* dst: a copy of the directory tree src (regular files only). */
+static void copy_tree(const char *src, const char *dst) {
+    g_mkdir_with_parents(dst, 0755);
+    GDir *d = g_dir_open(src, 0, NULL);
+    if (!d) die(src, "cannot read the directory");
+    for (const char *name; (name = g_dir_read_name(d));) {
+        char *s = g_build_filename(src, name, NULL), *t = g_build_filename(dst, name, NULL);
+        if (g_file_test(s, G_FILE_TEST_IS_DIR)) {
+            copy_tree(s, t);
+        } else {
+            GBytes *b = slurp(s);
+            write_file(t, g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+            g_bytes_unref(b);
+        }
+        g_free(s);
+        g_free(t);
+    }
+    g_dir_close(d);
+}
+
+/* Sets the integer at the dotted path (its parents exist) of a JSON file. */
+static void set_json_int(const char *path, const char *dotted, gint64 value) {
+    JsonParser *parser = json_parser_new();
+    GError *err = NULL;
+    if (!json_parser_load_from_file(parser, path, &err)) die(path, err->message);
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    char **keys = g_strsplit(dotted, ".", -1);
+    int n = (int)g_strv_length(keys);
+    for (int i = 0; i + 1 < n; i++) o = json_object_get_object_member(o, keys[i]);
+    json_object_set_int_member(o, keys[n - 1], value);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, json_parser_get_root(parser));
+    json_generator_set_pretty(g, TRUE);
+    if (!json_generator_to_file(g, path, &err)) die(path, err->message);
+    g_object_unref(g);
+    g_strfreev(keys);
+    g_object_unref(parser);
+}
+
+/* Keeps the tensors of a safetensors file but the text decoder's layers from
+ * `layers` on (model.language_model.layers.N.*), with its metadata. */
+static void drop_text_layers(const char *path, int layers) {
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(path, &f, &st) != H3_OK) die(path, st.message);
+    size_t n = h3_st_count(f), keep = 0;
+    h3_st_write_tensor *w = g_new0(h3_st_write_tensor, n ? n : 1);
+    const char *prefix = "model.language_model.layers.";
+    for (size_t i = 0; i < n; i++) {
+        const h3_st_tensor *t = h3_st_at(f, i);
+        if (g_str_has_prefix(t->name, prefix) && atoi(t->name + strlen(prefix)) >= layers) continue;
+        w[keep] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w[keep].shape, t->shape, sizeof t->shape);
+        keep++;
+    }
+    char **meta = read_metadata(path);
+    char *tmp = g_strconcat(path, ".tmp", NULL);
+    if (h3_st_write(tmp, w, keep, (const char *const *)meta, &st) != H3_OK) die(tmp, st.message);
+    h3_st_close(f);
+    if (g_rename(tmp, path) != 0) die(path, "rename");
+    g_free(tmp);
+    g_strfreev(meta);
+    g_free(w);
+}
+
+/* OUT/model: the folder fuzz_engine_open and fuzz_memory_plan open, the
+ * embedded tiny model made cheaper to open where no harness input reaches:
+ * its text encoder cut to 3 decoder layers and tapped at layer 2 (the tiny
+ * one taps at 50 of 52: two thirds of each open loaded and checked those
+ * layers), its tokenizer tests/fuzz/tokenizer-small (7 KB of tokenizer.json
+ * for 28), its golden_meta.json the one key h3core reads. Returns its path. */
+static char *engine_model(const char *tiny) {
+    char *dst = g_build_filename(out_dir, "model", NULL);
+    copy_tree(tiny, dst);
+    char *p = g_build_filename(dst, "text_encoder", "config.json", NULL);
+    set_json_int(p, "text_config.num_hidden_layers", 3);
+    g_free(p);
+    /* golden_meta.json: only the key h3core reads (the tiny one's 7.6 KB are
+     * provenance: hashes, counts, notes) */
+    static const char meta[] = "{\n  \"name\": \"tiny-h3 (fuzz: 3 text layers)\",\n  \"text_encoder_layer\": 2\n}\n";
+    p = g_build_filename(dst, "golden_meta.json", NULL);
+    write_file(p, meta, sizeof meta - 1);
+    g_free(p);
+    p = g_build_filename(dst, "text_encoder", "model.safetensors", NULL);
+    drop_text_layers(p, 3);
+    g_free(p);
+    static const char *const tok[] = {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"};
+    for (size_t i = 0; i < G_N_ELEMENTS(tok); i++) {
+        char *rel = g_build_filename("..", "fuzz", "tokenizer-small", tok[i], NULL);
+        GBytes *b = data_file(rel);
+        p = g_build_filename(dst, "tokenizer", tok[i], NULL);
+        write_file(p, g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+        g_free(p);
+        g_bytes_unref(b);
+        g_free(rel);
+    }
+    return dst;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: make_seeds OUT_DIR TESTS_DATA_DIR TINY_MODEL_DIR\n");
@@ -402,6 +506,7 @@ int main(int argc, char **argv) {
     model_config_seeds();
     tokenizer_seeds();
     adapter_seeds();
+    model_dir = engine_model(model_dir);
     engine_seeds("engine_open");
     engine_seeds("memory_plan");
     image_seeds();

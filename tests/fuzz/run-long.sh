@@ -53,8 +53,9 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:handle_abort=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 mkdir -p "$TMPDIR"
 report=${H3_FUZZ_REPORT:-$root/report-$(date +%Y%m%d-%H%M%S).txt}
-# the embedded tiny model of that build (a bundle, bundle.sh, carries it too)
-[ -d "$build/tools/tiny-h3" ] && export H3_FUZZ_MODEL="$build/tools/tiny-h3"
+# the engine harnesses' model of that build (make_seeds writes it; a bundle,
+# bundle.sh, carries it too)
+[ -d "$build/tests/fuzz/seeds/model" ] && export H3_FUZZ_MODEL="$build/tests/fuzz/seeds/model"
 
 count() { find "$1" -maxdepth 1 -name "$2-*" 2>/dev/null | wc -l | tr -d ' '; }
 

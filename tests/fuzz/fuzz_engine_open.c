@@ -26,7 +26,9 @@
  * real headers instead. "@request" of "W H F S" sets
  * the request's width, height, frames and steps (at most 512 x 512, 121
  * frames, 8 steps, so that a run stays short; h3_engine_validate refuses
- * the rest of what is out of range).
+ * the rest of what is out of range); "@memory" the memory mode by name
+ * (h3_memory_mode_parse: auto, resident, stream, the streamed plan's slots
+ * sized from the configs).
  *
  * Either way the links are then restored. */
 #include "h3_fuzz.h"
@@ -124,6 +126,20 @@ static void parse_request(const uint8_t *body, size_t size, h3_request *r) {
     r->steps = v[3] <= hi[3] ? v[3] : r->steps;
 }
 
+/* The memory mode's name through h3_memory_mode_parse (a refused one keeps
+ * auto, its message read). */
+static void parse_memory(const uint8_t *body, size_t size, h3_memory_mode *mode) {
+    char name[32];
+    size_t m = size < sizeof name - 1 ? size : sizeof name - 1;
+    memcpy(name, body, m);
+    name[m] = 0;
+    h3_status st;
+    if (h3_memory_mode_parse(name, mode, &st) != H3_OK) {
+        h3_fuzz_check_status(&st);
+        *mode = H3_MEMORY_AUTO;
+    }
+}
+
 #if H3_FUZZ_PLAN
 /* A plan that was made: sane counts, a describable text. */
 static void plan_one(const h3_engine_options *o, const h3_request *r) {
@@ -134,6 +150,8 @@ static void plan_one(const h3_engine_options *o, const h3_request *r) {
         return;
     }
     if (plan.n_devices < 1 || plan.n_devices > H3_MAX_DEVICES) abort();
+    if (plan.memory != H3_MEMORY_RESIDENT && plan.memory != H3_MEMORY_STREAM) abort(); /* a mode was chosen */
+    if (strnlen(plan.memory_reason, sizeof plan.memory_reason) >= sizeof plan.memory_reason) abort();
     for (int i = 0; i < plan.n_devices; i++) {
         const h3_memory_device *d = &plan.devices[i];
         uint64_t weights = d->text_encoder + d->transformer + d->video_vae + d->audio_vae;
@@ -167,6 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     h3_fuzz_part parts[H3_FUZZ_MAX_PARTS];
     size_t n = h3_fuzz_split(data, size, parts, H3_FUZZ_MAX_PARTS);
     int changed[G_N_ELEMENTS(files)] = {0}, dummy = H3_FUZZ_PLAN;
+    h3_memory_mode memory = H3_MEMORY_AUTO;
     char devices[32] = "";
     h3_request r = small_request();
     for (size_t i = 0; i < n; i++) {
@@ -177,6 +196,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t body_size = parts[i].size - len - 1;
         if (H3_FUZZ_PLAN && len == 5 && memcmp(parts[i].data, "@load", 5) == 0) {
             dummy = !(body_size >= 11 && memcmp(body, "safetensors", 11) == 0);
+            continue;
+        }
+        if (H3_FUZZ_PLAN && len == 7 && memcmp(parts[i].data, "@memory", 7) == 0) {
+            parse_memory(body, body_size, &memory);
             continue;
         }
         if (H3_FUZZ_PLAN && len == 8 && memcmp(parts[i].data, "@request", 8) == 0) {
@@ -208,9 +231,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.log = quiet;
 #if H3_FUZZ_PLAN
     o.load_format = dummy ? H3_LOAD_DUMMY : H3_LOAD_SAFETENSORS;
+    o.memory = memory;
     plan_one(&o, &r);
 #else
     (void)dummy;
+    (void)memory;
     open_one(&o, &r);
 #endif
 

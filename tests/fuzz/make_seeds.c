@@ -377,6 +377,9 @@ static void engine_seeds(const char *h) {
     SEED(h, "safetensors", NULL, named("@load", text("safetensors")));
     SEED(h, "safetensors-tp2", NULL, named("@load", text("safetensors")), named("@devices", text("cpu:2")));
     SEED(h, "request", NULL, named("@request", text("128 64 39 3")));
+    SEED(h, "stream", NULL, named("@memory", text("stream")));
+    SEED(h, "stream-safetensors-tp2", NULL, named("@memory", text("stream")), named("@load", text("safetensors")),
+         named("@devices", text("cpu:2")));
     SEED(h, "safetensors-config", NULL, named("@load", text("safetensors")),
          named("transformer/config.json", model_file("transformer/config.json")));
 }

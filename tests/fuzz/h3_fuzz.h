@@ -41,12 +41,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Splits data on H3_FUZZ_SEP into at most max parts (the last one keeps any
- * further separators). Returns the number of parts, >= 1. */
+ * further separators). Returns the number of parts, >= 1. The separator is
+ * looked for only at newlines (memchr): a memcmp at every byte goes
+ * through libFuzzer's memcmp hook and cost a quarter of the run on inputs
+ * of 80 KiB; the memcmp at each newline still shows libFuzzer the
+ * separator. */
 static inline size_t h3_fuzz_split(const uint8_t *data, size_t size, h3_fuzz_part *parts, size_t max) {
     const size_t sl = sizeof H3_FUZZ_SEP - 1;
     size_t n = 0, start = 0;
     for (size_t i = 0; i + sl <= size && n + 1 < max;) {
-        if (memcmp(data + i, H3_FUZZ_SEP, sl) == 0) {
+        const uint8_t *nl = memchr(data + i, '\n', size - sl + 1 - i);
+        if (!nl) break;
+        i = (size_t)(nl - data);
+        if (memcmp(nl, H3_FUZZ_SEP, sl) == 0) {
             parts[n].data = data + start;
             parts[n].size = i - start;
             n++;
@@ -165,8 +172,8 @@ static inline void h3_fuzz_init(void) {
     h3_fuzz_root();
 }
 
-/* A path from the build (H3_FUZZ_DATA: tests/data; H3_FUZZ_MODEL: the
- * embedded tiny model), overridable by an environment variable. */
+/* A path from the build (H3_FUZZ_DATA: tests/data; H3_FUZZ_MODEL: the engine
+ * harnesses' model, seeds/model), overridable by an environment variable. */
 static inline const char *h3_fuzz_setting(const char *env, const char *def) {
     const char *v = getenv(env);
     return v && *v ? v : def;

@@ -42,6 +42,7 @@ static GBytes *data_file(const char *rel) {
     return b;
 }
 
+/* A file of the engine harnesses' model folder (engine_model below). */
 static GBytes *model_file(const char *rel) {
     char *p = g_build_filename(model_dir, rel, NULL);
     GBytes *b = slurp(p);
@@ -261,6 +262,16 @@ static void tokenizer_seeds(void) {
          data_file("models/tiny-h3/tokenizer/merges.txt"), data_file("official/tokenizer/tokenizer_config.json"));
     SEED("tokenizer_load", "json+release-config", flag(0), data_file("models/tiny-h3/tokenizer/tokenizer.json"),
          data_file("official/FL2VA/tokenizer/tokenizer_config.json"));
+    /* The same layouts with tests/fuzz/tokenizer-small (the tiny tokenizer's
+     * 256 byte tokens, 24 merges, its added tokens renumbered from 280): a
+     * quarter of the bytes to mutate and parse. */
+#define SMALL(f) data_file("../fuzz/tokenizer-small/" f)
+    SEED("tokenizer_load", "small-json+config", flag(0), SMALL("tokenizer.json"), SMALL("tokenizer_config.json"));
+    SEED("tokenizer_load", "small-json-tokenizers-mode", flag(1), SMALL("tokenizer.json"));
+    SEED("tokenizer_load", "small-slow+config", flag(2), SMALL("vocab.json"), SMALL("merges.txt"),
+         SMALL("tokenizer_config.json"));
+    SEED("tokenizer_load", "small-slow", flag(3), SMALL("vocab.json"), SMALL("merges.txt"));
+#undef SMALL
 
     /* The golden strings (tokenizer_goldens.json entries[].text). */
     JsonParser *parser = json_parser_new();
@@ -279,34 +290,209 @@ static void tokenizer_seeds(void) {
     g_free(p);
 }
 
+/* An adapter cut to the tensors named in keep (NULL-terminated), its
+ * metadata's counts set to match: low_rank_tensors, diff_tensors,
+ * set_weight_tensors (the others as they were). A few KiB instead of 90. */
+static GBytes *adapter_subset(const char *src_rel, const char *const *keep, int low_rank, int diff, int set_weight) {
+    char *src = g_build_filename(data_dir, src_rel, NULL);
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(src, &f, &st) != H3_OK) die(src, st.message);
+    size_t n = 0;
+    while (keep[n]) n++;
+    h3_st_write_tensor *w = g_new0(h3_st_write_tensor, n);
+    for (size_t i = 0; i < n; i++) {
+        const h3_st_tensor *t = h3_st_find(f, keep[i]);
+        if (!t) die(src, keep[i]);
+        w[i] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w[i].shape, t->shape, sizeof t->shape);
+    }
+    char **meta = read_metadata(src);
+    const char *counts[][2] = {{"low_rank_tensors", NULL}, {"diff_tensors", NULL}, {"set_weight_tensors", NULL}};
+    char values[3][16];
+    int want[3] = {low_rank, diff, set_weight};
+    for (int c = 0; c < 3; c++) {
+        snprintf(values[c], sizeof values[c], "%d", want[c]);
+        counts[c][1] = values[c];
+    }
+    for (size_t k = 0; meta[k]; k += 2)
+        for (int c = 0; c < 3; c++)
+            if (strcmp(meta[k], counts[c][0]) == 0) {
+                g_free(meta[k + 1]);
+                meta[k + 1] = g_strdup(counts[c][1]);
+            }
+    char *tmp = g_build_filename(out_dir, ".subset.safetensors", NULL);
+    if (h3_st_write(tmp, w, n, (const char *const *)meta, &st) != H3_OK) die(tmp, st.message);
+    GBytes *b = slurp(tmp);
+    g_unlink(tmp);
+    g_free(tmp);
+    g_strfreev(meta);
+    g_free(w);
+    h3_st_close(f);
+    g_free(src);
+    return b;
+}
+
 static void adapter_seeds(void) {
     SEED("adapter", "dense+contract", NULL, data_file("adapters/tiny-h3/dense-datafree/adapter_model.safetensors"),
          data_file("adapters/tiny-h3/dense-datafree/fastvideo_inference.json"));
     SEED("adapter", "vsa+contract", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"),
          data_file("adapters/tiny-h3/vsa-datafree/fastvideo_inference.json"));
     SEED("adapter", "vsa", NULL, data_file("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors"));
+    /* one low-rank pair, a diff and a diff_b (and the VSA gates) of each */
+    static const char *const dense[] = {"transformer_blocks.0.attn.to_k.lora_A.weight",
+                                        "transformer_blocks.0.attn.to_k.lora_B.weight", "norm_out.norm.diff",
+                                        "proj_in.diff_b", NULL};
+    static const char *const vsa[] = {"transformer_blocks.0.attn.to_k.lora_A.weight",
+                                      "transformer_blocks.0.attn.to_k.lora_B.weight", "norm_out.norm.diff",
+                                      "proj_in.diff_b", "transformer_blocks.0.attn.to_gate_compress.set_weight",
+                                      "transformer_blocks.1.attn.to_gate_compress.set_weight", NULL};
+    SEED("adapter", "small-dense+contract", NULL,
+         adapter_subset("adapters/tiny-h3/dense-datafree/adapter_model.safetensors", dense, 2, 2, 0),
+         data_file("adapters/tiny-h3/dense-datafree/fastvideo_inference.json"));
+    SEED("adapter", "small-vsa+contract", NULL,
+         adapter_subset("adapters/tiny-h3/vsa-datafree/adapter_model.safetensors", vsa, 2, 2, 2),
+         data_file("adapters/tiny-h3/vsa-datafree/fastvideo_inference.json"));
 }
 
-static void engine_seeds(void) {
+/* fuzz_engine_open and fuzz_memory_plan read the same inputs; the plan's
+ * own pseudo-files on top. */
+static void engine_seeds(const char *h) {
     static const char *const files[] = {
         "golden_meta.json", "scheduler/scheduler_config.json", "audio_scheduler/scheduler_config.json",
         "transformer/config.json", "text_encoder/config.json", "vae/config.json", "audio_vae/config.json",
         "tokenizer/tokenizer_config.json",
     };
-    SEED("engine_open", "as-is", NULL, text(""));
+    SEED(h, "as-is", NULL, text(""));
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
         char name[32];
         snprintf(name, sizeof name, "file-%02zu", i);
-        SEED("engine_open", name, NULL, named(files[i], model_file(files[i])));
+        SEED(h, name, NULL, named(files[i], model_file(files[i])));
     }
-    SEED("engine_open", "tp2", NULL, named("@devices", text("cpu:2")));
-    SEED("engine_open", "no-model-index", NULL, named("model_index.json", text("")),
-         named("modular_model_index.json", text("")));
+    SEED(h, "tp2", NULL, named("@devices", text("cpu:2")));
+    SEED(h, "no-model-index", NULL, named("model_index.json", text("")), named("modular_model_index.json", text("")));
+    SEED(h, "tap-layer-2", NULL, named("golden_meta.json", text("{\"text_encoder_layer\": 2}")));
+    if (strcmp(h, "memory_plan") != 0) return;
+    /* (dummy weights unless "@load" says safetensors) */
+    SEED(h, "safetensors", NULL, named("@load", text("safetensors")));
+    SEED(h, "safetensors-tp2", NULL, named("@load", text("safetensors")), named("@devices", text("cpu:2")));
+    SEED(h, "request", NULL, named("@request", text("128 64 39 3")));
+    SEED(h, "stream", NULL, named("@memory", text("stream")));
+    SEED(h, "stream-safetensors-tp2", NULL, named("@memory", text("stream")), named("@load", text("safetensors")),
+         named("@devices", text("cpu:2")));
+    SEED(h, "safetensors-config", NULL, named("@load", text("safetensors")),
+         named("transformer/config.json", model_file("transformer/config.json")));
 }
 
 /* The keyframe decoder: the FL2VA golden's PNG (a small JPEG is committed
  * under seeds/image_file/). */
 static void image_seeds(void) { SEED("image_file", "keyframe.png", NULL, data_file("goldens/tiny-h3/e2e_fl2va_keyframe.png")); }
+
+/* ---- the engine harnesses' model --------------------------------------------------- */
+
+static void write_file(const char *path, const void *data, size_t size) {
+    GError *err = NULL;
+    if (!g_file_set_contents(path, data, (gssize)size, &err)) die(path, err->message);
+}
+
+/* dst: a copy of the directory tree src (regular files only). */
+static void copy_tree(const char *src, const char *dst) {
+    g_mkdir_with_parents(dst, 0755);
+    GDir *d = g_dir_open(src, 0, NULL);
+    if (!d) die(src, "cannot read the directory");
+    for (const char *name; (name = g_dir_read_name(d));) {
+        char *s = g_build_filename(src, name, NULL), *t = g_build_filename(dst, name, NULL);
+        if (g_file_test(s, G_FILE_TEST_IS_DIR)) {
+            copy_tree(s, t);
+        } else {
+            GBytes *b = slurp(s);
+            write_file(t, g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+            g_bytes_unref(b);
+        }
+        g_free(s);
+        g_free(t);
+    }
+    g_dir_close(d);
+}
+
+/* Sets the integer at the dotted path (its parents exist) of a JSON file. */
+static void set_json_int(const char *path, const char *dotted, gint64 value) {
+    JsonParser *parser = json_parser_new();
+    GError *err = NULL;
+    if (!json_parser_load_from_file(parser, path, &err)) die(path, err->message);
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    char **keys = g_strsplit(dotted, ".", -1);
+    int n = (int)g_strv_length(keys);
+    for (int i = 0; i + 1 < n; i++) o = json_object_get_object_member(o, keys[i]);
+    json_object_set_int_member(o, keys[n - 1], value);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, json_parser_get_root(parser));
+    json_generator_set_pretty(g, TRUE);
+    if (!json_generator_to_file(g, path, &err)) die(path, err->message);
+    g_object_unref(g);
+    g_strfreev(keys);
+    g_object_unref(parser);
+}
+
+/* Keeps the tensors of a safetensors file but the text decoder's layers from
+ * `layers` on (model.language_model.layers.N.*), with its metadata. */
+static void drop_text_layers(const char *path, int layers) {
+    h3_st_file *f;
+    h3_status st;
+    if (h3_st_open(path, &f, &st) != H3_OK) die(path, st.message);
+    size_t n = h3_st_count(f), keep = 0;
+    h3_st_write_tensor *w = g_new0(h3_st_write_tensor, n ? n : 1);
+    const char *prefix = "model.language_model.layers.";
+    for (size_t i = 0; i < n; i++) {
+        const h3_st_tensor *t = h3_st_at(f, i);
+        if (g_str_has_prefix(t->name, prefix) && atoi(t->name + strlen(prefix)) >= layers) continue;
+        w[keep] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w[keep].shape, t->shape, sizeof t->shape);
+        keep++;
+    }
+    char **meta = read_metadata(path);
+    char *tmp = g_strconcat(path, ".tmp", NULL);
+    if (h3_st_write(tmp, w, keep, (const char *const *)meta, &st) != H3_OK) die(tmp, st.message);
+    h3_st_close(f);
+    if (g_rename(tmp, path) != 0) die(path, "rename");
+    g_free(tmp);
+    g_strfreev(meta);
+    g_free(w);
+}
+
+/* OUT/model: the folder fuzz_engine_open and fuzz_memory_plan open, the
+ * embedded tiny model made cheaper to open where no harness input reaches:
+ * its text encoder cut to 3 decoder layers and tapped at layer 2 (the tiny
+ * one taps at 50 of 52: two thirds of each open loaded and checked those
+ * layers), its tokenizer tests/fuzz/tokenizer-small (7 KB of tokenizer.json
+ * for 28), its golden_meta.json the one key h3core reads. Returns its path. */
+static char *engine_model(const char *tiny) {
+    char *dst = g_build_filename(out_dir, "model", NULL);
+    copy_tree(tiny, dst);
+    char *p = g_build_filename(dst, "text_encoder", "config.json", NULL);
+    set_json_int(p, "text_config.num_hidden_layers", 3);
+    g_free(p);
+    /* golden_meta.json: only the key h3core reads (the tiny one's 7.6 KB are
+     * provenance: hashes, counts, notes) */
+    static const char meta[] = "{\n  \"name\": \"tiny-h3 (fuzz: 3 text layers)\",\n  \"text_encoder_layer\": 2\n}\n";
+    p = g_build_filename(dst, "golden_meta.json", NULL);
+    write_file(p, meta, sizeof meta - 1);
+    g_free(p);
+    p = g_build_filename(dst, "text_encoder", "model.safetensors", NULL);
+    drop_text_layers(p, 3);
+    g_free(p);
+    static const char *const tok[] = {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"};
+    for (size_t i = 0; i < G_N_ELEMENTS(tok); i++) {
+        char *rel = g_build_filename("..", "fuzz", "tokenizer-small", tok[i], NULL);
+        GBytes *b = data_file(rel);
+        p = g_build_filename(dst, "tokenizer", tok[i], NULL);
+        write_file(p, g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+        g_free(p);
+        g_bytes_unref(b);
+        g_free(rel);
+    }
+    return dst;
+}
 
 int main(int argc, char **argv) {
     if (argc != 4) {
@@ -323,7 +509,9 @@ int main(int argc, char **argv) {
     model_config_seeds();
     tokenizer_seeds();
     adapter_seeds();
-    engine_seeds();
+    model_dir = engine_model(model_dir);
+    engine_seeds("engine_open");
+    engine_seeds("memory_plan");
     image_seeds();
     printf("make_seeds: %d seeds in %s\n", n_seeds, out_dir);
     return 0;

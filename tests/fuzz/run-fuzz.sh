@@ -23,8 +23,16 @@ set -eu
 mode=$1 exe=$2 name=$3 work=$4
 shift 4
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$work/tmp"
-export TMPDIR="$work/tmp"
+# The harnesses write every input to files: on a tmpfs (/dev/shm) that costs
+# a tenth of what it costs on ext4 (inode allocation was 10-15 % of the
+# slower harnesses' time). H3_FUZZ_TMPDIR chooses another place.
+tmp=${H3_FUZZ_TMPDIR:-}
+if [ -z "$tmp" ]; then
+  tmp="$work/tmp"
+  [ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm/h3-fuzz-$(id -u)
+fi
+mkdir -p "$tmp"
+export TMPDIR="$tmp"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fast="detect_leaks=0:handle_abort=1"
 full="detect_leaks=1:fast_unwind_on_malloc=0:handle_abort=1"
@@ -40,6 +48,10 @@ leaks() {
     for f in "$d"/*; do [ -f "$f" ] && set -- "$@" "$f"; done
   done
   [ $# -gt 0 ] || return 0
+  if ! grep -q -a __lsan_do_leak_check "$exe"; then
+    echo "leak pass: skipped, $exe has no LeakSanitizer (-Dfuzz_sanitize without address)"
+    return 0
+  fi
   echo "leak pass: $# input(s) of $name"
   if ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" "$exe" -runs=1 -error_exitcode=1 -timeout_exitcode=1 "$@" >"$work/leaks-$name.log" 2>&1; then
     echo "leak pass: no leak"

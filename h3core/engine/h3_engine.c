@@ -188,13 +188,8 @@ static h3_status_code check_load_options(const h3_engine_options *o, h3_status *
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                        "dummy_adapter %s needs load_format dummy; with real weights an adapter is a file "
                        "(adapter_path)", dummy_adapter_name(o->dummy_adapter));
-    if (!h3_precision_name(o->precision))
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision %d: must be bf16 (%d) or fp8 (%d)",
-                       (int)o->precision, (int)H3_PRECISION_BF16, (int)H3_PRECISION_FP8);
-    if (o->precision == H3_PRECISION_FP8 && o->compute == H3_COMPUTE_CUDA_F32)
-        return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "precision=fp8 with compute=cuda-f32: the float32 parity mode keeps every weight in float32; "
-                       "use compute=cuda (bf16) with fp8, or precision=bf16 with cuda-f32");
+    h3_status_code prc = h3_engine_check_precision(o, status);
+    if (prc != H3_OK) return prc;
     if (o->load_format == H3_LOAD_DUMMY && has_file)
         return h3_fail(status, H3_ERR_UNSUPPORTED,
                        "adapter '%s' with load_format dummy: a FastH3 adapter's deltas are fused into the base "

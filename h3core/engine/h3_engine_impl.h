@@ -61,6 +61,9 @@ h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_sta
  * plan's reserve for the context taken off); applied to real backends. */
 void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
 void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp);
+/* h3_preflight.c: the precision setting on its own and against compute
+ * (fp8 refused with compute=cuda-f32); open and preflight both refuse it. */
+h3_status_code h3_engine_check_precision(const h3_engine_options *o, h3_status *status);
 
 struct h3_engine {
     char *model_dir;

@@ -44,8 +44,8 @@ static int visible_devices(void) {
 /* precision=fp8 needs FP8 tensor cores (h3_cuda_fp8.c says the same at open). */
 #define FP8_MIN_CC 89
 
-/* The precision on its own and against compute: what engine_open refuses. */
-static h3_status_code check_precision(const h3_engine_options *o, h3_status *status) {
+/* The precision on its own and against compute (h3_engine_impl.h). */
+h3_status_code h3_engine_check_precision(const h3_engine_options *o, h3_status *status) {
     if (!h3_precision_name(o->precision))
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision %d: must be bf16 (%d) or fp8 (%d)",
                        (int)o->precision, (int)H3_PRECISION_BF16, (int)H3_PRECISION_FP8);
@@ -199,7 +199,7 @@ h3_status_code h3_engine_preflight(const h3_engine_options *o, const h3_request 
     if (rc == H3_OK && r && (r->first_image || r->last_image)) rc = check_keyframes(o, root, status);
     g_free(root);
     if (rc != H3_OK || !r) return rc;
-    rc = check_precision(o, status);
+    rc = h3_engine_check_precision(o, status);
     if (rc == H3_OK) rc = check_devices(o, status);
     if (rc == H3_OK) rc = check_request(o, r, out, status);
     return rc;

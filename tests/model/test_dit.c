@@ -38,20 +38,6 @@ static const h3_st_tensor *tensor(h3_st_file *f, const char *name) {
     return t;
 }
 
-/* I64 golden tensors as int32. */
-static int32_t *read_i32(h3_st_file *f, const char *name, int64_t *n) {
-    const h3_st_tensor *t = tensor(f, name);
-    if (!t || t->dtype != H3_ST_I64) return NULL;
-    int32_t *out = malloc((size_t)t->numel * sizeof *out + 4);
-    for (int64_t i = 0; i < t->numel; i++) {
-        int64_t v;
-        memcpy(&v, (const char *)t->data + i * 8, 8);
-        out[i] = (int32_t)v;
-    }
-    if (n) *n = t->numel;
-    return out;
-}
-
 static double *read_f64(h3_st_file *f, const char *name, int64_t *n) {
     const h3_st_tensor *t = tensor(f, name);
     if (!t || t->dtype != H3_ST_F64) return NULL;
@@ -133,7 +119,7 @@ static void check_layout(const char *label, const h3_dit_layout *l, h3_st_file *
         {"text_indices", l->text_indices, l->num_text},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        int32_t *g = read_i32(f, NAME(ints[i].name), &n);
+        int32_t *g = golden_i32(f, NAME(ints[i].name), &n);
         CHECK(g && n == ints[i].n && same_i32(g, ints[i].mine, n), "%s: %s differs (%lld vs %lld values)", label,
               ints[i].name, (long long)n, (long long)ints[i].n);
         free(g);
@@ -151,7 +137,7 @@ static void check_timesteps(const char *label, const h3_dit_layout *l, float t_v
     CHECK(h3_dit_layout_timesteps(l, t_video, t_audio, ts, &n_t, idx, &st) == H3_OK, "%s: %s", label, st.message);
     int64_t gn = 0, gi = 0;
     float *gts = golden_f32(f, ts_name, &gn);
-    int32_t *gidx = read_i32(f, idx_name, &gi);
+    int32_t *gidx = golden_i32(f, idx_name, &gi);
     int ok = gts && gn == n_t && gidx && gi == l->seq_len;
     for (int i = 0; ok && i < n_t; i++) ok = gts[i] == ts[i];
     CHECK(ok && same_i32(gidx, idx, gi), "%s: row timesteps differ (n_t %d vs %lld)", label, n_t, (long long)gn);
@@ -178,8 +164,8 @@ static golden_geometry transformer_geometry(JsonParser *p) {
 
 /* The text tags of a transformer golden are token_tags[text_indices]. */
 static int32_t *golden_text_tags(h3_st_file *f, int L) {
-    int32_t *tags = read_i32(f, "token_tags", NULL);
-    int32_t *text = read_i32(f, "text_indices", NULL);
+    int32_t *tags = golden_i32(f, "token_tags", NULL);
+    int32_t *text = golden_i32(f, "text_indices", NULL);
     int32_t *out = malloc((size_t)L * sizeof *out + 4);
     for (int i = 0; tags && text && i < L; i++) out[i] = tags[text[i]];
     free(tags);
@@ -200,7 +186,7 @@ static void test_transformer_layout(const char *golden) {
         float ta = (float)json_object_get_double_member(lay, "t_audio");
         check_timesteps(golden, l, tv, ta, f, "timestep", "timestep_indices");
         /* adaln_indices = timestep_indices·3 + token_tags */
-        int32_t *ti = read_i32(f, "timestep_indices", NULL), *ad = read_i32(f, "adaln_indices", NULL);
+        int32_t *ti = golden_i32(f, "timestep_indices", NULL), *ad = golden_i32(f, "adaln_indices", NULL);
         int ok = ti && ad;
         for (int64_t s = 0; ok && s < l->seq_len; s++) ok = ad[s] == ti[s] * 3 + l->token_tags[s];
         CHECK(ok, "%s: adaln_indices != timestep_indices*3 + token_tags", golden);
@@ -236,7 +222,7 @@ static void test_e2e_layout(const char *golden) {
     h3_st_file *f = golden_tiny(golden);
     golden_geometry g = e2e_geometry(p);
     int64_t L = 0;
-    int32_t *text_tags = read_i32(f, "text_token_tags", &L);
+    int32_t *text_tags = golden_i32(f, "text_token_tags", &L);
     g.L = (int)L;
     h3_dit_layout *l = build_layout(&g, text_tags);
     if (l) {
@@ -382,7 +368,7 @@ static void run_forward(h3_dit *dit, const char *label, h3_st_file *f, const h3_
     float *video = golden_f32(f, NAME("hidden_states"), NULL);
     float *audio = golden_f32(f, NAME("audio_hidden_states"), NULL);
     float *ts = golden_f32(f, NAME("timestep"), &n_t);
-    int32_t *idx = read_i32(f, NAME("timestep_indices"), &n_idx);
+    int32_t *idx = golden_i32(f, NAME("timestep_indices"), &n_idx);
     const char *want_v = strcmp(prefix, "") ? "noise_pred" : "sample";
     const char *want_a = strcmp(prefix, "") ? "audio_noise_pred" : "audio_sample";
     float *gv = golden_f32(f, NAME(want_v), NULL);
@@ -459,7 +445,7 @@ static void test_e2e_forward(const char *golden, h3_dit *dit) {
     h3_st_file *f = golden_tiny(golden);
     golden_geometry g = e2e_geometry(p);
     int64_t L = 0;
-    int32_t *text_tags = read_i32(f, "text_token_tags", &L);
+    int32_t *text_tags = golden_i32(f, "text_token_tags", &L);
     g.L = (int)L;
     h3_dit_layout *l = build_layout(&g, text_tags);
     for (int step = 0; l && dit && step < 2; step++) {

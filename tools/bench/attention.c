@@ -40,6 +40,33 @@ static void run_attention(void *opaque) {
     h3_op_attention(B, &c->out, &c->q, &c->k, &c->v, NH, NH, HD, 0, 1.0f / sqrtf((float)HD));
 }
 
+/* What bounds the default kernel (wgmma-fa3-n192): its pack pass and the
+ * kernel alone, then the kernel without its softmax (the same GEMMs, copies
+ * and barriers). Kernel minus no-softmax is the softmax time the GEMMs do not
+ * cover; the no-softmax kernel's TF/s is the ceiling of this GEMM pipeline. */
+static void attention_probes(const bench_options *o, attn_ctx *c, int64_t S, double flop) {
+    static const struct {
+        h3_cuda_attention_probe which;
+        const char *name;
+    } probes[] = {{H3_CUDA_ATTN_PROBE_PACK, "probe: pack"},
+                  {H3_CUDA_ATTN_PROBE_KERNEL, "probe: kernel"},
+                  {H3_CUDA_ATTN_PROBE_NOSOFTMAX, "probe: no-softmax"}};
+    float ms[3] = {NAN, NAN, NAN};
+    for (int i = 0; i < 3; i++) {
+        h3_status st;
+        if (h3_backend_cuda_attention_probe_ms(B, probes[i].which, &c->out, &c->q, &c->k, &c->v, NH, HD, o->reps,
+                                               &ms[i], &st) != H3_OK) {
+            printf("%-8lld %-18s %s\n", (long long)S, probes[i].name, st.message);
+            return;
+        }
+        printf("%-8lld %-18s %10.3f %9.1f\n", (long long)S, probes[i].name, ms[i], i ? tflops(flop, ms[i]) : 0.0);
+    }
+    printf("%-8lld wgmma-fa3-n192: pack %.2f ms + kernel %.2f ms; without its softmax the kernel takes %.2f ms "
+           "(%.0f TF/s): the softmax costs %.2f ms (%.0f%%) the GEMMs do not cover\n",
+           (long long)S, ms[0], ms[1], ms[2], tflops(flop, ms[2]), ms[1] - ms[2], 100.0 * (ms[1] - ms[2]) / ms[1]);
+    fflush(stdout);
+}
+
 /* Every path at one length. */
 static void attention_length(const bench_options *o, int64_t S) {
     static const h3_cuda_attention_variant paths[] = { /* the newest last: a kernel that faults ends the run */
@@ -66,6 +93,7 @@ static void attention_length(const bench_options *o, int64_t S) {
         printf("%-8lld %-18s %10.3f %9.1f%s\n", (long long)S, kernel, ms, tflops(flop, ms), p == 0 ? "  (auto)" : "");
         fflush(stdout);
     }
+    attention_probes(o, &c, S, flop);
     h3_arena_reset(B, mark);
 }
 

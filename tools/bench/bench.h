@@ -35,6 +35,7 @@ typedef struct bench_options {
                           profile); --vae-reps (default 2) */
     int fl2va;         /* --fl2va: 0 off, 1 on (default), 2 only: a keyframe's vision tower, VAE encode, surcharge */
     int attn_only;     /* --attention only: every dense attention kernel and torch SDPA, nothing else */
+    int breakdown_only; /* --breakdown only: the block's ops in the block, alone and after an L2 flush */
     int forward;       /* --forward: 0 off, 1 on (default), 2 only: h3_dit_forward itself */
     int stream;        /* --stream: 0 off (default), 1 on, 2 only: memory=stream against resident (stream.c) */
     double max_pinned_gib; /* --max-pinned-memory GIB: stream.c's pin budget (0: h3's default, half the host) */
@@ -47,6 +48,7 @@ typedef struct bench_options {
     int fwd_tp;        /* not the default single-GPU forward: the tensor-parallel path (bench_tp_forward) */
     int attention_variant; /* --attention-variant: an h3_cuda_attention_variant; 0 AUTO, the backend's default */
     int vsa_pipelined;     /* --vsa-pipelined 0|1|2: the Hopper VSA kernel's consumer; 0, the default */
+    int vsa_smooth;        /* --vsa-lists smooth: q and k with a video model's locality (vsa.c); random by default */
     int fp8;               /* --fp8: 0 off (default), 1 on, 2 only: fp8 against bf16 (fp8.c) */
     const char *commit, *reference, *python, *dump_dir;
     const char *perf_md; /* --perf-md FILE: where the run's rows go; NULL (the default): stdout only */
@@ -124,6 +126,9 @@ int forward_bench(const bench_options *o, const ops_result *hand);
 /* forward_tp.c: the product's forward over tensor-parallel ranks (--devices, --tp-sweep, --backend vsa). */
 int forward_tp_degree_ok(const bench_options *o); /* refuses a degree the model does not split over */
 int forward_tp_bench(const bench_options *o);
+
+/* breakdown.c: the hand-written block's ops in the block, alone and alone after an L2 flush (--breakdown only). */
+int breakdown_bench(const bench_options *o);
 
 /* stream.c: the product's forward resident and memory=stream (no cap, 80, 48, 24 GiB): time, overhead,
  * device peak, copy stalls, host pinned/pageable. */

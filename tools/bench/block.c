@@ -52,19 +52,48 @@ void block_make_acts(block_acts *a, int64_t S) {
     free(sn);
 }
 
-void block_run(const block_weights *w, block_acts *a) {
+/* The block's steps, in order (h3-transformer.md §3.7). */
+static void step_norm1(const block_weights *w, block_acts *a) {
     h3_op_rms_norm_modulate(B, &a->h, &a->x, &w->norm1, 1e-5f, &w->tab[0], &w->tab[1], &a->sel);
-    h3_op_linear(B, &a->q, &a->h, &w->wq, NULL);
-    h3_op_linear(B, &a->k, &a->h, &w->wk, NULL);
-    h3_op_linear(B, &a->v, &a->h, &w->wv, NULL);
+}
+static void step_q(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->q, &a->h, &w->wq, NULL); }
+static void step_k(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->k, &a->h, &w->wk, NULL); }
+static void step_v(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->v, &a->h, &w->wv, NULL); }
+static void step_rope_q(const block_weights *w, block_acts *a) {
     h3_op_qk_norm_rope(B, &a->q, &w->norm_q, 1e-5f, &a->cos, &a->sin, NH, HD, ROT);
+}
+static void step_rope_k(const block_weights *w, block_acts *a) {
     h3_op_qk_norm_rope(B, &a->k, &w->norm_k, 1e-5f, &a->cos, &a->sin, NH, HD, ROT);
+}
+static void step_attention(const block_weights *w, block_acts *a) {
+    (void)w;
     h3_op_attention(B, &a->o, &a->q, &a->k, &a->v, NH, NH, HD, 0, 1.0f / sqrtf((float)HD));
-    h3_op_linear(B, &a->y, &a->o, &w->wo, NULL);
+}
+static void step_out(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->y, &a->o, &w->wo, NULL); }
+static void step_gate1(const block_weights *w, block_acts *a) {
     h3_op_gated_residual(B, &a->x, &w->tab[2], &a->y, &a->sel);
+}
+static void step_norm2(const block_weights *w, block_acts *a) {
     h3_op_rms_norm_modulate(B, &a->h, &a->x, &w->norm2, 1e-5f, &w->tab[3], &w->tab[4], &a->sel);
-    h3_op_linear(B, &a->u, &a->h, &w->w1, NULL);
+}
+static void step_fc1(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->u, &a->h, &w->w1, NULL); }
+static void step_swiglu(const block_weights *w, block_acts *a) {
+    (void)w;
     h3_op_swiglu(B, &a->g, &a->u, 1);
-    h3_op_linear(B, &a->y, &a->g, &w->w2, NULL);
+}
+static void step_fc2(const block_weights *w, block_acts *a) { h3_op_linear(B, &a->y, &a->g, &w->w2, NULL); }
+static void step_gate2(const block_weights *w, block_acts *a) {
     h3_op_gated_residual(B, &a->x, &w->tab[5], &a->y, &a->sel);
+}
+
+const block_step block_steps[BLOCK_STEPS] = {
+    {"rms_norm+modulate 1", step_norm1}, {"GEMM q", step_q},           {"GEMM k", step_k},
+    {"GEMM v", step_v},                  {"qk_norm+rope q", step_rope_q}, {"qk_norm+rope k", step_rope_k},
+    {"attention", step_attention},       {"GEMM out", step_out},       {"gated residual 1", step_gate1},
+    {"rms_norm+modulate 2", step_norm2}, {"GEMM fc1", step_fc1},       {"swiglu", step_swiglu},
+    {"GEMM fc2", step_fc2},              {"gated residual 2", step_gate2},
+};
+
+void block_run(const block_weights *w, block_acts *a) {
+    for (int i = 0; i < BLOCK_STEPS; i++) block_steps[i].run(w, a);
 }

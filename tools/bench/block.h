@@ -25,7 +25,15 @@ typedef struct block_acts {
 void block_make_weights(block_weights *w);
 /* x random, the rest allocated (uninitialised), the tables filled. */
 void block_make_acts(block_acts *a, int64_t S);
-/* a->x += the block's update. */
+/* a->x += the block's update: block_steps in order. */
 void block_run(const block_weights *w, block_acts *a);
+
+/* The block's ops one by one (breakdown.c times each in the block and alone). */
+#define BLOCK_STEPS 14
+typedef struct block_step {
+    const char *name;
+    void (*run)(const block_weights *w, block_acts *a);
+} block_step;
+extern const block_step block_steps[BLOCK_STEPS];
 
 #endif

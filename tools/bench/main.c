@@ -20,7 +20,9 @@
  *                 against tools/bench/h3_fl2va_reference.py, and what FL2VA
  *                 adds over T2VA (--fl2va on|off|only);
  *   attention.c   alone with --attention only: every dense attention kernel
- *                 and torch SDPA;
+ *                 and torch SDPA, and the probes of the default one;
+ *   breakdown.c   alone with --breakdown only: the block's ops back to back
+ *                 against alone (warm and cold L2): the time lost between ops;
  *   fp8.c         precision=fp8 against bf16 (--fp8 on|off|only, default off):
  *                 the block's GEMMs and the forward, times and rel-L2.
  *   stream.c      with --stream on|only: the product's forward resident and
@@ -42,8 +44,9 @@ static void usage(void) {
             "usage: h3-bench [--blocks N (1..50, default 50)] [--reps R] [--forward-reps R] [--commit HASH]\n"
             "                [--perf-md FILE] [--reference SCRIPT|none] [--python PY] [--dump-dir DIR]\n"
             "                [--vsa on|off|only] [--vae on|off|only|audio] [--vae-reps R] [--fl2va on|off|only] [--attention only]\n"
+            "                [--breakdown only]\n"
             "                [--forward on|off|only] [--stream on|off|only] [--devices LIST] [--tp-sweep] [--backend fa|vsa]\n"
-            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
+            "                [--attention-variant NAME] [--vsa-pipelined 0|1|2] [--vsa-lists random|smooth] [--vsa-anchors DIR] [--tp-project LIST [--link-gbps G]]\n"
             "                [--fp8 on|off|only]\n"
             "  --perf-md FILE  also record the run's rows in FILE's tables (docs/PERFORMANCE.md);\n"
             "                  without it (or with \"-\") results go to stdout only\n"
@@ -67,6 +70,11 @@ static void usage(void) {
             "                  section's shapes; the table gets the ratios against them\n"
             "  --vsa-pipelined 0|1|2  the Hopper VSA kernel's consumer: 0 one tile at a time (default),\n"
             "                  1 pipelined, 2 paired\n"
+            "  --vsa-lists random|smooth  the VSA section's q and k: random (default), or with a video model's\n"
+            "                  locality (random Fourier features of each token's t, y, x), whose neighbouring query\n"
+            "                  tiles share most of their top-k lists; the table says how much\n"
+            "  --breakdown only  the hand-written block's ops back to back, alone and alone after an L2 flush:\n"
+            "                  the time lost between ops\n"
             "  --stream on|off|only  the product's forward of --blocks release blocks resident, then memory=stream\n"
             "                  without a cap and under 80, 48 and 24 GiB: time, overhead against resident, device\n"
             "                  peak, copy stalls, host pinned/pageable (default off: it holds the blocks on the device\n"
@@ -165,6 +173,7 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--fl2va") && (n = parse_section(v)) >= 0) o->fl2va = n;
     else if (!strcmp(a, "--fp8") && (n = parse_section(v)) >= 0) o->fp8 = n;
     else if (!strcmp(a, "--attention") && !strcmp(v, "only")) o->attn_only = 1;
+    else if (!strcmp(a, "--breakdown") && !strcmp(v, "only")) o->breakdown_only = 1;
     else if (!strcmp(a, "--forward") && (n = parse_section(v)) >= 0) o->forward = n;
     else if (!strcmp(a, "--stream") && (n = parse_section(v)) >= 0) o->stream = n;
     else if (!strcmp(a, "--max-pinned-memory")) return (o->max_pinned_gib = atof(v)) > 0;
@@ -173,6 +182,8 @@ static int parse_one(bench_options *o, const char *a, const char *v, const char 
     else if (!strcmp(a, "--link-gbps")) return (o->link_gbps = atof(v)) > 0;
     else if (!strcmp(a, "--backend") && (!strcmp(v, "fa") || !strcmp(v, "vsa"))) o->fwd_vsa = !strcmp(v, "vsa");
     else if (!strcmp(a, "--attention-variant") && parse_variant(v, &o->attention_variant)) return 1;
+    else if (!strcmp(a, "--vsa-lists") && (!strcmp(v, "random") || !strcmp(v, "smooth")))
+        o->vsa_smooth = !strcmp(v, "smooth");
     else if (!strcmp(a, "--vsa-pipelined") && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2")))
         o->vsa_pipelined = atoi(v);
     else return 0;
@@ -252,6 +263,8 @@ static int run_alone(const bench_options *o, const char *gpu) {
         vae_bench(o);
         return 0;
     }
+    if (o->breakdown_only) /* the block's ops back to back against alone, nothing else */
+        return breakdown_bench(o) ? 0 : 1;
     if (o->attn_only) { /* the dense attention kernels and torch SDPA, nothing else */
         attention_bench(o);
         return 0;
@@ -276,7 +289,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!create_backend(&o)) return 1;
-    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && o.vsa != 2 &&
+    int forward_runs = o.forward == 2 || (o.forward && o.vae < 2 && o.fl2va != 2 && !o.attn_only && !o.breakdown_only && o.vsa != 2 &&
                                           o.stream != 2 && o.fp8 != 2);
     if (forward_runs && o.fwd_tp && !forward_tp_degree_ok(&o)) {
         h3_backend_destroy(B);

@@ -46,6 +46,7 @@ typedef struct vsa_result {
     const char *kernel;
     int ctas;
     double tk_ms, triton_ms; /* --vsa-anchors: FastVideo's kernels at this P, video tiles and k, same run */
+    double shared, copied;   /* vsa_list_overlap of the lists */
 } vsa_result;
 
 struct vsa_run {
@@ -111,11 +112,144 @@ static double vsa_useful_flop(const h3_vsa_plan *pl) {
     return 4.0 * HD * pairs;
 }
 
-/* Random q, k, v, gate and the plan's tiles on the device; 0 on failure. */
-static int vsa_inputs(vsa_ctx *c, const h3_vsa_plan *pl) {
+/* --vsa-lists smooth: q or k with the locality of a real video model's
+ * attention, so that the coarse stage's top-k lists of neighbouring query
+ * tiles overlap as they do there (random q and k give lists that share
+ * about k/n of their tiles). Video row (t, y, x), head h, channel pair j:
+ * A·(cos θ, sin θ) with θ = ω_j·(t, y, x) + φ_j, the same ω and φ for q and
+ * k: random Fourier features, so q·k ≈ A²·Σ_j cos(ω_j·Δp), a Gaussian kernel
+ * of the distance between the two tokens with length scales ℓ (tokens; ω ~
+ * N(0, 1/ℓ²) per axis). Heads take ℓ of 2, 4, 8 or 16 tokens in turn, local
+ * to near-global, as a model's heads differ. Plus independent uniform noise
+ * of standard deviation 0.5 per channel (q and k their own); the prefix rows
+ * (text, audio) uniform in ±2, as in the random mode. e^{iθ} is the product of
+ * three per-axis tables, so no sine is taken per element. */
+#define SMOOTH_AMPLITUDE 1.0f
+#define SMOOTH_NOISE 0.5f
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float uniform01(uint64_t *x) { return (float)(splitmix(x) >> 40) * (1.0f / 16777216.0f); }
+
+static float gaussian(uint64_t *x) {
+    float u = uniform01(x) + 1e-7f, v = uniform01(x);
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+/* One head's 64 frequency tables: et [T][64] (with the phase), ey [h][64], ex [w][64], complex (re, im). */
+static void smooth_tables(const h3_vsa_plan *pl, int head, uint64_t *rng, float *et, float *ey, float *ex) {
+    static const float scales[4] = {2.0f, 4.0f, 8.0f, 16.0f};
+    float l = scales[head % 4];
+    int64_t n[3] = {pl->grid[0], pl->grid[1], pl->grid[2]};
+    float *tab[3] = {et, ey, ex};
+    for (int j = 0; j < HD / 2; j++) {
+        float phase = 6.2831853f * uniform01(rng);
+        for (int ax = 0; ax < 3; ax++) {
+            float w = gaussian(rng) / l;
+            for (int64_t i = 0; i < n[ax]; i++) {
+                float a = w * (float)i + (ax == 0 ? phase : 0.0f);
+                tab[ax][(i * (HD / 2) + j) * 2] = cosf(a);
+                tab[ax][(i * (HD / 2) + j) * 2 + 1] = sinf(a);
+            }
+        }
+    }
+}
+
+/* q or k [S, INNER] as floats into host (features from feature_seed, noise from noise_seed). */
+static int smooth_fill(const h3_vsa_plan *pl, float *host, uint64_t feature_seed, uint64_t noise_seed) {
+    int64_t T = pl->grid[0], H = pl->grid[1], W = pl->grid[2], S = pl->seq_len, P = pl->prefix_len;
+    float *et = malloc((size_t)T * HD * sizeof *et), *ey = malloc((size_t)H * HD * sizeof *ey),
+          *ex = malloc((size_t)W * HD * sizeof *ex);
+    if (!et || !ey || !ex) {
+        free(et), free(ey), free(ex);
+        return 0;
+    }
+    uint64_t noise = noise_seed, feat = feature_seed;
+    const float nz = SMOOTH_NOISE * 1.7320508f * 2.0f; /* uniform of sd 0.5: width 2·√3·0.5 */
+    for (int64_t r = 0; r < P * INNER; r++) host[r] = 4.0f * uniform01(&noise) - 2.0f;
+    for (int head = 0; head < NH; head++) {
+        smooth_tables(pl, head, &feat, et, ey, ex);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t y = 0; y < H; y++)
+                for (int64_t x = 0; x < W; x++) {
+                    float *row = host + (P + (t * H + y) * W + x) * INNER + (int64_t)head * HD;
+                    const float *a = et + t * HD, *b = ey + y * HD, *d = ex + x * HD;
+                    for (int j = 0; j < HD / 2; j++) {
+                        float re = a[2 * j] * b[2 * j] - a[2 * j + 1] * b[2 * j + 1];
+                        float im = a[2 * j] * b[2 * j + 1] + a[2 * j + 1] * b[2 * j];
+                        float re2 = re * d[2 * j] - im * d[2 * j + 1], im2 = re * d[2 * j + 1] + im * d[2 * j];
+                        row[2 * j] = SMOOTH_AMPLITUDE * re2 + nz * (uniform01(&noise) - 0.5f);
+                        row[2 * j + 1] = SMOOTH_AMPLITUDE * im2 + nz * (uniform01(&noise) - 0.5f);
+                    }
+                }
+    }
+    (void)S;
+    free(et), free(ey), free(ex);
+    return 1;
+}
+
+/* q and k of --vsa-lists smooth on the device; 0 on failure. */
+static int smooth_qk(vsa_ctx *c, const h3_vsa_plan *pl) {
     int64_t S = pl->seq_len;
-    c->q = rand2(S, INNER, 2.0f);
-    c->k = rand2(S, INNER, 2.0f);
+    float *host = malloc((size_t)S * INNER * sizeof *host);
+    uint64_t features = next_seed();
+    h3_status st;
+    c->q = h3_new_2d(B, H3_BF16, S, INNER);
+    c->k = h3_new_2d(B, H3_BF16, S, INNER);
+    int ok = host && smooth_fill(pl, host, features, next_seed()) && h3_tensor_upload_f32(B, &c->q, host, &st) == H3_OK &&
+             smooth_fill(pl, host, features, next_seed()) && h3_tensor_upload_f32(B, &c->k, host, &st) == H3_OK;
+    if (!ok) fprintf(stderr, "h3-bench: vsa smooth inputs: %s\n", host ? st.message : "out of host memory");
+    free(host);
+    return ok;
+}
+
+/* How much the lists of the query-tile pairs k_vsa_pair serves (video tiles P+2i, P+2i+1 of a head) share,
+ * from the last call's lists: *shared = mean |A∩B| / k over their top-k parts, *copied = the key tiles a
+ * pair copies (its union) over what two one-tile CTAs copy (|A| + |B|, prefix tiles included). */
+static void vsa_list_overlap(const h3_vsa_plan *pl, double *shared, double *copied) {
+    int64_t n = pl->num_tiles, P = pl->num_prefix_tiles, k = pl->topk, L = P + k;
+    size_t len = (size_t)NH * (size_t)((n - P) * L);
+    int32_t *lists = malloc(len * sizeof *lists);
+    uint8_t *mark = calloc((size_t)n, 1);
+    h3_status st;
+    *shared = *copied = NAN;
+    if (!lists || !mark || h3_backend_cuda_vsa_inspect(B, lists, len, NULL, 0, &st) != H3_OK) {
+        fprintf(stderr, "h3-bench: vsa lists: %s\n", lists && mark ? st.message : "out of memory");
+        free(lists), free(mark);
+        return;
+    }
+    double inter = 0, pairs = 0, uni = 0, both = 0;
+    for (int h = 0; h < NH; h++)
+        for (int64_t qt = P; qt + 1 < n; qt += 2) {
+            const int32_t *a = lists + ((int64_t)h * (n - P) + (qt - P)) * L, *b = a + L;
+            int64_t common = 0;
+            for (int64_t e = P; e < L; e++) mark[a[e]] = 1;
+            for (int64_t e = P; e < L; e++) common += mark[b[e]];
+            for (int64_t e = P; e < L; e++) mark[a[e]] = 0;
+            inter += (double)common;
+            pairs += 1;
+            uni += (double)(2 * L - common);
+            both += (double)(2 * L);
+        }
+    *shared = inter / (pairs * (double)k);
+    *copied = uni / both;
+    free(lists), free(mark);
+}
+
+/* q, k (random, or --vsa-lists smooth), random v and gate, and the plan's tiles on the device; 0 on failure. */
+static int vsa_inputs(const bench_options *o, vsa_ctx *c, const h3_vsa_plan *pl) {
+    int64_t S = pl->seq_len;
+    if (o->vsa_smooth) {
+        if (!smooth_qk(c, pl)) return 0;
+    } else {
+        c->q = rand2(S, INNER, 2.0f);
+        c->k = rand2(S, INNER, 2.0f);
+    }
     c->v = rand2(S, INNER, 1.0f);
     c->g = rand2(S, INNER, 1.0f);
     c->o = h3_new_2d(B, H3_BF16, S, INNER);
@@ -194,7 +328,7 @@ static void vsa_case_run(const bench_options *o, const vsa_case *vc, vsa_result 
     size_t mark = h3_arena_mark(B);
     vsa_ctx c;
     memset(&c, 0, sizeof c);
-    if (vsa_inputs(&c, pl)) {
+    if (vsa_inputs(o, &c, pl)) {
         int64_t S = pl->seq_len;
         r->S = S;
         r->n = pl->num_tiles;
@@ -209,6 +343,7 @@ static void vsa_case_run(const bench_options *o, const vsa_case *vc, vsa_result 
         r->dense_ms = vsa_time(&c, VSA_DENSE, 1, o->reps);
         r->vsa_ms = vsa_time(&c, VSA_GATE, 2, o->reps);
         r->useful_flop = isnan(r->vsa_ms) ? NAN : vsa_useful_flop(pl);
+        if (!isnan(r->vsa_ms)) vsa_list_overlap(pl, &r->shared, &r->copied);
         r->nogate_ms = vsa_time(&c, VSA_NOGATE, 1, o->reps);
         r->mma_ms = reference_shape ? vsa_time(&c, VSA_MMA, 1, o->reps) : NAN;
         int alts[2], has_alt[2];
@@ -287,6 +422,8 @@ static void print_case(const vsa_result *r, const char *label, int reference_sha
            (long long)r->S, tiles, (long long)r->k, r->dense_ms, dtf, r->vsa_ms, vtf, 100 * vtf / dtf,
            r->dense_ms / r->vsa_ms, stages, ftf, 100 * ftf / dtf);
     printf("%-22s without the gate %.2f ms; kernel %s, %d CTAs/SM\n", "", r->nogate_ms, r->kernel, r->ctas);
+    printf("%-22s lists: neighbouring video query tiles share %.1f%% of their top-k; a paired CTA copies %.1f%% of "
+           "the key tiles two one-tile CTAs copy\n", "", 100 * r->shared, 100 * r->copied);
     if (!isnan(r->copy_ms))
         printf("%-22s the fine kernel's tile copies alone (no math): %.2f ms for %.1f GB = %.2f TB/s; its consumer "
                "alone (no copies): %.2f ms = %.1f TF/s; the fine kernel takes %.2fx the larger\n", "", r->copy_ms,
@@ -312,10 +449,12 @@ static void record_case(const bench_options *o, const vsa_result *r, const char 
                         const char *date) {
     double dtf = tflops(r->dense_flop, r->dense_ms), vtf = tflops(r->useful_flop, r->vsa_ms);
     double ftf = tflops(r->useful_flop, r->stage_ms[2]);
-    char row[1400], alt[700] = "";
+    char row[1600], alt[900] = "";
+    snprintf(alt, sizeof alt, "; lists %s (pairs share %.0f%% of top-k, paired copies %.0f%%)",
+             o->vsa_smooth ? "smooth" : "random", 100 * r->shared, 100 * r->copied);
     if (!isnan(r->copy_ms))
-        snprintf(alt, sizeof alt, "; copies alone %.2f ms (%.1f TB/s), consumer alone %.2f ms", r->copy_ms,
-                 r->copy_bytes / r->copy_ms / 1e9, r->math_ms);
+        snprintf(alt + strlen(alt), sizeof alt - strlen(alt), "; copies alone %.2f ms (%.1f TB/s), consumer alone %.2f ms",
+                 r->copy_ms, r->copy_bytes / r->copy_ms / 1e9, r->math_ms);
     if (!isnan(r->tk_ms)) {
         size_t at = strlen(alt);
         snprintf(alt + at, sizeof alt - at, "; same run: TK %.2f ms (fine %.2fx TK, op %.2fx TK), Triton %.2f ms",

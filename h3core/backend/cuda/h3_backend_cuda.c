@@ -28,6 +28,7 @@
 #include "backend/cuda/kernels/h3_kernels_attention.h"
 
 #include <glib.h>
+#include <math.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -798,6 +799,56 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
     h3k_attention_args a;
     attention_args(b, &a, (h3_tensor *)o, q, k, v, n_heads, n_kv_heads, head_dim, causal, 1.0f);
     return h3k_attention_path_name(h3k_attention_path(&a));
+}
+
+/* Benchmarks: the median of reps launches of one part of the Hopper default attention kernel at this call's
+ * shape (h3k_attention_probe). KERNEL and NOSOFTMAX pack the images once first; NOSOFTMAX leaves o wrong. */
+h3_status_code h3_backend_cuda_attention_probe_ms(h3_backend *b, h3_cuda_attention_probe which, h3_tensor *o,
+                                                  const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                                                  int n_heads, int head_dim, int reps, float *ms,
+                                                  h3_status *status) {
+    cuda_impl *c = impl_of(b);
+    h3k_attention_args a;
+    attention_args_at(c->sm, H3K_ATTN_FA3_N192, &a, o, q, k, v, n_heads, n_heads, head_dim, 0,
+                      1.0f / sqrtf((float)head_dim));
+    if (h3k_attention_path(&a) != H3K_ATTN_FA3_N192)
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "cuda attention_probe: wgmma-fa3-n192 does not fit this call");
+    a.scratch = h3_cuda_scratch(b, h3k_attention_scratch(&a));
+    a.scratch_size = c->scratch_size;
+    if (!a.scratch) return h3_fail(status, H3_ERR_NO_MEMORY, "cuda attention_probe: no scratch");
+    int kind = which == H3_CUDA_ATTN_PROBE_PACK      ? H3K_ATTN_PROBE_PACK
+               : which == H3_CUDA_ATTN_PROBE_KERNEL ? H3K_ATTN_PROBE_KERNEL
+                                                     : H3K_ATTN_PROBE_NOSOFTMAX;
+    float t[32];
+    reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t e = cudaEventCreate(&ev[0]);
+    if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+    if (e == cudaSuccess && kind != H3K_ATTN_PROBE_PACK)
+        e = (cudaError_t)h3k_attention_probe(&a, H3K_ATTN_PROBE_PACK, c->stream);
+    if (e == cudaSuccess) e = (cudaError_t)h3k_attention_probe(&a, kind, c->stream); /* warm-up */
+    for (int r = 0; e == cudaSuccess && r < reps; r++) {
+        e = cudaEventRecord(ev[0], c->stream);
+        if (e == cudaSuccess) e = (cudaError_t)h3k_attention_probe(&a, kind, c->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(ev[1], c->stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&t[r], ev[0], ev[1]);
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return h3_fail(status, e == cudaErrorNotSupported ? H3_ERR_UNSUPPORTED : H3_ERR_DEVICE,
+                       "cuda attention_probe: %s", cudaGetErrorString(e));
+    }
+    for (int i = 1; i < reps; i++) /* insertion sort: reps is small */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    *ms = t[reps / 2];
+    return H3_OK;
 }
 
 

@@ -43,6 +43,20 @@ typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_WGMMA_D64_N192 = 12
 } h3_cuda_attention_variant;
 
+/* Parts of the Hopper default attention kernel (wgmma-fa3-n192) at a call's
+ * shape, timed alone for h3-bench --attention: the K/Vᵀ pack pass, the
+ * kernel on packed images, and the kernel with its softmax left out (o is
+ * then wrong). ms: the median of reps launches. UNSUPPORTED off Hopper. */
+typedef enum h3_cuda_attention_probe {
+    H3_CUDA_ATTN_PROBE_PACK = 0,
+    H3_CUDA_ATTN_PROBE_KERNEL = 1,
+    H3_CUDA_ATTN_PROBE_NOSOFTMAX = 2
+} h3_cuda_attention_probe;
+h3_status_code h3_backend_cuda_attention_probe_ms(h3_backend *b, h3_cuda_attention_probe which, h3_tensor *o,
+                                                  const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
+                                                  int n_heads, int head_dim, int reps, float *ms,
+                                                  h3_status *status);
+
 /* Sets the variant for later calls; returns the previous setting. */
 /* precision=fp8's linear in its two steps, for h3-bench's --fp8 section:
  * x [M,K] quantised per row into codes (an H3_F8E4M3 tensor [M,K]; its

@@ -105,6 +105,13 @@ extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
     return 0;
 }
 
+extern "C" int h3k_attention_probe(const h3k_attention_args *a, int which, cudaStream_t stream) {
+    h3k_attention_args n192 = *a;
+    n192.path = H3K_ATTN_FA3_N192;
+    if (h3k_attention_path(&n192) != H3K_ATTN_FA3_N192) return (int)cudaErrorNotSupported;
+    return h3k_attn::probe_fa3(&n192, which, stream);
+}
+
 extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
     if (a->Sq <= 0 || a->n_heads <= 0) return 0;
     if (a->Sq > (int64_t)0x7fffffff * kGenWarps || a->n_heads > 65535 || a->head_dim > 256 || a->head_dim <= 0)

@@ -47,6 +47,7 @@ int launch_wgmma(const h3k_attention_args *a, cudaStream_t stream); /* k_attn_wg
 int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream);
 template <int STAGES, bool PINGPONG, bool LAZY, int KN>
 int launch_fa3(const h3k_attention_args *a, cudaStream_t stream);
+int probe_fa3(const h3k_attention_args *a, int which, cudaStream_t stream); /* H3K_ATTN_PROBE_* */
 /* h3_attention_sm90_d64.cu; f16 or bf16, head_dim 64, non-causal, KN = 128 or 192 keys a tile; a->scratch as above */
 template <int KN> int launch_d64(const h3k_attention_args *a, cudaStream_t stream);
 } /* namespace h3k_attn */

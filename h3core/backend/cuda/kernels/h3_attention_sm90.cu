@@ -266,6 +266,14 @@ __device__ __forceinline__ void fa3_softmax(float *s, float m[2], float corr[2],
 #pragma unroll
     for (int r = 0; r < 2; r++) rs[r] = (a[r][0] + a[r][1]) + (a[r][2] + a[r][3]);
 }
+
+/* The probe's stand-in (h3k_attention_probe, NOSOFT): no max, no exp, no
+ * sum; the raw scores go on as P. Wrong output, the same GEMMs, copies and
+ * barriers: the kernel's time without its softmax. */
+template <int KN> __device__ __forceinline__ void fa3_nosoftmax(float corr[2], float rs[2]) {
+    corr[0] = corr[1] = 1.0f;
+    rs[0] = rs[1] = 1.0f;
+}
 #endif
 
 /* FlashAttention-3's consumer on pre-packed K/Vᵀ tile images of KN keys
@@ -281,7 +289,7 @@ __device__ __forceinline__ void fa3_softmax(float *s, float m[2], float corr[2],
  * GEMMs alternate on the tensor cores. Registers (ptxas -v reports the entry
  * budget, 168): O 64 + S KN/2 + P KN/4 live at once, within the 240 that
  * setmaxnreg grants each consumer thread (no spills at KN <= 192). */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN>
+template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT = false>
 __global__ void __launch_bounds__(384, 1)
     k_attn_fa3(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
                int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
@@ -361,7 +369,8 @@ __global__ void __launch_bounds__(384, 1)
         wg_wait0();
         fence_f<NS>(s);
         if (lane == 0) mbar_arrive(emptyK);
-        fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, KN > Skv, 0, Skv, t);
+        if (NOSOFT) fa3_nosoftmax<KN>(corr, rs);
+        else fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, KN > Skv, 0, Skv, t);
         l[0] = rs[0];
         l[1] = rs[1];
 #pragma unroll
@@ -385,7 +394,8 @@ __global__ void __launch_bounds__(384, 1)
             wg_wait1();
             fence_f<NS>(s);
             int64_t k0 = (int64_t)j * KN;
-            fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
+            if (NOSOFT) fa3_nosoftmax<KN>(corr, rs);
+            else fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
             wg_wait0();
             fence_f<64>(oacc);
             fence_u<KS * 4>(&pa[0][0]);
@@ -665,22 +675,10 @@ int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream) {
     return (int)cudaGetLastError();
 }
 
-/* k_attn_fa3 after packing K and Vᵀ into its tile images (scratch). */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k_attention_args *a, cudaStream_t stream) {
-    static uint64_t configured; /* one bit per device: the shared-memory limit is set per device */
-    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>();
-    const int smem = kWgTileBytes + STAGES * (KB + VB) + 1024 + 32 * STAGES;
+/* K and Vᵀ into k_attn_fa3's tile images of KN keys (the scratch). */
+template <int KN> int fa3_pack(const h3k_attention_args *a, cudaStream_t stream) {
+    const int KB = fa3_kbytes<KN>();
     if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return (int)e;
-    uint64_t bit = (uint64_t)1 << (dev & 63);
-    if (!(configured & bit)) {
-        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem);
-        if (e != cudaSuccess) return (int)e;
-        configured |= bit;
-    }
     int n_tiles = (int)fa3_tiles(a, KN);
     uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
     int64_t chunks = (int64_t)a->n_kv_heads * n_tiles * KN * 16;
@@ -695,13 +693,50 @@ template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k
         k_pack_v_n<KN><<<dim3((unsigned)(n_tiles * ((KN + 63) / 64)), (unsigned)a->n_kv_heads), 256, 0, stream>>>(
             vp, (const __nv_bfloat16 *)a->v, a->Skv, a->n_kv_heads, n_tiles);
     }
-    e = cudaGetLastError();
+    return (int)cudaGetLastError();
+}
+
+/* k_attn_fa3 on the images fa3_pack<KN> left in the scratch. */
+template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT>
+int fa3_kernel(const h3k_attention_args *a, cudaStream_t stream) {
+    static uint64_t configured; /* one bit per device: the shared-memory limit is set per device */
+    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>();
+    const int smem = kWgTileBytes + STAGES * (KB + VB) + 1024 + 32 * STAGES;
+    if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return (int)e;
+    uint64_t bit = (uint64_t)1 << (dev & 63);
+    if (!(configured & bit)) {
+        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return (int)e;
+        configured |= bit;
+    }
+    int n_tiles = (int)fa3_tiles(a, KN);
+    uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
     dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
-    k_attn_fa3<STAGES, PINGPONG, LAZY, KN><<<grid, 384, smem, stream>>>(
+    k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT><<<grid, 384, smem, stream>>>(
         (__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq, a->Skv, n_tiles, a->n_heads,
         a->n_kv_heads, a->scale * kLog2e);
     return (int)cudaGetLastError();
+}
+
+/* k_attn_fa3 after packing K and Vᵀ into its tile images (scratch). */
+template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k_attention_args *a, cudaStream_t stream) {
+    int e = fa3_pack<KN>(a, stream);
+    return e ? e : fa3_kernel<STAGES, PINGPONG, LAZY, KN, false>(a, stream);
+}
+
+/* h3k_attention_probe's parts of the default kernel (2 stages, ping-pong, lazy, 192-key tiles): the
+ * pack alone, the kernel alone on the images already packed, and the kernel without its softmax. */
+int probe_fa3(const h3k_attention_args *a, int which, cudaStream_t stream) {
+    switch (which) {
+    case H3K_ATTN_PROBE_PACK: return fa3_pack<192>(a, stream);
+    case H3K_ATTN_PROBE_KERNEL: return fa3_kernel<2, true, true, 192, false>(a, stream);
+    case H3K_ATTN_PROBE_NOSOFTMAX: return fa3_kernel<2, true, true, 192, true>(a, stream);
+    default: return (int)cudaErrorInvalidValue;
+    }
 }
 
 /* The variants h3_attention.cu dispatches to (H3K_ATTN_FA3..FA3_N192). */

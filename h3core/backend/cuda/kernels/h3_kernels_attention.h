@@ -40,6 +40,15 @@ int h3k_attention_path(const h3k_attention_args *a);
 int h3k_attention(const h3k_attention_args *a, cudaStream_t stream);
 const char *h3k_attention_path_name(int path);
 
+/* Benchmarks (h3-bench --attention): parts of the Hopper default kernel
+ * (wgmma-fa3-n192) for these arguments, to say what bounds it. PACK: the
+ * K/Vᵀ image pass alone; KERNEL: the attention kernel alone on the images
+ * a PACK (or a call) left in a->scratch; NOSOFTMAX: that kernel with its
+ * softmax left out (wrong output: the GEMMs, copies and barriers alone).
+ * cudaErrorNotSupported where that kernel does not fit the call. */
+enum { H3K_ATTN_PROBE_PACK = 0, H3K_ATTN_PROBE_KERNEL = 1, H3K_ATTN_PROBE_NOSOFTMAX = 2 };
+int h3k_attention_probe(const h3k_attention_args *a, int which, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static void check_image(const h3_image_file *f) {
     const h3_image *im = &f->image;
     if (im->width < 1 || im->height < 1 || im->width > H3_MAX_IMAGE_SIDE || im->height > H3_MAX_IMAGE_SIDE ||
-        (int64_t)im->width * im->height > H3_MAX_IMAGE_PIXELS || im->stride != (size_t)im->width * 3 ||
+        (int64_t)im->width * im->height > H3_IMAGE_FILE_MAX_PIXELS || im->stride != (size_t)im->width * 3 ||
         im->rgb != f->pixels || !f->pixels)
         abort();
     volatile uint8_t sink = 0;

@@ -7,6 +7,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -168,8 +169,54 @@ static void test_refusals(void) {
     g_free(text);
 }
 
+/* A baseline JPEG whose frame header announces w x h, with 16 bytes of scan
+ * and no Huffman tables (libjpeg-turbo supplies the standard ones): what the
+ * fuzzer made of image_file's seeds, 241 bytes announcing 22644x29765. */
+static size_t jpeg_header(uint8_t *out, uint16_t w, uint16_t h) {
+    static const uint8_t soi_dqt[5] = {0xff, 0xd8, 0xff, 0xdb, 0x00};
+    size_t n = 0;
+    memcpy(out, soi_dqt, 5), n = 5;
+    out[n++] = 0x43, out[n++] = 0x00; /* table 0, 8-bit, 64 ones */
+    memset(out + n, 1, 64), n += 64;
+    const uint8_t sof[19] = {0xff, 0xc0, 0x00, 0x11, 0x08, (uint8_t)(h >> 8), (uint8_t)h, (uint8_t)(w >> 8),
+                             (uint8_t)w, 0x03, 0x01, 0x22, 0x00, 0x02, 0x11, 0x00, 0x03, 0x11, 0x00};
+    memcpy(out + n, sof, 19), n += 19;
+    const uint8_t sos[14] = {0xff, 0xda, 0x00, 0x0c, 0x03, 0x01, 0x00, 0x02, 0x00, 0x03, 0x00, 0x00, 0x3f, 0x00};
+    memcpy(out + n, sos, 14), n += 14;
+    for (int i = 0; i < 16; i++) out[n++] = (uint8_t)(0x40 + i);
+    out[n++] = 0xff, out[n++] = 0xd9;
+    return n;
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* A size over the limits stops the decoder at its header. It used to be
+ * shrunk to 1x1, which libjpeg honours only down to 1/8: the 122 bytes below
+ * were decoded to 2831x3721 pixels (about 30 MB and 0.14 s) before being
+ * refused. Run first, while the process's peak memory is low, so that the
+ * peak says whether those pixels were made. */
+static void test_huge_jpeg_not_decoded(void) {
+    uint8_t jpg[160];
+    size_t n = jpeg_header(jpg, 22644, 29765);
+    h3_image_file f;
+    h3_status st = {0};
+    long before = max_rss_kb();
+    h3_status_code rc = h3_image_file_decode(jpg, n, "bomb.jpg", &f, &st);
+    long grew = max_rss_kb() - before;
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "22644x29765") && strstr(st.message, "bomb.jpg"),
+          "22644x29765 JPEG: %s '%s'", h3_status_code_name(rc), st.message);
+    CHECK(grew < 12 * 1024, "22644x29765 JPEG: the peak memory grew by %ld KB: the decoder went on past the header",
+          grew);
+    printf("refused at its header: a %zu-byte JPEG announcing 22644x29765 (peak memory +%ld KB)\n", n, grew);
+}
+
 int main(void) {
     tmp_dir = g_dir_make_tmp("h3-image-XXXXXX", NULL);
+    test_huge_jpeg_not_decoded();
     test_golden_png();
     test_formats();
     test_refusals();

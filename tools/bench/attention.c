@@ -42,28 +42,61 @@ static void run_attention(void *opaque) {
 
 /* What bounds the default kernel (wgmma-fa3-n192): its pack pass and the
  * kernel alone, then the kernel without its softmax (the same GEMMs, copies
- * and barriers). Kernel minus no-softmax is the softmax time the GEMMs do not
- * cover; the no-softmax kernel's TF/s is the ceiling of this GEMM pipeline. */
+ * and barriers), without its exponentials (the max, the sums and the
+ * rescale kept), and with a quarter or half of its exponentials moved from
+ * MUFU.EX2 to the FMA pipe. Kernel minus no-softmax is the softmax time the
+ * GEMMs do not cover, kernel minus no-exp what MUFU costs of it; the
+ * no-softmax kernel's TF/s is the ceiling of this GEMM pipeline. The FMA
+ * variants' outputs are compared with the kernel's (relative L2). */
+static double rel_l2_host(const float *a, const float *ref, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - ref[i];
+        d += e * e;
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(d / r) : NAN;
+}
+
 static void attention_probes(const bench_options *o, attn_ctx *c, int64_t S, double flop) {
     static const struct {
         h3_cuda_attention_probe which;
         const char *name;
     } probes[] = {{H3_CUDA_ATTN_PROBE_PACK, "probe: pack"},
                   {H3_CUDA_ATTN_PROBE_KERNEL, "probe: kernel"},
-                  {H3_CUDA_ATTN_PROBE_NOSOFTMAX, "probe: no-softmax"}};
-    float ms[3] = {NAN, NAN, NAN};
-    for (int i = 0; i < 3; i++) {
+                  {H3_CUDA_ATTN_PROBE_NOSOFTMAX, "probe: no-softmax"},
+                  {H3_CUDA_ATTN_PROBE_NOEXP, "probe: no-exp"},
+                  {H3_CUDA_ATTN_PROBE_POLY_QUARTER, "probe: fma-exp 1/4"},
+                  {H3_CUDA_ATTN_PROBE_POLY_HALF, "probe: fma-exp 1/2"}};
+    enum { NP = sizeof probes / sizeof probes[0] };
+    float ms[NP];
+    size_t n = (size_t)S * INNER;
+    float *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+    for (int i = 0; i < NP; i++) {
         h3_status st;
+        ms[i] = NAN;
         if (h3_backend_cuda_attention_probe_ms(B, probes[i].which, &c->out, &c->q, &c->k, &c->v, NH, HD, o->reps,
                                                &ms[i], &st) != H3_OK) {
             printf("%-8lld %-18s %s\n", (long long)S, probes[i].name, st.message);
-            return;
+            break;
         }
-        printf("%-8lld %-18s %10.3f %9.1f\n", (long long)S, probes[i].name, ms[i], i ? tflops(flop, ms[i]) : 0.0);
+        char err[64] = "";
+        h3_cuda_attention_probe w = probes[i].which;
+        if (ref && got && w == H3_CUDA_ATTN_PROBE_KERNEL && h3_tensor_download_f32(B, &c->out, ref, &st) != H3_OK)
+            free(ref), ref = NULL;
+        if (ref && got && (w == H3_CUDA_ATTN_PROBE_POLY_QUARTER || w == H3_CUDA_ATTN_PROBE_POLY_HALF) &&
+            h3_tensor_download_f32(B, &c->out, got, &st) == H3_OK)
+            snprintf(err, sizeof err, "  output vs kernel rel L2 %.2e", rel_l2_host(got, ref, n));
+        printf("%-8lld %-18s %10.3f %9.1f%s\n", (long long)S, probes[i].name, ms[i], i ? tflops(flop, ms[i]) : 0.0,
+               err);
     }
+    free(ref);
+    free(got);
     printf("%-8lld wgmma-fa3-n192: pack %.2f ms + kernel %.2f ms; without its softmax the kernel takes %.2f ms "
-           "(%.0f TF/s): the softmax costs %.2f ms (%.0f%%) the GEMMs do not cover\n",
-           (long long)S, ms[0], ms[1], ms[2], tflops(flop, ms[2]), ms[1] - ms[2], 100.0 * (ms[1] - ms[2]) / ms[1]);
+           "(%.0f TF/s): the softmax costs %.2f ms (%.0f%%) the GEMMs do not cover, of which the exponentials "
+           "(MUFU.EX2) %.2f ms; a quarter / half of them on the FMA pipe: %.2f / %.2f ms (%.3fx / %.3fx the kernel)\n",
+           (long long)S, ms[0], ms[1], ms[2], tflops(flop, ms[2]), ms[1] - ms[2], 100.0 * (ms[1] - ms[2]) / ms[1],
+           ms[1] - ms[3], ms[4], ms[5], ms[1] / ms[4], ms[1] / ms[5]);
     fflush(stdout);
 }
 

@@ -802,7 +802,7 @@ const char *h3_backend_cuda_attention_kernel(h3_backend *b, const h3_tensor *o, 
 }
 
 /* Benchmarks: the median of reps launches of one part of the Hopper default attention kernel at this call's
- * shape (h3k_attention_probe). KERNEL and NOSOFTMAX pack the images once first; NOSOFTMAX leaves o wrong. */
+ * shape (h3k_attention_probe). All but PACK pack the images once first; NOSOFTMAX and NOEXP leave o wrong. */
 h3_status_code h3_backend_cuda_attention_probe_ms(h3_backend *b, h3_cuda_attention_probe which, h3_tensor *o,
                                                   const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,
                                                   int n_heads, int head_dim, int reps, float *ms,
@@ -816,9 +816,15 @@ h3_status_code h3_backend_cuda_attention_probe_ms(h3_backend *b, h3_cuda_attenti
     a.scratch = h3_cuda_scratch(b, h3k_attention_scratch(&a));
     a.scratch_size = c->scratch_size;
     if (!a.scratch) return h3_fail(status, H3_ERR_NO_MEMORY, "cuda attention_probe: no scratch");
-    int kind = which == H3_CUDA_ATTN_PROBE_PACK      ? H3K_ATTN_PROBE_PACK
-               : which == H3_CUDA_ATTN_PROBE_KERNEL ? H3K_ATTN_PROBE_KERNEL
-                                                     : H3K_ATTN_PROBE_NOSOFTMAX;
+    static const int kinds[] = {[H3_CUDA_ATTN_PROBE_PACK] = H3K_ATTN_PROBE_PACK,
+                                [H3_CUDA_ATTN_PROBE_KERNEL] = H3K_ATTN_PROBE_KERNEL,
+                                [H3_CUDA_ATTN_PROBE_NOSOFTMAX] = H3K_ATTN_PROBE_NOSOFTMAX,
+                                [H3_CUDA_ATTN_PROBE_POLY_QUARTER] = H3K_ATTN_PROBE_POLY_QUARTER,
+                                [H3_CUDA_ATTN_PROBE_POLY_HALF] = H3K_ATTN_PROBE_POLY_HALF,
+                                [H3_CUDA_ATTN_PROBE_NOEXP] = H3K_ATTN_PROBE_NOEXP};
+    if ((unsigned)which >= sizeof kinds / sizeof kinds[0])
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "cuda attention_probe: no probe %d", (int)which);
+    int kind = kinds[which];
     float t[32];
     reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
     cudaEvent_t ev[2] = {NULL, NULL};

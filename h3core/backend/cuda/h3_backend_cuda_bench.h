@@ -46,11 +46,15 @@ typedef enum h3_cuda_attention_variant {
 /* Parts of the Hopper default attention kernel (wgmma-fa3-n192) at a call's
  * shape, timed alone for h3-bench --attention: the K/Vᵀ pack pass, the
  * kernel on packed images, and the kernel with its softmax left out (o is
- * then wrong). ms: the median of reps launches. UNSUPPORTED off Hopper. */
+ * then wrong), with part of its exponentials on the FMA pipe, or none. ms:
+ * the median of reps launches. UNSUPPORTED off Hopper. */
 typedef enum h3_cuda_attention_probe {
     H3_CUDA_ATTN_PROBE_PACK = 0,
     H3_CUDA_ATTN_PROBE_KERNEL = 1,
-    H3_CUDA_ATTN_PROBE_NOSOFTMAX = 2
+    H3_CUDA_ATTN_PROBE_NOSOFTMAX = 2,
+    H3_CUDA_ATTN_PROBE_POLY_QUARTER = 3, /* a quarter of the exponentials on the FMA pipe (o right, within bf16) */
+    H3_CUDA_ATTN_PROBE_POLY_HALF = 4,    /* half of them */
+    H3_CUDA_ATTN_PROBE_NOEXP = 5         /* no exponential at all (o wrong): what MUFU.EX2 costs */
 } h3_cuda_attention_probe;
 h3_status_code h3_backend_cuda_attention_probe_ms(h3_backend *b, h3_cuda_attention_probe which, h3_tensor *o,
                                                   const h3_tensor *q, const h3_tensor *k, const h3_tensor *v,

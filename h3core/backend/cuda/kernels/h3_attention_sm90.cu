@@ -216,6 +216,33 @@ template <> __device__ __forceinline__ void wgmma_s<192>(float *d, uint64_t da, 
     wgmma_ss_n192(d, da, db, scale_d);
 }
 
+/* 2^x on the FMA and integer pipes instead of MUFU.EX2 (FlashAttention-4's
+ * split on Blackwell, where MUFU did not keep up with the tensor cores):
+ * x = j + f with j = round(x) (the 1.5·2^23 trick: t's low bits hold j),
+ * f in [-1/2, 1/2], 2^f by a cubic fitted for relative error (7.5e-5, far
+ * inside bf16's 3.9e-3), then j added to the exponent field. x is clamped
+ * at -125 so the result stays a normal float (2^-125, nothing in a row sum
+ * next to its max's 1). Nine instructions for one MUFU op. Measured on the
+ * H200 (2026-12-04, S 34,710): a quarter of the scores this way made the
+ * kernel 0.93x as fast, half 0.89x (outputs 7e-4 from MUFU's): the issue
+ * slots cost more than MUFU's throughput, so only the probes use it. */
+__device__ __forceinline__ float ex2_fma(float x) {
+    x = fmaxf(x, -125.0f);
+    float t = x + 12582912.0f, f = x - (t - 12582912.0f);
+    float p = fmaf(fmaf(fmaf(0.05517153442f, f, 0.24261111021f), f, 0.69326102734f), f, 0.99992805719f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+/* Which scores of the softmax take ex2_fma (h3k_attention_probe's POLY
+ * probes): POLY 0 none (MUFU for all, the product), 1 a quarter, 2 half;
+ * 3 none and no MUFU either (P = the exponent itself: wrong output, the
+ * kernel's time without the exponentials). */
+template <int POLY> __device__ __forceinline__ float fa3_exp2(float x, int n, int c) {
+    if (POLY == 3) return x;
+    if ((POLY == 1 && c == 1 && (n & 1)) || (POLY == 2 && c == 1)) return ex2_fma(x);
+    return ex2_ftz(x);
+}
+
 /* Online softmax of one 64×KN S tile held raw (unscaled) in s: s becomes
  * P = 2^(s·scale_log2 - m·scale_log2), m the running raw row max, corr the
  * factor O and l take, rs this tile's row sums (per thread). One FFMA and one
@@ -223,7 +250,7 @@ template <> __device__ __forceinline__ void wgmma_s<192>(float *d, uint64_t da, 
  * the old max unless the new one is larger by more than 2^8 (FlashAttention-4's
  * conditional rescaling): P stays <= 256, exact after the final 1/l, and corr
  * is exactly 1 for most tiles, so the O rescale can be skipped. */
-template <int KN, bool LAZY>
+template <int KN, bool LAZY, int POLY = 0>
 __device__ __forceinline__ void fa3_softmax(float *s, float m[2], float corr[2], float rs[2], float scale_log2,
                                             bool tail, int64_t k0, int64_t Skv, int t) {
     if (tail) {
@@ -260,7 +287,7 @@ __device__ __forceinline__ void fa3_softmax(float *s, float m[2], float corr[2],
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 int i = 4 * n + 2 * r + c;
-                s[i] = ex2_ftz(fmaf(s[i], scale_log2, -base[r]));
+                s[i] = fa3_exp2<POLY>(fmaf(s[i], scale_log2, -base[r]), n, c);
                 a[r][(n & 1) * 2 + c] += s[i];
             }
 #pragma unroll
@@ -289,7 +316,7 @@ template <int KN> __device__ __forceinline__ void fa3_nosoftmax(float corr[2], f
  * GEMMs alternate on the tensor cores. Registers (ptxas -v reports the entry
  * budget, 168): O 64 + S KN/2 + P KN/4 live at once, within the 240 that
  * setmaxnreg grants each consumer thread (no spills at KN <= 192). */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT = false>
+template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT = false, int POLY = 0>
 __global__ void __launch_bounds__(384, 1)
     k_attn_fa3(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
                int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
@@ -370,7 +397,7 @@ __global__ void __launch_bounds__(384, 1)
         fence_f<NS>(s);
         if (lane == 0) mbar_arrive(emptyK);
         if (NOSOFT) fa3_nosoftmax<KN>(corr, rs);
-        else fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, KN > Skv, 0, Skv, t);
+        else fa3_softmax<KN, LAZY, POLY>(s, m, corr, rs, scale_log2, KN > Skv, 0, Skv, t);
         l[0] = rs[0];
         l[1] = rs[1];
 #pragma unroll
@@ -395,7 +422,7 @@ __global__ void __launch_bounds__(384, 1)
             fence_f<NS>(s);
             int64_t k0 = (int64_t)j * KN;
             if (NOSOFT) fa3_nosoftmax<KN>(corr, rs);
-            else fa3_softmax<KN, LAZY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
+            else fa3_softmax<KN, LAZY, POLY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
             wg_wait0();
             fence_f<64>(oacc);
             fence_u<KS * 4>(&pa[0][0]);
@@ -697,7 +724,7 @@ template <int KN> int fa3_pack(const h3k_attention_args *a, cudaStream_t stream)
 }
 
 /* k_attn_fa3 on the images fa3_pack<KN> left in the scratch. */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT>
+template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT, int POLY = 0>
 int fa3_kernel(const h3k_attention_args *a, cudaStream_t stream) {
     static uint64_t configured; /* one bit per device: the shared-memory limit is set per device */
     const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>();
@@ -708,7 +735,7 @@ int fa3_kernel(const h3k_attention_args *a, cudaStream_t stream) {
     if (e != cudaSuccess) return (int)e;
     uint64_t bit = (uint64_t)1 << (dev & 63);
     if (!(configured & bit)) {
-        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT>,
+        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return (int)e;
         configured |= bit;
@@ -716,7 +743,7 @@ int fa3_kernel(const h3k_attention_args *a, cudaStream_t stream) {
     int n_tiles = (int)fa3_tiles(a, KN);
     uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
     dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
-    k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT><<<grid, 384, smem, stream>>>(
+    k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY><<<grid, 384, smem, stream>>>(
         (__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq, a->Skv, n_tiles, a->n_heads,
         a->n_kv_heads, a->scale * kLog2e);
     return (int)cudaGetLastError();
@@ -729,12 +756,16 @@ template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k
 }
 
 /* h3k_attention_probe's parts of the default kernel (2 stages, ping-pong, lazy, 192-key tiles): the
- * pack alone, the kernel alone on the images already packed, and the kernel without its softmax. */
+ * pack alone, the kernel alone on the images already packed, the kernel without its softmax, with a
+ * quarter or half of its exponentials on the FMA pipe, and without exponentials. */
 int probe_fa3(const h3k_attention_args *a, int which, cudaStream_t stream) {
     switch (which) {
     case H3K_ATTN_PROBE_PACK: return fa3_pack<192>(a, stream);
     case H3K_ATTN_PROBE_KERNEL: return fa3_kernel<2, true, true, 192, false>(a, stream);
     case H3K_ATTN_PROBE_NOSOFTMAX: return fa3_kernel<2, true, true, 192, true>(a, stream);
+    case H3K_ATTN_PROBE_POLY_QUARTER: return fa3_kernel<2, true, true, 192, false, 1>(a, stream);
+    case H3K_ATTN_PROBE_POLY_HALF: return fa3_kernel<2, true, true, 192, false, 2>(a, stream);
+    case H3K_ATTN_PROBE_NOEXP: return fa3_kernel<2, true, true, 192, false, 3>(a, stream);
     default: return (int)cudaErrorInvalidValue;
     }
 }

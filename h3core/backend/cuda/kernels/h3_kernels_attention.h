@@ -45,8 +45,13 @@ const char *h3k_attention_path_name(int path);
  * K/Vᵀ image pass alone; KERNEL: the attention kernel alone on the images
  * a PACK (or a call) left in a->scratch; NOSOFTMAX: that kernel with its
  * softmax left out (wrong output: the GEMMs, copies and barriers alone).
+ * POLY_QUARTER, POLY_HALF: the kernel with a quarter or half of its
+ * exponentials computed on the FMA pipe (a cubic) instead of MUFU.EX2 (a
+ * right output, within bf16); NOEXP: the kernel with no exponential at all
+ * (wrong output: what MUFU.EX2 costs the kernel).
  * cudaErrorNotSupported where that kernel does not fit the call. */
-enum { H3K_ATTN_PROBE_PACK = 0, H3K_ATTN_PROBE_KERNEL = 1, H3K_ATTN_PROBE_NOSOFTMAX = 2 };
+enum { H3K_ATTN_PROBE_PACK = 0, H3K_ATTN_PROBE_KERNEL = 1, H3K_ATTN_PROBE_NOSOFTMAX = 2,
+       H3K_ATTN_PROBE_POLY_QUARTER = 3, H3K_ATTN_PROBE_POLY_HALF = 4, H3K_ATTN_PROBE_NOEXP = 5 };
 int h3k_attention_probe(const h3k_attention_args *a, int which, cudaStream_t stream);
 
 #ifdef __cplusplus

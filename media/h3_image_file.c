@@ -118,11 +118,75 @@ static int png_complete(const uint8_t *b, size_t n) {
     return 0;
 }
 
+/* JPEG files the system's libjpeg may spend minutes on, refused before it
+ * sees them, by a walk over the markers as libjpeg reads them (jdmarker.c's
+ * next_marker: bytes before a 0xFF are skipped, fill 0xFF bytes too, 0xFF00
+ * is data; after SOS the entropy-coded data runs to the next marker that is
+ * not a restart marker):
+ * - arithmetic coding (SOF9-11, SOF13-15, DAC): Debian 12's libjpeg-turbo
+ *   2.1.5 spins in its arithmetic decoder on some damaged data (the fuzzer's
+ *   178-byte files ran for minutes, in tests/fuzz/regressions/image_file/).
+ *   Such JPEGs are rare (web browsers do not decode them either);
+ * - more than H3_JPEG_MAX_SCANS scans: a progressive JPEG has about ten, and
+ *   every scan passes over the whole image, so a small file of thousands of
+ *   empty scans costs minutes. libjpeg leaves such limits to the caller.
+ * A file cut short ends the walk: GdkPixbuf then says what is wrong. */
+#define H3_JPEG_MAX_SCANS 1000
+
+/* The offset of the next marker's code at or after off (0 when none):
+ * skips to a 0xFF, then past fill 0xFF bytes; a zero after them is stuffed
+ * data, and so in entropy-coded data (in_scan) is a restart marker. */
+static size_t jpeg_next_marker(const uint8_t *b, size_t n, size_t off, int in_scan) {
+    while (off < n) {
+        while (off < n && b[off] != 0xff) off++;
+        while (off < n && b[off] == 0xff) off++;
+        if (off >= n) return 0;
+        uint8_t m = b[off];
+        if (m != 0x00 && !(in_scan && m >= 0xd0 && m <= 0xd7)) return off;
+        off++;
+    }
+    return 0;
+}
+
+static h3_status_code jpeg_check(const uint8_t *b, size_t n, const char *name, h3_status *status) {
+    size_t off = 2; /* past SOI */
+    int scans = 0;
+    while ((off = jpeg_next_marker(b, n, off, 0)) != 0) {
+        uint8_t m = b[off++];
+        if (m == 0xd9) break;                                 /* EOI */
+        if (m == 0x01 || (m >= 0xd0 && m <= 0xd8)) continue; /* TEM, RSTn, SOI: no length */
+        if (n - off < 2) break;
+        size_t len = (size_t)b[off] << 8 | b[off + 1];
+        if ((m >= 0xc9 && m <= 0xcb) || (m >= 0xcd && m <= 0xcf) || m == 0xcc)
+            return h3_fail(status, H3_ERR_UNSUPPORTED,
+                           "image '%s' is an arithmetic-coded JPEG (marker 0xFF%02X): not read, since the system's "
+                           "libjpeg can hang on a damaged one; save it as a baseline or progressive JPEG, or as PNG",
+                           name, m);
+        if (len < 2 || len > n - off) break;
+        off += len;
+        if (m == 0xda) {
+            if (++scans > H3_JPEG_MAX_SCANS)
+                return h3_fail(status, H3_ERR_FORMAT,
+                               "image '%s' is a JPEG of more than %d scans (a progressive one has about ten): not read, "
+                               "each scan costs a pass over the whole image",
+                               name, H3_JPEG_MAX_SCANS);
+            size_t next = jpeg_next_marker(b, n, off, 1);
+            if (next == 0) break;
+            off = next - 1; /* the 0xFF before it, where the outer loop looks */
+        }
+    }
+    return H3_OK;
+}
+
 h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *name, h3_image_file *out,
                                     h3_status *status) {
     static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memset(out, 0, sizeof *out);
     if (n == 0) return h3_fail(status, H3_ERR_FORMAT, "image '%s' is empty", name);
+    if (n >= 2 && bytes[0] == 0xff && bytes[1] == 0xd8) {
+        h3_status_code rc = jpeg_check(bytes, n, name, status);
+        if (rc != H3_OK) return rc;
+    }
     GdkPixbufLoader *loader = gdk_pixbuf_loader_new();
     announced a = {0, 0, 0};
     g_signal_connect(loader, "size-prepared", G_CALLBACK(on_size), &a);

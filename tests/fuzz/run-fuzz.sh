@@ -81,7 +81,7 @@ replay)
     exit 77
   fi
   echo "replaying $# input(s) of $name"
-  ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" exec "$exe" -runs=1 -error_exitcode=1 -timeout_exitcode=1 "$@"
+  ASAN_OPTIONS="$full" LSAN_OPTIONS="$supp" exec "$exe" -runs=1 -timeout=60 -error_exitcode=1 -timeout_exitcode=1 "$@"
   ;;
 fuzz)
   dict=$1

@@ -214,12 +214,63 @@ static void test_huge_jpeg_not_decoded(void) {
     printf("refused at its header: a %zu-byte JPEG announcing 22644x29765 (peak memory +%ld KB)\n", n, grew);
 }
 
+/* A progressive-looking JPEG of 8x8 pixels with `scans` empty scans. */
+static uint8_t *jpeg_with_scans(int scans, size_t *n) {
+    uint8_t *b = malloc(200 + (size_t)scans * 11), *p = b;
+    static const uint8_t head[] = {0xff, 0xd8, 0xff, 0xc2, 0x00, 0x0b, 0x08, 0x00, 0x08, 0x00, 0x08, 0x01, 0x01,
+                                   0x11, 0x00, 0xff, 0xdb, 0x00, 0x43, 0x00};
+    memcpy(p, head, sizeof head), p += sizeof head;
+    memset(p, 1, 64), p += 64;
+    static const uint8_t sos[] = {0xff, 0xda, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00};
+    for (int i = 0; i < scans; i++) memcpy(p, sos, sizeof sos), p += sizeof sos;
+    *p++ = 0xff, *p++ = 0xd9;
+    *n = (size_t)(p - b);
+    return b;
+}
+
+/* JPEGs the system's libjpeg could spend minutes on are refused before it
+ * reads them: an arithmetic-coded one (what the fuzzer found: the 178 bytes
+ * below, SOF9, kept libjpeg-turbo 2.1.5 busy for over two minutes; alarm
+ * turns a hang into a failure), and one of more than 1000 scans. */
+static void test_jpeg_refusals(void) {
+    static const uint8_t arith[] =
+    "\xff\xd8\xff\xff\xdb\x00\x43\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\x78\x00\x00\x00\x00\x00\x00\x00\xff\x54\xa9\xb7\x25\xaf\xde\x1c\x1c\x0e\x0e\x0e\x0e\x0e"
+    "\x0e\x0e\x0e\x0e\x61\x75\x64\x69\x6f\x2f\x6d\x34\x61\x33\x34\x32\xff\xdb\x00\x43\x01\x09\x18\x09\x09\x0c\x0d\x0b"
+    "\x0c\x0d\x18\x32\x21\x1c\x1b\x32\xe9\x32\x26\xb7\xa9\x55\x00\x00\x30\x30\x30\x30\x30\xd0\xcf\xcf\xcf\xcf\xcf\xcf"
+    "\xd3\x30\x30\x30\x30\x30\x30\x30\x30\x30\x31\x38\x34\x35\x35\x36\x35\x39\x34\x30\x32\x36\x35\x39\x33\x39\x33\x39"
+    "\x39\xff\xc9\x00\x11\x08\x00\x47\x00\x30\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\x00\x01\x09\xff\xda\x00\x0c\x03"
+    "\x01\x00\x02\x11\x03\x11\x00\xc5\xe0\x79";
+    h3_image_file f;
+    h3_status st = {0};
+    alarm(30);
+    h3_status_code rc = h3_image_file_decode(arith, sizeof arith - 1, "arith.jpg", &f, &st);
+    alarm(0);
+    CHECK(rc == H3_ERR_UNSUPPORTED && strstr(st.message, "arithmetic-coded") && strstr(st.message, "arith.jpg"),
+          "arithmetic-coded JPEG: %s '%s'", h3_status_code_name(rc), st.message);
+    size_t n;
+    uint8_t *many = jpeg_with_scans(1001, &n);
+    rc = h3_image_file_decode(many, n, "many.jpg", &f, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "more than 1000 scans") && strstr(st.message, "many.jpg"), "1001 scans: %s '%s'",
+          h3_status_code_name(rc), st.message);
+    free(many);
+    many = jpeg_with_scans(1000, &n);
+    alarm(30);
+    rc = h3_image_file_decode(many, n, "many.jpg", &f, &st);
+    alarm(0);
+    CHECK(rc == H3_OK ? (h3_image_file_clear(&f), 1) : strstr(st.message, "more than") == NULL,
+          "1000 scans: not refused for its scans: %s '%s'", h3_status_code_name(rc), rc == H3_OK ? "" : st.message);
+    free(many);
+    printf("refused before libjpeg: an arithmetic-coded JPEG (%zu bytes), 1001 scans\n", sizeof arith - 1);
+}
+
 int main(void) {
     tmp_dir = g_dir_make_tmp("h3-image-XXXXXX", NULL);
     test_huge_jpeg_not_decoded();
     test_golden_png();
     test_formats();
     test_refusals();
+    test_jpeg_refusals();
     g_rmdir(tmp_dir);
     g_free(tmp_dir);
     return h3_test_finish("test_image_file");

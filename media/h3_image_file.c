@@ -129,7 +129,8 @@ static int png_complete(const uint8_t *b, size_t n) {
  *   Such JPEGs are rare (web browsers do not decode them either);
  * - more than H3_JPEG_MAX_SCANS scans: a progressive JPEG has about ten, and
  *   every scan passes over the whole image, so a small file of thousands of
- *   empty scans costs minutes. libjpeg leaves such limits to the caller.
+ *   empty scans multiplies the decoding time of a large image; libjpeg
+ *   leaves such a limit to the caller.
  * A file cut short ends the walk: GdkPixbuf then says what is wrong. */
 #define H3_JPEG_MAX_SCANS 1000
 

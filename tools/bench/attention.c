@@ -48,16 +48,6 @@ static void run_attention(void *opaque) {
  * GEMMs do not cover, kernel minus no-exp what MUFU costs of it; the
  * no-softmax kernel's TF/s is the ceiling of this GEMM pipeline. The FMA
  * variants' outputs are compared with the kernel's (relative L2). */
-static double rel_l2_host(const float *a, const float *ref, size_t n) {
-    double d = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - ref[i];
-        d += e * e;
-        r += (double)ref[i] * ref[i];
-    }
-    return r > 0 ? sqrt(d / r) : NAN;
-}
-
 static void attention_probes(const bench_options *o, attn_ctx *c, int64_t S, double flop) {
     static const struct {
         h3_cuda_attention_probe which;
@@ -86,7 +76,7 @@ static void attention_probes(const bench_options *o, attn_ctx *c, int64_t S, dou
             free(ref), ref = NULL;
         if (ref && got && (w == H3_CUDA_ATTN_PROBE_POLY_QUARTER || w == H3_CUDA_ATTN_PROBE_POLY_HALF) &&
             h3_tensor_download_f32(B, &c->out, got, &st) == H3_OK)
-            snprintf(err, sizeof err, "  output vs kernel rel L2 %.2e", rel_l2_host(got, ref, n));
+            snprintf(err, sizeof err, "  output vs kernel rel L2 %.2e", rel_l2(got, ref, n));
         printf("%-8lld %-18s %10.3f %9.1f%s\n", (long long)S, probes[i].name, ms[i], i ? tflops(flop, ms[i]) : 0.0,
                err);
     }

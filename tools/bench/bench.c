@@ -114,6 +114,16 @@ double now_ms(void) {
 
 double tflops(double flop, double ms) { return flop / ms / 1e9; }
 
+double rel_l2(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : NAN;
+}
+
 /* ---- the PyTorch references ------------------------------------------------------------------------ */
 
 JsonNode *run_python_json(const char *cmd, const char *tag) {

@@ -82,6 +82,8 @@ double median(double *t, int n);       /* sorts t; the mean of the middle pair f
 double upper_median(double *t, int n); /* sorts t; t[n / 2], the upper one of the pair */
 double now_ms(void);             /* monotonic wall clock */
 double tflops(double flop, double ms);
+/* ||a - ref|| / ||ref|| over n floats (NAN when ref is all zeros). */
+double rel_l2(const float *a, const float *ref, size_t n);
 
 /* Runs a PyTorch reference command; its lines that start with `tag` carry
  * one JSON object (returned, or NULL), the rest is echoed as it comes. */

@@ -40,15 +40,8 @@ static double rel_l2_dev(const h3_tensor *a, const h3_tensor *ref) {
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     double e = NAN;
     h3_status st;
-    if (x && y && h3_tensor_download_f32(B, a, x, &st) == H3_OK && h3_tensor_download_f32(B, ref, y, &st) == H3_OK) {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < n; i++) {
-            double d = (double)x[i] - y[i];
-            num += d * d;
-            den += (double)y[i] * y[i];
-        }
-        e = den > 0 ? sqrt(num / den) : NAN;
-    }
+    if (x && y && h3_tensor_download_f32(B, a, x, &st) == H3_OK && h3_tensor_download_f32(B, ref, y, &st) == H3_OK)
+        e = rel_l2(x, y, n);
     free(x);
     free(y);
     return e;
@@ -178,16 +171,6 @@ static int run_model(const bench_options *o, const h3_dit_config *cfg, int block
     h3_dit_free(dit);
     h3_backend_set_linear_fp8(B, 0, &st);
     return rc == H3_OK && out->vv && out->va;
-}
-
-static double rel_l2(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : NAN;
 }
 
 static void forward_pair(const bench_options *o, const h3_dit_config *cfg, int blocks) {

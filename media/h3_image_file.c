@@ -47,10 +47,10 @@ static h3_status_code read_file(const char *path, uint8_t **out, size_t *n, h3_s
 }
 
 /* The most pixels a keyframe file may announce. The fuzz harness compiles
- * this file with a smaller cap (tests/fuzz/meson.build): a 241-byte JPEG can
- * announce 100 M pixels, and the system's libjpeg then spends 300 ms making
- * them up, time the fuzzer would not spend on our code. The check is the
- * same comparison either way. */
+ * this file with a smaller cap (tests/fuzz/meson.build): a few hundred bytes
+ * of JPEG can announce any size within the limit, and the system's libjpeg
+ * then spends up to seconds making the pixels up, time the fuzzer would not
+ * spend on our code. The check is the same comparison either way. */
 #ifndef H3_IMAGE_FILE_MAX_PIXELS
 #define H3_IMAGE_FILE_MAX_PIXELS H3_MAX_IMAGE_PIXELS
 #endif

@@ -180,9 +180,12 @@ static h3_status_code check_cancel(generation *g, h3_status *status) {
  * or Inf (a damaged weight the load check could not see, an overflow) ends
  * the request as H3_ERR_NONFINITE naming the stage, never as black frames
  * or silent samples. Device tensors are counted where they live
- * (h3_tensor_count_nonfinite); the latents and samples are on the host. */
+ * (h3_tensor_count_nonfinite); the latents and samples are on the host.
+ * The host loops stay out of line (noinline): a function inlined into
+ * generate_rank would be instrumented as part of it in the fuzz build, and
+ * tests/fuzz/coverage-ignore.txt can then not leave its element loop out. */
 
-static int64_t count_nonfinite_host(const float *x, size_t n) {
+__attribute__((noinline)) static int64_t count_nonfinite_host(const float *x, size_t n) {
     int64_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
     return bad;
@@ -210,9 +213,14 @@ static h3_status_code check_latents(const generation *g, int step, size_t nv, si
 
 /* The contract of audio_samples: finite and within [-1, 1], whatever the
  * backend's clamp did. */
-static h3_status_code check_samples(const float *x, size_t n, h3_status *status) {
+__attribute__((noinline)) static size_t count_outside_unit(const float *x, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += !(x[i] >= -1.0f && x[i] <= 1.0f);
+    return bad;
+}
+
+static h3_status_code check_samples(const float *x, size_t n, h3_status *status) {
+    size_t bad = count_outside_unit(x, n);
     if (bad == 0) return H3_OK;
     return h3_fail(status, H3_ERR_NONFINITE, "audio decode: %zu of %zu samples are NaN, Inf or outside [-1, 1]", bad,
                    n);
@@ -423,6 +431,15 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     return H3_OK;
 }
 
+/* planar [2, n] (left, then right) to interleaved [n, 2]; out of line as
+ * the checks above are. */
+__attribute__((noinline)) static void interleave_stereo(const float *planar, int64_t n, float *inter) {
+    for (int64_t i = 0; i < n; i++) {
+        inter[2 * i] = planar[i];
+        inter[2 * i + 1] = planar[n + i];
+    }
+}
+
 /* Audio rows are channel-major [2·Na, 32]; the VAE takes [2, 32, Na]. */
 static h3_status_code decode_audio(generation *g, h3_status *status) {
     h3_engine *e = g->e;
@@ -441,10 +458,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
     }
     if (rc == H3_OK) rc = check_samples(planar, (size_t)(2 * n), status);
     if (rc == H3_OK) {
-        for (int64_t i = 0; i < n; i++) {
-            inter[2 * i] = planar[i];
-            inter[2 * i + 1] = planar[n + i];
-        }
+        interleave_stereo(planar, n, inter);
         progress(g, H3_PHASE_DECODE_AUDIO, 1, 1);
         if (g->cb && g->cb->audio_samples && g->cb->audio_samples(g->cb->opaque, 0, n, inter) != 0)
             rc = h3_fail(status, H3_ERR_CANCELLED, "cancelled by the audio consumer");

@@ -1,8 +1,9 @@
 /* fuzz_engine_open, fuzz_memory_plan: the model-folder resolver and every
  * loader behind h3_engine_open, on a copy of a model (H3_FUZZ_MODEL: the
- * build's tests/fuzz/seeds/model, the embedded tiny model with a 3-layer
- * text encoder and a small tokenizer, make_seeds.c's engine_model) whose
- * small files come from the input.
+ * build's tests/fuzz/seeds/model: make_seeds.c's engine_model, the embedded
+ * tiny model shrunk to the fewest and narrowest parts that still take every
+ * path of a load, with a small tokenizer) whose small files come from the
+ * input.
  *
  * The folder is a tree of symbolic links to that model, made once.
  * Input: parts "relpath\ncontent"; relpath is one of the files below (any
@@ -11,9 +12,9 @@
  * "cpu:2": tensor parallelism over two CPU ranks; at most 4).
  *
  * fuzz_engine_open (H3_FUZZ_PLAN 0): h3_engine_open loads the model's
- * weights (about 8 MB, converted and checked for NaN/Inf: most of its
- * time); an engine that opens validates a small request (tokenizes, plans)
- * and is closed.
+ * weights (135 K values, converted and checked for NaN/Inf; the json parse
+ * of their headers is now the larger part); an engine that opens validates
+ * a small request (tokenizes, plans) and is closed.
  *
  * fuzz_memory_plan (H3_FUZZ_PLAN 1): h3_memory_plan_make for that request,
  * which opens the same folder on measuring backends (no weight read) and

@@ -1,6 +1,6 @@
 /* h3videosrc_check.h - what the h3videosrc gst-check suites share
  * (test_h3videosrc.c: the clip; test_h3videosrc_element.c: the element's
- * interface and life): the small request, waiting for an element to be
+ * interface and life; test_h3videosrc_tools.c: the model's sample rate): the small request, waiting for an element to be
  * finalized, a harnessed clip on both pads and its collected output, and
  * bus helpers. Built into each suite's executable (tests/gst/meson.build). */
 #ifndef H3VIDEOSRC_CHECK_H

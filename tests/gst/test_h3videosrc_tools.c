@@ -11,37 +11,11 @@
  * Paths come from meson: H3_EXAMPLE_C (the built C example), H3_EXAMPLE_PY
  * and H3_PYTHON (a python3 with gi; the test is skipped without one),
  * H3_EXAMPLES_DIR (the scripts). */
-#include <gst/check/gstcheck.h>
+#include "h3videosrc_check.h"
+
 #include <glib/gstdio.h>
 #include <sys/wait.h>
-#include <json-glib/json-glib.h>
 #include <string.h>
-
-#define PROMPT "a robot dancing"
-#define FRAMES 22
-
-/* The sample rate of the model the element runs (its audio VAE's
- * sampling_rate): the audio caps must carry it. */
-static gint
-model_rate (void)
-{
-  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
-  gchar *dir = NULL, *path;
-  JsonParser *parser = json_parser_new ();
-  gint rate;
-
-  g_object_get (e, "model-location", &dir, NULL);
-  path = g_build_filename (dir, "audio_vae", "config.json", NULL);
-  fail_unless (json_parser_load_from_file (parser, path, NULL), "%s", path);
-  rate = (gint) json_object_get_int_member (json_node_get_object
-      (json_parser_get_root (parser)), "sampling_rate");
-  fail_unless (rate > 0, "%s: no sampling_rate", path);
-  g_object_unref (parser);
-  g_free (path);
-  g_free (dir);
-  gst_object_unref (e);
-  return rate;
-}
 
 static gchar *
 run_tool (gchar ** argv, gint * status)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h3.h"
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "model/h3_audio_vae.h"
@@ -572,6 +573,37 @@ static char *engine_model(const char *tiny) {
     return dst;
 }
 
+static int count_frames(void *opaque, int first, int count, const uint8_t *rgb) {
+    (void)first, (void)rgb;
+    *(int *)opaque += count;
+    return 0;
+}
+
+/* The engine harnesses' model must load and run, or they would fuzz
+ * nothing but config errors without anyone noticing: a clip of it on one
+ * CPU rank and on two (the harnesses' small request), every frame out. */
+static void check_engine_model(const char *dir) {
+    static const char *const devices[] = {NULL, "cpu:2"};
+    for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
+        h3_engine_options o = h3_engine_options_default();
+        o.model_dir = dir;
+        o.compute = H3_COMPUTE_CPU;
+        o.cpu_threads = 1;
+        o.devices = devices[i];
+        h3_request r = h3_request_default();
+        r.prompt = "a robot dancing";
+        r.width = 64, r.height = 32, r.num_frames = 22, r.steps = 2;
+        int frames = 0;
+        h3_callbacks cb = {.video_frames = count_frames, .opaque = &frames};
+        h3_engine *e = NULL;
+        h3_status st;
+        if (h3_engine_open(&o, &e, &st) != H3_OK || h3_engine_generate(e, &r, &cb, &st) != H3_OK)
+            die(dir, st.message);
+        h3_engine_close(e);
+        if (frames != r.num_frames) die(dir, "the fuzz model's clip lacks frames");
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: make_seeds OUT_DIR TESTS_DATA_DIR TINY_MODEL_DIR\n");
@@ -588,6 +620,7 @@ int main(int argc, char **argv) {
     tokenizer_seeds();
     adapter_seeds();
     model_dir = engine_model(model_dir);
+    check_engine_model(model_dir);
     engine_seeds("engine_open");
     engine_seeds("memory_plan");
     image_seeds();

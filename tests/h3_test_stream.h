@@ -71,6 +71,10 @@ static inline float *h3_test_stream_forward_slots(h3_backend *b, const h3_dit_co
     h3_dit_end(dit);
     h3_arena_reset(b, mark);
     h3_dit_free(dit);
+    h3_backend_memory m2;
+    h3_backend_memory_get(b, &m2);
+    CHECK(m2.weights == m0.weights, "stream %d: device weights %llu bytes before the model, %llu after it was freed",
+          stream, (unsigned long long)m0.weights, (unsigned long long)m2.weights);
     h3_dit_layout_free(l);
     free(host);
     free(row_index);

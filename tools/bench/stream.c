@@ -153,14 +153,15 @@ static void time_row(const bench_options *o, stream_run *f, stream_row *r, uint6
 }
 
 static void print_row(const stream_row *r, const stream_row *base) {
+    if (!r->mode) return; /* never reached: its mode's model failed (said above) */
     if (!r->ok) {
         printf("  %-8s cap %5.0f GiB: failed (see above)\n", r->mode, r->cap_gb);
         return;
     }
-    char cap[16] = "none";
+    char cap[16] = "none", over[24] = "";
     if (r->cap_gb > 0) snprintf(cap, sizeof cap, "%.0f GiB", r->cap_gb);
-    double over = base && base->ok ? (r->fwd_ms / base->fwd_ms - 1.0) * 100.0 : NAN;
-    printf("  %-8s cap %-7s forward %8.1f ms  overhead %+6.1f%%  device peak %6.2f GiB (weights %6.2f)  "
+    if (base && base->ok) snprintf(over, sizeof over, "overhead %+6.1f%%", (r->fwd_ms / base->fwd_ms - 1.0) * 100.0);
+    printf("  %-8s cap %-7s forward %8.1f ms  %-17s  device peak %6.2f GiB (weights %6.2f)  "
            "stall %7.1f ms in %3llu of %3llu copies a forward  host %6.2f GiB pinned + %6.2f pageable  %s\n",
            r->mode, cap, r->fwd_ms, over, r->peak / GIB, r->weights / GIB, r->stall_ms, (unsigned long long)r->stalls,
            (unsigned long long)r->loads, r->pinned / GIB, r->pageable / GIB,
@@ -173,7 +174,10 @@ static int bench_mode(const bench_options *o, const h3_dit_config *cfg, int stre
     h3_status st;
     stream_run f;
     memset(&f, 0, sizeof f);
-    printf("stream: building %d random blocks %s...\n", o->blocks, stream ? "on the host (memory=stream)" : "resident");
+    h3_backend_memory m0;
+    h3_backend_memory_get(B, &m0);
+    printf("stream: building %d random blocks %s (device weights %.2f GiB held before)...\n", o->blocks,
+           stream ? "on the host (memory=stream)" : "resident", m0.weights / GIB);
     fflush(stdout);
     double t0 = now_ms();
     h3_status_code rc = stream ? h3_dit_create_random_stream(B, cfg, o->blocks, 20261203, NULL, &f.dit, &st)
@@ -192,17 +196,21 @@ static int bench_mode(const bench_options *o, const h3_dit_config *cfg, int stre
         }
     if (stream && f.row_index) { /* three slots: two blocks in flight ahead of the one computing */
         stream_row *r3 = &rows[n_caps];
+        r3->mode = "stream-3";
+        r3->create_s = create_s;
         rc = h3_dit_set_stream_slots(f.dit, 3, &st);
         if (!failed("three slots", rc, &st)) {
-            r3->mode = "stream-3";
-            r3->create_s = create_s;
             time_row(o, &f, r3, 0, *want, NULL);
             print_row(r3, NULL);
         }
     }
+    h3_dit_free(f.dit); /* before free_inputs, which clears f */
     free_inputs(&f);
-    h3_dit_free(f.dit);
     h3_backend_trim(B);
+    h3_backend_memory m;
+    h3_backend_memory_get(B, &m); /* what the next mode starts from: nothing of this one */
+    printf("stream: %s model freed: device weights %.2f GiB, arena %.2f GiB, scratch %.2f GiB held\n",
+           stream ? "streamed" : "resident", m.weights / GIB, m.arena / GIB, m.scratch / GIB);
     return 1;
 }
 

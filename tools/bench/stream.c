@@ -84,7 +84,9 @@ static h3_status_code make_inputs(const h3_dit_config *cfg, stream_run *f, h3_st
     return rc == H3_OK ? h3_dit_layout_timesteps(l, 0.3f, 0.6f, f->ts, &f->n_t, f->row_index, st) : rc;
 }
 
-static void free_inputs(stream_run *f) {
+/* The model and its inputs, and f cleared. */
+static void free_run(stream_run *f) {
+    h3_dit_free(f->dit);
     h3_tensor *t[] = {&f->text, &f->xv, &f->xa, &f->vv, &f->va};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) h3_weight_free(B, t[i]);
     free(f->row_index);
@@ -174,10 +176,7 @@ static int bench_mode(const bench_options *o, const h3_dit_config *cfg, int stre
     h3_status st;
     stream_run f;
     memset(&f, 0, sizeof f);
-    h3_backend_memory m0;
-    h3_backend_memory_get(B, &m0);
-    printf("stream: building %d random blocks %s (device weights %.2f GiB held before)...\n", o->blocks,
-           stream ? "on the host (memory=stream)" : "resident", m0.weights / GIB);
+    printf("stream: building %d random blocks %s...\n", o->blocks, stream ? "on the host (memory=stream)" : "resident");
     fflush(stdout);
     double t0 = now_ms();
     h3_status_code rc = stream ? h3_dit_create_random_stream(B, cfg, o->blocks, 20261203, NULL, &f.dit, &st)
@@ -204,8 +203,7 @@ static int bench_mode(const bench_options *o, const h3_dit_config *cfg, int stre
             print_row(r3, NULL);
         }
     }
-    h3_dit_free(f.dit); /* before free_inputs, which clears f */
-    free_inputs(&f);
+    free_run(&f);
     h3_backend_trim(B);
     h3_backend_memory m;
     h3_backend_memory_get(B, &m); /* what the next mode starts from: nothing of this one */

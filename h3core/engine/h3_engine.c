@@ -123,7 +123,8 @@ static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *s
         e->vae_dir = g_build_filename(root, "video_vae", NULL);
         char *mi = g_build_filename(root, "model_index.json", NULL);
         h3_config *c;
-        if (h3_config_load(mi, &c, NULL) == H3_OK) {
+        /* optional (the release's FL2VA/ has it), but one that is there is read or refused */
+        if (g_file_test(mi, G_FILE_TEST_EXISTS) && (rc = h3_config_load(mi, &c, status)) == H3_OK) {
             double v = e->video_shift, a = e->audio_shift;
             rc = h3_config_double_range_or(c, "_minimax_h3.sigma_shift_scales.video", H3_SHIFT_MIN, H3_SHIFT_MAX, &v,
                                            status);

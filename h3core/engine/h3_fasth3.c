@@ -7,34 +7,62 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "base/h3_file.h"
 #include "base/h3_safetensors.h"
 
 /* The identity an adapter's base_model must name: the transformer entry's
  * pretrained_model_name_or_path in a diffusers model_index.json. The
  * native FL2VA/ partition records none; it is published only as the
- * release, MiniMaxAI/MiniMax-H3. */
-static char *model_id(const h3_engine *e) {
-    static const char *const index_files[] = {"model_index.json", "modular_model_index.json"};
-    for (size_t i = 0; !e->native_layout && i < G_N_ELEMENTS(index_files); i++) {
-        char *path = g_build_filename(e->model_dir, index_files[i], NULL);
-        JsonParser *p = json_parser_new();
-        char *id = NULL;
-        if (json_parser_load_from_file(p, path, NULL)) {
-            JsonNode *root = json_parser_get_root(p);
-            JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-            JsonNode *t = o ? json_object_get_member(o, "transformer") : NULL;
-            JsonArray *a = t && JSON_NODE_HOLDS_ARRAY(t) ? json_node_get_array(t) : NULL;
-            JsonNode *spec = a && json_array_get_length(a) > 2 ? json_array_get_element(a, 2) : NULL;
-            JsonObject *so = spec && JSON_NODE_HOLDS_OBJECT(spec) ? json_node_get_object(spec) : NULL;
-            JsonNode *name = so ? json_object_get_member(so, "pretrained_model_name_or_path") : NULL;
-            if (name && JSON_NODE_HOLDS_VALUE(name) && json_node_get_value_type(name) == G_TYPE_STRING)
-                id = g_strdup(json_node_get_string(name));
-        }
-        g_object_unref(p);
-        g_free(path);
-        if (id) return id;
+ * release, MiniMaxAI/MiniMax-H3, and so is a diffusers folder whose index
+ * files name none (or that has none). An index file that is there but
+ * cannot be read (a FIFO, a directory, not JSON) is an error naming it,
+ * never the release's name in its place. */
+#define H3_MODEL_INDEX_MAX_BYTES (64u << 20)
+
+static char *transformer_source(JsonParser *p) {
+    JsonNode *root = json_parser_get_root(p);
+    JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+    JsonNode *t = o ? json_object_get_member(o, "transformer") : NULL;
+    JsonArray *a = t && JSON_NODE_HOLDS_ARRAY(t) ? json_node_get_array(t) : NULL;
+    JsonNode *spec = a && json_array_get_length(a) > 2 ? json_array_get_element(a, 2) : NULL;
+    JsonObject *so = spec && JSON_NODE_HOLDS_OBJECT(spec) ? json_node_get_object(spec) : NULL;
+    JsonNode *name = so ? json_object_get_member(so, "pretrained_model_name_or_path") : NULL;
+    if (name && JSON_NODE_HOLDS_VALUE(name) && json_node_get_value_type(name) == G_TYPE_STRING)
+        return g_strdup(json_node_get_string(name));
+    return NULL;
+}
+
+/* *id from one index file, NULL where it names none; a missing file is no error. */
+static h3_status_code index_model_id(const char *path, char **id, h3_status *status) {
+    char *text;
+    size_t len;
+    h3_status_code rc = h3_file_read(path, H3_MODEL_INDEX_MAX_BYTES, &text, &len, status);
+    if (rc == H3_ERR_NOT_FOUND) return H3_OK;
+    if (rc != H3_OK) return rc;
+    JsonParser *p = json_parser_new();
+    GError *err = NULL;
+    if (json_parser_load_from_data(p, text, (gssize)len, &err)) {
+        *id = transformer_source(p);
+    } else {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
+        g_error_free(err);
     }
-    return g_strdup("MiniMaxAI/MiniMax-H3");
+    g_object_unref(p);
+    g_free(text);
+    return rc;
+}
+
+static h3_status_code model_id(const h3_engine *e, char **id, h3_status *status) {
+    static const char *const index_files[] = {"model_index.json", "modular_model_index.json"};
+    *id = NULL;
+    h3_status_code rc = H3_OK;
+    for (size_t i = 0; rc == H3_OK && !*id && !e->native_layout && i < G_N_ELEMENTS(index_files); i++) {
+        char *path = g_build_filename(e->model_dir, index_files[i], NULL);
+        rc = index_model_id(path, id, status);
+        g_free(path);
+    }
+    if (rc == H3_OK && !*id) *id = g_strdup("MiniMaxAI/MiniMax-H3");
+    return rc;
 }
 
 /* Every key against the transformer's header before anything costly loads
@@ -58,8 +86,9 @@ h3_status_code h3_fasth3_open_adapter(h3_engine *e, const char *path, h3_status 
     e->adapter_path = g_strdup(h3_adapter_path(e->adapter));
     e->adapter_vsa = h3_adapter_has_vsa_gates(e->adapter);
     e->contract = *h3_adapter_get_contract(e->adapter);
-    char *id = model_id(e);
-    rc = h3_adapter_check_base_model(e->adapter, id, e->model_dir, status);
+    char *id;
+    rc = model_id(e, &id, status);
+    if (rc == H3_OK) rc = h3_adapter_check_base_model(e->adapter, id, e->model_dir, status);
     g_free(id);
     if (rc == H3_OK) rc = bind_adapter(e, status);
     if (rc == H3_OK)

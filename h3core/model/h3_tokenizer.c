@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h3_file.h"
+
 /* Pre-tokenizer regex of Qwen2/Qwen3; pretok_next() implements exactly this. */
 #define QWEN2_REGEX                                                                                          \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"      \
@@ -126,21 +128,29 @@ static JsonArray *get_array(JsonObject *o, const char *name) {
     return n && JSON_NODE_HOLDS_ARRAY(n) ? json_node_get_array(n) : NULL;
 }
 
+/* Every tokenizer file is read through h3_file_read: a regular file (a FIFO
+ * in its place is refused before a read that could block), at most this
+ * size (the Qwen3 tokenizer.json is 11 MB, its merges.txt 1.7 MB). */
+#define H3_TOKENIZER_FILE_MAX_BYTES (256u << 20)
+
 /* Parses a JSON file whose root must be an object. */
 static h3_status_code parse_json_file(const char *path, JsonParser **parser, JsonObject **root,
                                       h3_status *status) {
+    char *text;
+    size_t len;
+    *parser = NULL;
+    h3_status_code rc = h3_file_read(path, H3_TOKENIZER_FILE_MAX_BYTES, &text, &len, status);
+    if (rc != H3_OK) return rc;
     GError *err = NULL;
     *parser = json_parser_new();
-    if (!json_parser_load_from_file(*parser, path, &err)) {
-        h3_status_code code = err->domain == G_FILE_ERROR ? H3_ERR_IO : H3_ERR_FORMAT;
-        if (g_str_has_prefix(err->message, path))
-            h3_fail(status, code, "%s", err->message); /* names the file */
-        else
-            h3_fail(status, code, "%s: %s", path, err->message);
+    gboolean parsed = json_parser_load_from_data(*parser, text, (gssize)len, &err);
+    g_free(text);
+    if (!parsed) {
+        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
         g_error_free(err);
         g_object_unref(*parser);
         *parser = NULL;
-        return code;
+        return rc;
     }
     JsonNode *node = json_parser_get_root(*parser);
     if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
@@ -591,15 +601,10 @@ static h3_status_code load_slow_files(h3_tokenizer *tok, const char *vocab_path,
     tok->nfc = true; /* Qwen2Converter: normalizer NFC */
 
     char *text;
-    gsize len;
-    GError *err = NULL;
-    if (!g_file_get_contents(merges_path, &text, &len, &err)) {
-        rc = h3_fail(status, H3_ERR_IO, "%s: %s", merges_path, err->message);
-        g_error_free(err);
-        return rc;
-    }
+    size_t len;
+    if ((rc = h3_file_read(merges_path, H3_TOKENIZER_FILE_MAX_BYTES, &text, &len, status))) return rc;
     size_t lines = 1;
-    for (gsize i = 0; i < len; i++)
+    for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
     if ((rc = merges_init(tok, lines, status))) goto out;
     /* As Qwen2Tokenizer reads it: strip each line, skip blank lines and a

@@ -11,12 +11,15 @@
  * - the VSA mode through the engine, the mode/adapter/steps errors, the
  *   base-model check and the capabilities text. */
 #include <glib/gstdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "h3.h"
 #include "model/h3_scheduler.h"
 #include "h3_test_capture.h"
 #include "h3_test_fasth3.h"
 #include "h3_test_golden.h"
+#include "h3_test_model.h"
 
 static char *tmpdir;
 
@@ -422,6 +425,44 @@ static void test_open_errors(void) {
           "manifest root: %s", st.message);
 }
 
+/* Issue 14: the base-model check reads model_index.json (then
+ * modular_model_index.json) as every model file is read. A FIFO in its
+ * place blocked the open for ever (json-glib opened it without a check),
+ * a damaged one was passed over for the release's name. */
+static void test_index_files(void) {
+    char *dir = h3_test_copy_data("models/tiny-h3");
+    CHECK(dir != NULL, "a copy of the tiny model");
+    if (!dir) return;
+    char *index = g_build_filename(dir, "model_index.json", NULL);
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = dir;
+    o.compute = H3_COMPUTE_CPU;
+    o.adapter_path = h3_test_data(FASTH3_DENSE_ADAPTER);
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    g_remove(index);
+    CHECK(mkfifo(index, 0600) == 0, "mkfifo %s", index);
+    alarm(120); /* what it did before: block, until this ends the test */
+    h3_status_code rc = h3_engine_open(&o, &e, &st);
+    alarm(0);
+    CHECK(rc == H3_ERR_IO && !e && strstr(st.message, "model_index.json") && strstr(st.message, "not a regular file"),
+          "a FIFO as model_index.json: %s %s", h3_status_code_name(rc), st.message);
+    g_remove(index);
+    CHECK(g_file_set_contents(index, "{\"transformer\": [\"diffusers\",", -1, NULL), "write %s", index);
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && !e && strstr(st.message, "model_index.json"), "a damaged model_index.json: %s %s",
+          h3_status_code_name(rc), st.message);
+    /* without it, modular_model_index.json names the model, and the adapter binds */
+    g_remove(index);
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_OK && e, "no model_index.json, the modular index names golden/tiny-h3: %s %s",
+          h3_status_code_name(rc), st.message);
+    h3_engine_close(e);
+    g_free(index);
+    h3_test_remove_tree(dir);
+    g_free(dir);
+}
+
 static void test_capabilities(void) {
     char *text = h3_capabilities_describe();
     CHECK(text && strstr(text, "vsa: available, experimental") && strstr(text, "fa: available") &&
@@ -442,6 +483,7 @@ int main(void) {
     test_tp();
     test_no_adapter();
     test_open_errors();
+    test_index_files();
     test_capabilities();
     g_rmdir(tmpdir);
     g_free(tmpdir);

@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "h3.h"
@@ -423,6 +424,46 @@ static void test_open_ranges(void) {
     g_free(tmp);
 }
 
+/* Issue 14: the native layout's FL2VA/model_index.json (its sigma shifts)
+ * is optional, but one that is there and cannot be read was passed over in
+ * silence, the default shifts used in its place. A folder of empty
+ * component dirs: the open stops at the index, before any component. */
+static void test_native_index(void) {
+    char *tmp = g_dir_make_tmp("h3pipe-XXXXXX", NULL);
+    char *root = g_build_filename(tmp, "FL2VA", NULL);
+    const char *parts[] = {"transformer", "video_vae", "audio_vae", "text_encoder", "tokenizer"};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        char *d = g_build_filename(root, parts[i], NULL);
+        g_mkdir_with_parents(d, 0700);
+        g_free(d);
+    }
+    char *index = g_build_filename(root, "model_index.json", NULL);
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = tmp;
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    CHECK(g_file_set_contents(index, "{\"_minimax_h3\": {\"sigma_shift_scales\": {\"video\": 12.0,", -1, NULL),
+          "write %s", index);
+    h3_status_code rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && !e && strstr(st.message, "FL2VA/model_index.json"),
+          "a damaged native index: %s %s", h3_status_code_name(rc), st.message);
+    g_remove(index);
+    CHECK(mkfifo(index, 0600) == 0, "mkfifo %s", index);
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_IO && !e && strstr(st.message, "model_index.json") && strstr(st.message, "not a regular file"),
+          "a FIFO as the native index: %s %s", h3_status_code_name(rc), st.message);
+    g_remove(index);
+    /* no index: the default shifts, and the open goes on to the components */
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc != H3_OK && !e && !strstr(st.message, "model_index.json"), "no native index: %s %s",
+          h3_status_code_name(rc), st.message);
+    g_free(index);
+    g_free(root);
+    remove_tree(tmp);
+    g_free(tmp);
+}
+
 int main(void) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
@@ -452,5 +493,6 @@ int main(void) {
     h3_engine_close(e);
     test_open_errors();
     test_open_ranges();
+    test_native_index();
     return h3_test_finish("test_pipeline");
 }

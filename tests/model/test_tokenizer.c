@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <unistd.h>
 
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
@@ -384,6 +385,18 @@ static void expect_load_error(const char *path, h3_tokenizer_mode mode, h3_statu
     if (rc == H3_OK) h3_tokenizer_free(t);
 }
 
+/* An error whose message names `file` and says `what`. */
+static void expect_load_message(const char *path, h3_status_code want, const char *file, const char *what,
+                                const char *label) {
+    h3_tokenizer *t = NULL;
+    h3_status st = {0};
+    h3_status_code rc = h3_tokenizer_load(path, &t, &st);
+    CHECK(rc == want && !t && strstr(st.message, file) && strstr(st.message, what), "%s: rc %d (%s), want %d, '%s'",
+          label, rc, st.message, want, what);
+    if (rc) printf("  error as expected (%s): %s\n", label, st.message);
+    h3_tokenizer_free(t);
+}
+
 static void write_file(const char *dir, const char *name, const char *text) {
     char *p = g_build_filename(dir, name, NULL);
     g_file_set_contents(p, text, -1, NULL);
@@ -416,6 +429,18 @@ static void test_errors(const char *tmp) {
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "merge result not in vocab");
     write_file(bad, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}");
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "byte symbols missing");
+    /* Issue 14: a tokenizer file has a size limit (256 MiB), checked before
+     * it is read: json-glib and g_file_get_contents read any size. Sparse
+     * files, so the test writes nothing of their size. */
+    p = g_build_filename(bad, "merges.txt", NULL);
+    CHECK(truncate(p, (256 << 20) + 1) == 0, "truncate %s", p);
+    expect_load_message(bad, H3_ERR_FORMAT, "merges.txt", "more than the 268435456", "a merges.txt of 256 MiB + 1");
+    g_free(p);
+    write_file(bad, "tokenizer.json", "{");
+    p = g_build_filename(bad, "tokenizer.json", NULL);
+    CHECK(truncate(p, (256 << 20) + 1) == 0, "truncate %s", p);
+    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "more than the 268435456", "a tokenizer.json of 256 MiB + 1");
+    g_free(p);
     const char *names[] = {"tokenizer.json", "vocab.json", "merges.txt"};
     for (int i = 0; i < 3; i++) {
         p = g_build_filename(bad, names[i], NULL);

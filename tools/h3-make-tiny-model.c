@@ -52,6 +52,7 @@
 #include <string.h>
 #include <utime.h>
 
+#include "base/h3_json.h"
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_status.h"
@@ -563,13 +564,8 @@ typedef struct config {
 static h3_status_code config_open(config *c, const char *dir, const char *rel, h3_status *status) {
     memset(c, 0, sizeof *c);
     c->path = g_build_filename(dir, rel, NULL);
-    c->parser = json_parser_new();
-    GError *err = NULL;
-    if (!json_parser_load_from_file(c->parser, c->path, &err)) {
-        h3_status_code rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", c->path, err->message);
-        g_error_free(err);
-        return rc;
-    }
+    h3_status_code rc = h3_json_read_file(c->path, 64u << 20, &c->parser, status);
+    if (rc != H3_OK) return rc;
     JsonNode *root = json_parser_get_root(c->parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root))
         return h3_fail(status, H3_ERR_FORMAT, "%s: not a JSON object", c->path);

@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/h3_file.h"
-#include "base/h3_json_impl.h"
+#include "base/h3_json.h"
 
 /* A config.json or index file larger than this is no config (the release's
  * largest, an index of every tensor name, is well under 1 MiB). */
@@ -19,52 +18,40 @@ struct h3_config {
     JsonObject *root;
 };
 
-static h3_status_code finish_load(h3_config *c, h3_config **out, h3_status *status) {
-    JsonNode *root = json_parser_get_root(c->parser);
+/* A new config named `name` over a parsed document (the config owns it
+ * from here, success or not); its root must be an object. */
+static h3_status_code wrap(JsonParser *parser, const char *name, h3_config **out, h3_status *status) {
+    JsonNode *root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        h3_status_code rc = h3_fail(status, H3_ERR_FORMAT, "%s: not a JSON object", c->path);
-        h3_config_free(c);
-        return rc;
+        g_object_unref(parser);
+        return h3_fail(status, H3_ERR_FORMAT, "%s: not a JSON object", name);
     }
+    h3_config *c = calloc(1, sizeof *c);
+    if (!c) {
+        g_object_unref(parser);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", name);
+    }
+    c->path = g_strdup(name);
+    c->parser = parser;
     c->root = json_node_get_object(root);
     *out = c;
     return H3_OK;
 }
 
-/* Parses json into a new config named `name`; a repeated member is an error. */
-static h3_status_code parse(const char *json, gssize len, const char *name, h3_config **out, h3_status *status) {
-    h3_config *c = calloc(1, sizeof *c);
-    if (!c) return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", name);
-    c->path = g_strdup(name);
-    c->parser = json_parser_new();
-    GError *err = NULL;
-    char *dup = NULL;
-    if (!h3_json_load(c->parser, json, len, &dup, &err)) {
-        h3_status_code rc = err ? h3_fail(status, H3_ERR_FORMAT, "%s: %s", name, err->message)
-                                : h3_fail(status, H3_ERR_FORMAT, "%s: the key \"%s\" appears twice in one object",
-                                          name, dup);
-        if (err) g_error_free(err);
-        g_free(dup);
-        h3_config_free(c);
-        return rc;
-    }
-    return finish_load(c, out, status);
-}
-
 h3_status_code h3_config_load(const char *path, h3_config **out, h3_status *status) {
     *out = NULL;
-    char *text;
-    size_t len;
-    h3_status_code rc = h3_file_read(path, H3_CONFIG_MAX_BYTES, &text, &len, status);
+    JsonParser *parser;
+    h3_status_code rc = h3_json_read_file(path, H3_CONFIG_MAX_BYTES, &parser, status);
     if (rc != H3_OK) return rc;
-    rc = parse(text, (gssize)len, path, out, status);
-    g_free(text);
-    return rc;
+    return wrap(parser, path, out, status);
 }
 
 h3_status_code h3_config_parse(const char *json, const char *name, h3_config **out, h3_status *status) {
     *out = NULL;
-    return parse(json, -1, name, out, status);
+    JsonParser *parser;
+    h3_status_code rc = h3_json_parse(json, -1, name, &parser, status);
+    if (rc != H3_OK) return rc;
+    return wrap(parser, name, out, status);
 }
 
 void h3_config_free(h3_config *c) {

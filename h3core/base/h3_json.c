@@ -1,5 +1,7 @@
-/* h3_json.c - json-glib parsing that refuses repeated member names (h3_json_impl.h). */
-#include "base/h3_json_impl.h"
+/* h3_json.c - json-glib parsing that refuses repeated member names (h3_json.h). */
+#include "base/h3_json.h"
+
+#include "base/h3_file.h"
 
 typedef struct dup_watch {
     GHashTable *members; /* JsonObject* -> members seen so far */
@@ -31,4 +33,33 @@ gboolean h3_json_load(JsonParser *parser, const char *data, gssize len, char **d
     }
     g_free(w.first);
     return ok;
+}
+
+h3_status_code h3_json_parse(const char *data, gssize len, const char *name, JsonParser **out, h3_status *status) {
+    JsonParser *parser = json_parser_new();
+    GError *err = NULL;
+    char *dup = NULL;
+    *out = NULL;
+    if (h3_json_load(parser, data, len, &dup, &err)) {
+        *out = parser;
+        return H3_OK;
+    }
+    h3_status_code rc;
+    if (err) rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", name, err->message);
+    else rc = h3_fail(status, H3_ERR_FORMAT, "%s: the key \"%s\" appears twice in one object", name, dup);
+    if (err) g_error_free(err);
+    g_free(dup);
+    g_object_unref(parser);
+    return rc;
+}
+
+h3_status_code h3_json_read_file(const char *path, size_t max_bytes, JsonParser **out, h3_status *status) {
+    char *text;
+    size_t len;
+    *out = NULL;
+    h3_status_code rc = h3_file_read(path, max_bytes, &text, &len, status);
+    if (rc != H3_OK) return rc;
+    rc = h3_json_parse(text, (gssize)len, path, out, status);
+    g_free(text);
+    return rc;
 }

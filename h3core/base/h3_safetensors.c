@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "base/h3_file.h"
-#include "base/h3_json_impl.h"
+#include "base/h3_json.h"
 #include "base/h3_random.h"
 #include "base/h3_size.h"
 
@@ -452,7 +452,12 @@ static h3_status_code checkpoint_add_file(h3_checkpoint *c, const char *path, h3
     h3_st_file *f;
     h3_status_code rc = h3_st_open(path, &f, status);
     if (rc != H3_OK) return rc;
-    c->files = realloc(c->files, (c->nfiles + 1) * sizeof *c->files);
+    h3_st_file **files = realloc(c->files, (c->nfiles + 1) * sizeof *c->files);
+    if (!files) {
+        h3_st_close(f);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory for the shard list", path);
+    }
+    c->files = files;
     c->files[c->nfiles++] = f;
     return H3_OK;
 }
@@ -461,23 +466,11 @@ static h3_status_code checkpoint_add_file(h3_checkpoint *c, const char *path, h3
 #define H3_INDEX_MAX_BYTES (64u << 20)
 
 static h3_status_code open_index(h3_checkpoint *c, const char *index_path, h3_status *status) {
-    JsonParser *parser = json_parser_new();
-    GError *err = NULL;
-    h3_status_code rc = H3_OK;
+    JsonParser *parser;
+    h3_status_code rc = h3_json_read_file(index_path, H3_INDEX_MAX_BYTES, &parser, status);
+    if (rc != H3_OK) return rc;
     char *dir = g_path_get_dirname(index_path);
     GHashTable *shards = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    char *text = NULL, *dup = NULL;
-    size_t len = 0;
-    rc = h3_file_read(index_path, H3_INDEX_MAX_BYTES, &text, &len, status);
-    if (rc != H3_OK) goto out;
-    if (!h3_json_load(parser, text, (gssize)len, &dup, &err)) {
-        if (err) rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", index_path, err->message);
-        else rc = h3_fail(status, H3_ERR_FORMAT, "%s: '%s' appears twice in one object (which shard holds it?)",
-                          index_path, dup);
-        if (err) g_error_free(err);
-        g_free(dup);
-        goto out;
-    }
     JsonNode *root = json_parser_get_root(parser);
     JsonObject *wm = NULL;
     if (root && JSON_NODE_HOLDS_OBJECT(root)) {
@@ -522,7 +515,6 @@ static h3_status_code open_index(h3_checkpoint *c, const char *index_path, h3_st
     }
     g_list_free(names);
 out:
-    g_free(text);
     g_hash_table_destroy(shards);
     g_free(dir);
     g_object_unref(parser);

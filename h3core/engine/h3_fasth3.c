@@ -7,7 +7,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
-#include "base/h3_file.h"
+#include "base/h3_json.h"
 #include "base/h3_safetensors.h"
 
 /* The identity an adapter's base_model must name: the transformer entry's
@@ -34,22 +34,13 @@ static char *transformer_source(JsonParser *p) {
 
 /* *id from one index file, NULL where it names none; a missing file is no error. */
 static h3_status_code index_model_id(const char *path, char **id, h3_status *status) {
-    char *text;
-    size_t len;
-    h3_status_code rc = h3_file_read(path, H3_MODEL_INDEX_MAX_BYTES, &text, &len, status);
+    JsonParser *p;
+    h3_status_code rc = h3_json_read_file(path, H3_MODEL_INDEX_MAX_BYTES, &p, status);
     if (rc == H3_ERR_NOT_FOUND) return H3_OK;
     if (rc != H3_OK) return rc;
-    JsonParser *p = json_parser_new();
-    GError *err = NULL;
-    if (json_parser_load_from_data(p, text, (gssize)len, &err)) {
-        *id = transformer_source(p);
-    } else {
-        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
-        g_error_free(err);
-    }
+    *id = transformer_source(p);
     g_object_unref(p);
-    g_free(text);
-    return rc;
+    return H3_OK;
 }
 
 static h3_status_code model_id(const h3_engine *e, char **id, h3_status *status) {

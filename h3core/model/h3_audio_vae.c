@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "base/h3_config.h"
-#include "base/h3_file.h"
+#include "base/h3_json.h"
 #include "base/h3_safetensors.h"
 #include "base/h3_size.h"
 
@@ -87,20 +87,9 @@ static h3_status_code rate_product(const char *path, const char *key, const int 
 
 /* resblock_dilation_sizes is a list of lists, which h3_config does not read. */
 static h3_status_code read_dilations(const char *path, h3_audio_vae_config *cfg, h3_status *status) {
-    char *text;
-    size_t len;
-    h3_status_code rc = h3_file_read(path, 64u << 20, &text, &len, status);
+    JsonParser *parser;
+    h3_status_code rc = h3_json_read_file(path, 64u << 20, &parser, status);
     if (rc != H3_OK) return rc;
-    JsonParser *parser = json_parser_new();
-    GError *err = NULL;
-    gboolean parsed = json_parser_load_from_data(parser, text, (gssize)len, &err);
-    g_free(text);
-    if (!parsed) {
-        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
-        g_error_free(err);
-        g_object_unref(parser);
-        return rc;
-    }
     JsonNode *root = json_parser_get_root(parser);
     JsonObject *obj = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
     JsonNode *node = obj ? json_object_get_member(obj, "resblock_dilation_sizes") : NULL;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/h3_file.h"
+#include "base/h3_json.h"
 
 /* Pre-tokenizer regex of Qwen2/Qwen3; pretok_next() implements exactly this. */
 #define QWEN2_REGEX                                                                                          \
@@ -136,22 +137,8 @@ static JsonArray *get_array(JsonObject *o, const char *name) {
 /* Parses a JSON file whose root must be an object. */
 static h3_status_code parse_json_file(const char *path, JsonParser **parser, JsonObject **root,
                                       h3_status *status) {
-    char *text;
-    size_t len;
-    *parser = NULL;
-    h3_status_code rc = h3_file_read(path, H3_TOKENIZER_FILE_MAX_BYTES, &text, &len, status);
+    h3_status_code rc = h3_json_read_file(path, H3_TOKENIZER_FILE_MAX_BYTES, parser, status);
     if (rc != H3_OK) return rc;
-    GError *err = NULL;
-    *parser = json_parser_new();
-    gboolean parsed = json_parser_load_from_data(*parser, text, (gssize)len, &err);
-    g_free(text);
-    if (!parsed) {
-        rc = h3_fail(status, H3_ERR_FORMAT, "%s: %s", path, err->message);
-        g_error_free(err);
-        g_object_unref(*parser);
-        *parser = NULL;
-        return rc;
-    }
     JsonNode *node = json_parser_get_root(*parser);
     if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
         g_object_unref(*parser);

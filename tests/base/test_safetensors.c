@@ -289,7 +289,7 @@ static void test_bad_index(void) {
     CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "weight_map"), "no weight_map: %s",
           st.message);
     g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\",\"a\":\"s2.safetensors\"}}", -1, NULL);
-    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "'a' appears twice"),
+    CHECK(h3_checkpoint_open(dir, &c, &st) == H3_ERR_FORMAT && strstr(st.message, "\"a\" appears twice"),
           "index names a tensor twice: %s", st.message);
     g_file_set_contents(index, "{\"weight_map\":{\"a\":\"s1.safetensors\"}}", -1, NULL);
     CHECK(h3_checkpoint_open(dir, &c, &st) == H3_OK, "good index: %s", st.message);

@@ -452,6 +452,13 @@ static void test_index_files(void) {
     rc = h3_engine_open(&o, &e, &st);
     CHECK(rc == H3_ERR_FORMAT && !e && strstr(st.message, "model_index.json"), "a damaged model_index.json: %s %s",
           h3_status_code_name(rc), st.message);
+    /* two "transformer" entries name two models: json-glib would take the last */
+    CHECK(g_file_set_contents(index, "{\"transformer\": [\"diffusers\", \"X\", {}], \"transformer\": []}", -1, NULL),
+          "write %s", index);
+    rc = h3_engine_open(&o, &e, &st);
+    CHECK(rc == H3_ERR_FORMAT && !e && strstr(st.message, "model_index.json") &&
+              strstr(st.message, "\"transformer\" appears twice"),
+          "a model_index.json naming the transformer twice: %s %s", h3_status_code_name(rc), st.message);
     /* without it, modular_model_index.json names the model, and the adapter binds */
     g_remove(index);
     rc = h3_engine_open(&o, &e, &st);

@@ -425,6 +425,9 @@ static void test_errors(const char *tmp) {
     write_file(bad, "vocab.json", "{\"a\": 0, \"b\": \"1\"}");
     write_file(bad, "merges.txt", "#version: 0.2\na b\n");
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "string id in vocab.json");
+    /* one token, two ids: json-glib kept the last silently */
+    write_file(bad, "vocab.json", "{\"a\": 0, \"b\": 1, \"a\": 2}");
+    expect_load_message(bad, H3_ERR_FORMAT, "vocab.json", "\"a\" appears twice", "a token twice in vocab.json");
     write_file(bad, "vocab.json", "{\"a\": 0, \"b\": 1}");
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "merge result not in vocab");
     write_file(bad, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}");

@@ -255,6 +255,11 @@ static h3_status_code parse_header(h3_st_file *f, h3_status *status) {
     for (GList *l = members; l; l = l->next)
         if (strcmp(l->data, "__metadata__") != 0) f->count++;
     f->tensors = calloc(f->count ? f->count : 1, sizeof *f->tensors);
+    if (!f->tensors) {
+        g_list_free(members);
+        rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory for %zu tensor entries", f->path, f->count);
+        goto out;
+    }
     size_t i = 0;
     for (GList *l = members; l && rc == H3_OK; l = l->next) {
         const char *name = l->data;
@@ -565,6 +570,10 @@ h3_status_code h3_checkpoint_open(const char *path, h3_checkpoint **out, h3_stat
         file = g_strdup(path);
     }
     h3_checkpoint *c = calloc(1, sizeof *c);
+    if (!c) {
+        g_free(file);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", path);
+    }
     c->path = file;
     c->lookup = g_hash_table_new(g_str_hash, g_str_equal);
     c->order = g_ptr_array_new();

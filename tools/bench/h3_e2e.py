@@ -12,8 +12,8 @@ be downloaded here), and reports per case:
   - prompt to closed file (the process's whole wall time);
   - peak GPU memory in use (nvidia-smi, sampled every 100 ms) and the host's peak RSS;
   - the memory plan (h3-generate --plan) next to it, when given --generate;
-  - whether the file is an MP4 with the expected frame count (gst-discoverer-1.0 if
-    present, else the file size and its ftyp box).
+  - whether the file is an MP4 (its ftyp box), its video track's frame count and its length
+    (read from the file's own boxes; gst-discoverer-1.0's duration when given and it has decoders).
 
 Usage (repository root, on the GPU machine; GST_PLUGIN_PATH must find libgsth3.so):
   tools/bench/h3_e2e.py --model tests/data/official --case fasth3-fa-1280 --case fasth3-vsa-1280 ...
@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -94,7 +95,9 @@ def gst_pipeline(case, args, out_path):
              'x264enc', 'speed-preset=%s' % args.x264_preset] + (['bitrate=%d' % args.x264_bitrate] if args.x264_bitrate else []) + [
              '!', 'mp4mux', 'name=m', '!',
              'filesink', 'location=%s' % out_path]
-    audio = ['s.audio', '!', 'queue', '!', 'audioconvert', '!', 'lamemp3enc', '!', 'm.']
+    # audioresample: a pass-through at the release's 32 kHz; the tiny model's 1.6 kHz is below any rate
+    # lamemp3enc takes, so without it that pipeline does not link
+    audio = ['s.audio', '!', 'queue', '!', 'audioconvert', '!', 'audioresample', '!', 'lamemp3enc', '!', 'm.']
     return ['gst-launch-1.0', '-e', '-m'] + src + video + audio
 
 
@@ -131,11 +134,14 @@ def run_case(case, args):
         with open(out_path, 'rb') as fh:
             mp4_ok = fh.read(8)[4:8] == b'ftyp'
     duration = None
+    tracks = mp4_tracks(out_path) if mp4_ok else {}
     if mp4_ok and args.discoverer:
         d = subprocess.run([args.discoverer, '-v', out_path], capture_output=True, text=True).stdout
         m = re.search(r'Duration: (\d+):(\d+):([\d.]+)', d)
         if m:
             duration = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    if duration is None and 'vide' in tracks:  # no decoders for the discoverer: the video track's own length
+        duration = tracks['vide'].get('seconds')
     row = {
         'case': case, 'rc': rc, 'wall': wall, 'first_buffer': first_buffer, 'eos': eos,
         'load': done.get('load'), 'text': done.get('text'), 'denoise': done.get('denoise'),
@@ -144,12 +150,62 @@ def run_case(case, args):
         'engine_peak_gib': (done.get('peak-bytes') or 0) / 2 ** 30,
         'gpu_peak_gib': sampler.peak_mib / 1024.0 if sampler.ok else None,
         'host_rss_gib': rss_mib / 1024.0, 'file_bytes': size, 'mp4': mp4_ok, 'duration': duration,
+        'video_frames': tracks.get('vide', {}).get('samples'), 'audio_frames': tracks.get('soun', {}).get('samples'),
         'shape': '%dx%dx%d' % CASES[case][:3], 'result': done.get('result'),
         'label': ' '.join(args.set), 'memory': done.get('memory'),
     }
     if rc != 0 or not done:
         row['tail'] = tail
     return row
+
+
+def mp4_boxes(data, start, end):
+    """(type, payload start, payload end) of each box in data[start:end]."""
+    while start + 8 <= end:
+        size, kind = struct.unpack('>I4s', data[start:start + 8])
+        head = 8
+        if size == 1:
+            size, head = struct.unpack('>Q', data[start + 8:start + 16])[0], 16
+        elif size == 0:
+            size = end - start
+        if size < head or start + size > end:
+            return
+        yield kind.decode('latin-1'), start + head, start + size
+        start += size
+
+
+def mp4_tracks(path):
+    """Per track handler ('vide', 'soun'): its sample count (stsz) and seconds (mdhd), read from the file
+    itself, so the frame count is checked without any decoder on the machine."""
+    with open(path, 'rb') as fh:
+        data = fh.read()
+    tracks = {}
+    for kind, a, b in mp4_boxes(data, 0, len(data)):
+        if kind != 'moov':
+            continue
+        for tkind, ta, tb in mp4_boxes(data, a, b):
+            if tkind != 'trak':
+                continue
+            info = {}
+            stack = [(ta, tb)]
+            while stack:
+                sa, sb = stack.pop()
+                for k, x, y in mp4_boxes(data, sa, sb):
+                    if k in ('mdia', 'minf', 'stbl'):
+                        stack.append((x, y))
+                    elif k == 'hdlr':
+                        info['handler'] = data[x + 8:x + 12].decode('latin-1')
+                    elif k == 'mdhd':
+                        if data[x] == 1:
+                            scale, dur = struct.unpack('>IQ', data[x + 20:x + 32])
+                        else:
+                            scale, dur = struct.unpack('>II', data[x + 12:x + 20])
+                        info['seconds'] = dur / scale if scale else 0.0
+                    elif k == 'stsz':
+                        info['samples'] = struct.unpack('>I', data[x + 8:x + 12])[0]
+            if 'handler' in info:
+                tracks[info['handler']] = info
+    return tracks
 
 
 def generate_options(settings):
@@ -194,7 +250,7 @@ def table(rows):
             r['shape'], r.get('steps') or '-', fmt(r['load']), fmt(r['text']), fmt(r['denoise']),
             fmt(r['decode_audio']), fmt(r['decode_video']), fmt(r['first_buffer']), fmt(r['eos']),
             fmt(r['wall']), fmt(r['gpu_peak_gib']), fmt(r['engine_peak_gib']), fmt(plan.get('total_gib')),
-            fmt(r['host_rss_gib']), ('yes, %s s' % fmt(r['duration']) if r['mp4'] else 'NO') + ('' if r['rc'] == 0 else ' (rc %d)' % r['rc'])))
+            fmt(r['host_rss_gib']), ('yes, %s s, %s frames' % (fmt(r['duration']), fmt(r.get('video_frames'), '%d')) if r['mp4'] else 'NO') + ('' if r['rc'] == 0 else ' (rc %d)' % r['rc'])))
     return '\n'.join(lines)
 
 

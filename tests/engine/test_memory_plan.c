@@ -8,7 +8,8 @@
  * without a GPU (the measuring backend stands for CUDA without touching
  * one): cuda-f32 keeps the CPU's float32 weights byte for byte, cuda keeps
  * bf16 weights with the fp32 islands, f16 for the video VAE, and a
- * workspace of at least the cuBLASLt workspace and the reserves. Then the
+ * workspace of at least the cuBLASLt workspace and the reserves (fp8's
+ * larger by its kernels' reserve, its transformer smaller). Then the
  * refusal at open of a GPU with too little free memory (faked), before
  * anything loads; the native layout's re-packed transformer on a measuring
  * backend; h3_memory_plan_describe's keys; and the errors. */
@@ -169,6 +170,16 @@ static void test_cuda_plans(void) {
               (unsigned long long)c->workspace);
         CHECK(b->arena >= ((uint64_t)256 << 20), "%s: a CUDA arena takes 256 MiB chunks: %llu", vsa ? "vsa" : "fa",
               (unsigned long long)b->arena);
+        /* fp8: the context holds cuBLASLt's FP8 kernels too (measured 0.64 GiB more than bf16's on the
+         * H100 and the H200), so the reserve grows by at least 640 MiB besides the quantisers' scratch */
+        h3_memory_plan fp8;
+        o.precision = H3_PRECISION_FP8;
+        CHECK(h3_memory_plan_make(&o, &r, &fp8, &st) == H3_OK, "cuda fp8 plan: %s", st.message);
+        o.precision = H3_PRECISION_BF16;
+        CHECK(fp8.devices[0].workspace >= b->workspace + ((uint64_t)640 << 20), "%s: fp8 workspace %llu, bf16 %llu",
+              vsa ? "vsa" : "fa", (unsigned long long)fp8.devices[0].workspace, (unsigned long long)b->workspace);
+        CHECK(fp8.devices[0].transformer < b->transformer, "%s: fp8 transformer %llu not below bf16's %llu",
+              vsa ? "vsa" : "fa", (unsigned long long)fp8.devices[0].transformer, (unsigned long long)b->transformer);
         /* Tensor parallelism over two GPUs: each rank holds its shard of the
          * transformer (more than half: the replicated tensors) and NCCL's reserve. */
         o.devices = "0,1";

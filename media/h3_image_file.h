@@ -1,6 +1,6 @@
 /* h3_image_file.h - keyframe files for h3-generate and the element: PNG and
- * JPEG (and whatever else the system's GdkPixbuf reads) decoded into the
- * packed 8-bit RGB an h3_image points at.
+ * JPEG (only those two: h3_image_file.c says why) decoded into the packed
+ * 8-bit RGB an h3_image points at.
  *
  * Not the engine's job (h3core takes pixels), and not hand-written: the
  * decoding is GdkPixbuf's (docs/ARCHITECTURE.md, Dependencies). What this
@@ -31,8 +31,8 @@ typedef struct h3_image_file {
 /* Decodes the file at path. An alpha channel is dropped (as PIL's
  * convert("RGB") does); other layouts than 8-bit RGB(A) are refused.
  * Errors (a status naming the file): missing or unreadable, not a regular
- * file, larger than H3_IMAGE_FILE_MAX_BYTES, not an image GdkPixbuf reads,
- * corrupt or truncated, 0x0, a side over H3_MAX_IMAGE_SIDE or more than
+ * file, larger than H3_IMAGE_FILE_MAX_BYTES, not a PNG or JPEG (by its first
+ * bytes), corrupt or truncated, 0x0, a side over H3_MAX_IMAGE_SIDE or more than
  * H3_MAX_IMAGE_PIXELS pixels. */
 h3_status_code h3_image_file_load(const char *path, h3_image_file *out, h3_status *status);
 /* The same from bytes in memory (`name` stands for the file in messages). */

@@ -1,6 +1,6 @@
 /* fuzz_image_file: media/h3_image_file, the keyframe decoder of h3-generate
- * --image and the element's image-location (PNG, JPEG and whatever else
- * GdkPixbuf reads).
+ * --image and the element's image-location (PNG and JPEG; other formats are
+ * refused from their first bytes, before any GdkPixbuf loader sees them).
  *
  * The input is decoded from memory (h3_image_file_decode) and, when small,
  * loaded from a file too (h3_image_file_load, the path the element and the

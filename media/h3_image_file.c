@@ -209,7 +209,7 @@ static h3_status_code loader_type(const uint8_t *b, size_t n, const char *name, 
     const char *other = other_format(b, n);
     if (other)
         return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "image '%s' cannot be decoded: it is %s file, and only PNG and JPEG are read; convert it",
+                       "image '%s' cannot be decoded: it is %s file, and only PNG and JPEG are read; convert it to PNG",
                        name, other);
     return h3_fail(status, H3_ERR_FORMAT,
                    "image '%s' cannot be decoded: it is not a PNG or JPEG file (no PNG signature, no JPEG "

@@ -617,6 +617,9 @@ GST_START_TEST (test_bad_keyframes)
         {"20000x20000", "16384"}},
     {"last-image-location", "zero.png", NULL, 0, R,
         GST_RESOURCE_ERROR_OPEN_READ, {"zero.png", NULL}},
+    /* the head of the fuzzer's BMP, on which GdkPixbuf's loader asked for 3.2 GB */
+    {"image-location", "first.bmp", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
+        {"first.bmp", "a BMP file"}},
     {"image", NULL, "video/x-raw,format=RGB,width=0,height=0,framerate=0/1",
         16, L, GST_LIBRARY_ERROR_SETTINGS, {"0x0", "no pixels"}},
     {"image", NULL, "video/x-raw,format=NV12,width=64,height=32", 64 * 48,
@@ -658,13 +661,17 @@ GST_START_TEST (test_bad_keyframes)
   p = g_build_filename (dir, "zero.png", NULL);
   write_png_header (p, 0, 0);
   g_free (p);
+  p = g_build_filename (dir, "first.bmp", NULL);
+  fail_unless (g_file_set_contents (p, "BM\x01\xbe\xbe\0\0\0\0\xbe\xbe\xbe\xbe"
+          "\xbe\xbe\xbe\xbe\xbe", 18, NULL));
+  g_free (p);
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     expect_refused (&cases[i], dir);
 
   for (const gchar * const *f = (const gchar *[]) {
   "truncated.png", "notes.png", "empty.png", "fifo.png", "folder",
-        "huge.png", "zero.png", NULL}; *f;
+        "huge.png", "zero.png", "first.bmp", NULL}; *f;
       f++) {
     p = g_build_filename (dir, *f, NULL);
     g_remove (p);

@@ -159,7 +159,7 @@ static void test_refusals(void) {
         size_t n;
         h3_status_code code;
     } others[] = {
-        {"fox.bmp", "BM\x01\xbe\xbe\0\0\0\0\0\xbe\xbe\xbe\xbe\xbe\xbe\xbe\xbe", "a BMP file", 18, H3_ERR_UNSUPPORTED},
+        {"fox.bmp", "BM\x01\xbe\xbe\0\0\0\0\xbe\xbe\xbe\xbe\xbe\xbe\xbe\xbe\xbe", "a BMP file", 18, H3_ERR_UNSUPPORTED},
         {"fox.gif", "GIF89a\x10\0\x10\0", "a GIF file", 10, H3_ERR_UNSUPPORTED},
         {"fox.webp", "RIFF\x10\0\0\0WEBPVP8 ", "a WebP file", 16, H3_ERR_UNSUPPORTED},
         {"fox.tif", "II*\0\x08\0\0\0", "a TIFF file", 8, H3_ERR_UNSUPPORTED},
@@ -180,7 +180,8 @@ static void test_refusals(void) {
     n = png_header(hdr, 0, 0);
     rc = h3_image_file_decode(hdr, n, "zero.png", &f, &st);
     CHECK(rc != H3_OK && strstr(st.message, "zero.png"), "0x0 header: %s '%s'", h3_status_code_name(rc), st.message);
-    printf("refused: missing, FIFO, directory, empty, not an image, BMP, GIF, WebP, TIFF, bad signatures, 20000x20000, 0x0\n");
+    printf("refused: missing, FIFO, directory, empty, not an image, BMP, GIF, WebP, TIFF, bad signatures, "
+           "20000x20000, 0x0\n");
     g_unlink(empty);
     g_unlink(text);
     g_unlink(fifo);

@@ -617,7 +617,7 @@ GST_START_TEST (test_bad_keyframes)
         {"20000x20000", "16384"}},
     {"last-image-location", "zero.png", NULL, 0, R,
         GST_RESOURCE_ERROR_OPEN_READ, {"zero.png", NULL}},
-    /* the head of the fuzzer's BMP, on which GdkPixbuf's loader asked for 3.2 GB */
+    /* the fuzzer's BMP head: GdkPixbuf's loader asked for 3.2 GB */
     {"image-location", "first.bmp", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
         {"first.bmp", "a BMP file"}},
     {"image", NULL, "video/x-raw,format=RGB,width=0,height=0,framerate=0/1",

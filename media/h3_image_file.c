@@ -223,8 +223,9 @@ h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *
     if (n == 0) return h3_fail(status, H3_ERR_FORMAT, "image '%s' is empty", name);
     const char *type;
     h3_status_code rc = loader_type(bytes, n, name, &type, status);
-    if (rc == H3_OK && strcmp(type, "jpeg") == 0) rc = jpeg_check(bytes, n, name, status);
     if (rc != H3_OK) return rc;
+    int png = strcmp(type, "png") == 0;
+    if (!png && (rc = jpeg_check(bytes, n, name, status)) != H3_OK) return rc;
     GError *err = NULL;
     GdkPixbufLoader *loader = gdk_pixbuf_loader_new_with_type(type, &err);
     if (!loader) {
@@ -241,10 +242,9 @@ h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *
     GdkPixbuf *pb = ok ? gdk_pixbuf_loader_get_pixbuf(loader) : NULL;
     if (a.refused) rc = size_error(name, &a, status);
     else if (!ok || !pb)
-        rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' cannot be decoded as %s: %s", name,
-                     strcmp(type, "png") == 0 ? "PNG" : "JPEG",
+        rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' cannot be decoded as %s: %s", name, png ? "PNG" : "JPEG",
                      err ? err->message : "no image");
-    else if (n >= 8 && memcmp(bytes, png_signature, 8) == 0 && !png_complete(bytes, n))
+    else if (png && !png_complete(bytes, n))
         rc = h3_fail(status, H3_ERR_FORMAT, "image '%s' is a truncated PNG: %zu bytes and no IEND chunk", name, n);
     else rc = to_rgb(name, pb, out, status);
     if (err) g_error_free(err);

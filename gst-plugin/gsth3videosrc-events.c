@@ -315,14 +315,14 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
   running = self->running;
   if (running) {
     *frames = self->run_frames;
-    *width = self->run.width;
-    *height = self->run.height;
+    *width = self->run.request.width;
+    *height = self->run.request.height;
     *rate = self->run_rate;
   } else {
     GST_OBJECT_LOCK (self);
-    *frames = h3_align_frames (self->settings.num_frames);
-    *width = self->settings.width;
-    *height = self->settings.height;
+    *frames = h3_align_frames (self->settings.request.num_frames);
+    *width = self->settings.request.width;
+    *height = self->settings.request.height;
     GST_OBJECT_UNLOCK (self);
   }
   g_mutex_unlock (&self->lock);

@@ -139,7 +139,7 @@ gst_h3_video_src_post_done (GstH3VideoSrc * self, const gchar * result,
       "frames", G_TYPE_INT, self->plan.num_frames,
       "width", G_TYPE_INT, self->plan.width,
       "height", G_TYPE_INT, self->plan.height,
-      "seed", G_TYPE_UINT64, self->run.seed, NULL);
+      "seed", G_TYPE_UINT64, self->run.request.seed, NULL);
 
   stats_set (st, stats);
   gst_element_post_message (GST_ELEMENT (self),

@@ -72,33 +72,6 @@ G_BEGIN_DECLS
 GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
 
-/* Property defaults. The rules of a request (defaults, ranges, the devices
- * grammar) are h3core's: they come from h3.h and are never restated here. */
-#define DEFAULT_PROMPT NULL
-#define DEFAULT_SEED H3_DEFAULT_SEED
-#define DEFAULT_WIDTH H3_DEFAULT_WIDTH
-#define DEFAULT_HEIGHT H3_DEFAULT_HEIGHT
-#define DEFAULT_NUM_FRAMES H3_DEFAULT_FRAMES
-#define DEFAULT_BACKEND GST_H3_BACKEND_FA
-#define DEFAULT_STEPS 0         /* the model's default */
-#define DEFAULT_MODEL_LOCATION NULL
-#define DEFAULT_ADAPTER_LOCATION NULL
-#define DEFAULT_COMPUTE GST_H3_COMPUTE_AUTO
-#define DEFAULT_DEVICES "auto"
-#define DEFAULT_VSA_SPARSITY H3_DEFAULT_VSA_SPARSITY
-#define DEFAULT_LOAD_FORMAT GST_H3_LOAD_FORMAT_SAFETENSORS
-#define DEFAULT_DUMMY_ADAPTER GST_H3_DUMMY_ADAPTER_NONE
-#define DEFAULT_PRECISION GST_H3_PRECISION_BF16
-#define DEFAULT_MEMORY GST_H3_MEMORY_AUTO
-#define DEFAULT_MAX_GPU_MEMORY 0
-#define DEFAULT_ENGINE_CACHE TRUE
-#define DEFAULT_KEEP_CLIP TRUE
-/* 2 GiB: a 15 s clip at 1280x736 (362 frames of 2.8 MB, with its audio)
- * is about 1 GiB. */
-#define DEFAULT_KEEP_CLIP_MAX_BYTES (G_GUINT64_CONSTANT (2) << 30)
-#define DEFAULT_IS_LIVE FALSE
-#define DEFAULT_LATENCY (-1)    /* estimated */
-
 /* Live mode: what a clip's first buffer needs after the clip is complete
  * to reach the sinks (the push through the pipeline), added to the
  * latency the element reports; and the margin on a measured generation
@@ -114,23 +87,14 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 
 /* Everything the properties configure. The element keeps one copy under the
  * object lock and snapshots it into `run` when a run starts, so property
- * changes never reach a generation in flight. */
+ * changes never reach a generation in flight. Every field but the samples
+ * is a row of a schema (h3.h's h3_params for the request and the engine
+ * options, gst_h3_settings_params for the element's own): its default,
+ * range, property and URI key come from there. Strings are owned. */
 typedef struct
 {
-  gchar *prompt;
-  guint64 seed;
-  gint width, height, num_frames;
-  GstH3Backend backend;
-  guint steps;
-  gchar *model_location, *adapter_location;
-  GstH3Compute compute;
-  gchar *devices;
-  gdouble vsa_sparsity;
-  GstH3LoadFormat load_format;
-  GstH3DummyAdapter dummy_adapter;
-  GstH3Precision precision;
-  GstH3Memory memory;
-  guint64 max_gpu_memory;       /* bytes per device, 0: no cap */
+  h3_request request;           /* prompt (first_image, last_image: unset) */
+  h3_engine_options options;    /* model_dir, adapter_path, devices (log: unset) */
   gboolean engine_cache;
   gboolean keep_clip;
   guint64 keep_clip_max_bytes;
@@ -309,6 +273,29 @@ typedef enum
 
 /* ---- gsth3videosrc-settings.c -------------------------------------------- */
 
+/* The element's own rows (H3_PARAM_IN_FRONTEND: offsets into
+ * GstH3Settings), ended by a NULL name. */
+G_GNUC_INTERNAL
+const h3_param *gst_h3_settings_params (void);
+/* Installs a property for every row of h3_params (but the tools' own) and
+ * of gst_h3_settings_params, with ids from first_id on, in that order. */
+G_GNUC_INTERNAL
+void gst_h3_settings_install_properties (GObjectClass * klass,
+    guint first_id);
+/* The row of property id (as installed), or NULL. */
+G_GNUC_INTERNAL
+const h3_param *gst_h3_settings_row (guint prop_id);
+/* The row's field in s (its home struct). */
+G_GNUC_INTERNAL
+gpointer gst_h3_settings_home (GstH3Settings * s, const h3_param * row);
+/* The row's value in s into value (initialised to the property's type);
+ * and the reverse. */
+G_GNUC_INTERNAL
+void gst_h3_settings_get_value (GstH3Settings * s, const h3_param * row,
+    GValue * value);
+G_GNUC_INTERNAL
+void gst_h3_settings_set_value (GstH3Settings * s, const h3_param * row,
+    const GValue * value);
 G_GNUC_INTERNAL
 void gst_h3_settings_init (GstH3Settings * s);
 G_GNUC_INTERNAL
@@ -322,8 +309,9 @@ gchar *gst_h3_settings_engine_key (const GstH3Settings * s);
 G_GNUC_INTERNAL
 gchar *gst_h3_settings_stream_id (const GstH3Settings * s,
     const GstH3Keyframe * keyframes, const gchar * pad_name);
+/* The GEnum of an ENUM row of h3_params ("backend": GstH3Backend). */
 G_GNUC_INTERNAL
-h3_compute gst_h3_settings_compute (const GstH3Settings * s);
+GType gst_h3_settings_enum_type (const gchar * row_name);
 G_GNUC_INTERNAL
 h3_request gst_h3_settings_request (const GstH3Settings * s);
 G_GNUC_INTERNAL
@@ -478,6 +466,8 @@ gchar *gst_h3_uri_from_properties (GObject * h3videosrc);
 G_GNUC_INTERNAL
 gboolean gst_h3_uri_to_properties (GObject * h3videosrc, const gchar * uri,
     GError ** error);
+G_GNUC_INTERNAL
+gchar *gst_h3_uri_check_policy (const gchar * uri);
 
 G_END_DECLS
 

@@ -264,14 +264,14 @@ static gboolean
 worker_publish_plan (GstH3VideoSrc * self, const h3_plan * plan)
 {
   if (plan->sample_rate != self->run_rate || plan->num_frames !=
-      self->run_frames || plan->width != self->run.width ||
-      plan->height != self->run.height) {
+      self->run_frames || plan->width != self->run.request.width ||
+      plan->height != self->run.request.height) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("The loaded model plans %d frames at %dx%d with %d Hz audio, not the "
             "%d frames at %dx%d with %d Hz its configs announced. This is a "
             "bug in h3core; please report it.", plan->num_frames, plan->width,
             plan->height, plan->sample_rate, self->run_frames,
-            self->run.width, self->run.height, self->run_rate), (NULL));
+            self->run.request.width, self->run.request.height, self->run_rate), (NULL));
     return FALSE;
   }
   g_mutex_lock (&self->lock);
@@ -471,8 +471,8 @@ live_clip_publish (GstH3VideoSrc * self)
   GstH3LiveClip *clip = g_new0 (GstH3LiveClip, 1);
 
   clip->index = self->live_clips_made++;
-  clip->prompt = g_strdup (self->run.prompt);
-  clip->seed = self->run.seed;
+  clip->prompt = g_strdup (self->run.request.prompt);
+  clip->seed = self->run.request.seed;
   clip->plan = self->plan;
   clip->frames = self->frames;
   clip->samples = self->samples;
@@ -504,16 +504,16 @@ live_next_prompt (GstH3VideoSrc * self)
     g_cond_wait (&self->cond, &self->lock);
   if (q) {
     /* Under the lock: the pad tasks read the prompt for their tags. */
-    g_free (self->run.prompt);
-    self->run.prompt = q->prompt;
-    self->run.seed = q->seed;
+    g_free ((gchar *) self->run.request.prompt);
+    self->run.request.prompt = q->prompt;
+    self->run.request.seed = q->seed;
     g_free (q);
   }
   g_mutex_unlock (&self->lock);
   if (!q)
     return FALSE;
   GST_INFO_OBJECT (self, "next clip: \"%s\" seed %" G_GUINT64_FORMAT,
-      self->run.prompt, self->run.seed);
+      self->run.request.prompt, self->run.request.seed);
   return TRUE;
 }
 
@@ -628,7 +628,7 @@ worker_clip (GstH3VideoSrc * self)
   gst_h3_video_src_post_progress (self, &self->generate_open,
       GST_PROGRESS_TYPE_START, "generate", 0, "Generating %d frames at %dx%d "
       "(seed %" G_GUINT64_FORMAT ", %d steps)", plan.num_frames, plan.width,
-      plan.height, self->run.seed, plan.steps);
+      plan.height, self->run.request.seed, plan.steps);
   memset (&st, 0, sizeof st);
   rc = h3_engine_generate (engine, &req, &cb, &st);
   worker_finish (self, rc, &st, &plan);

@@ -96,38 +96,18 @@
 
 GST_DEBUG_CATEGORY (gst_h3_video_src_debug);
 
+/* The properties written by hand; every other one is a row of the request
+ * schema (gst_h3_settings_install_properties), with ids from
+ * PROP_SCHEMA_FIRST on. */
 enum
 {
   PROP_0,
-  PROP_PROMPT,
-  PROP_SEED,
-  PROP_WIDTH,
-  PROP_HEIGHT,
-  PROP_NUM_FRAMES,
   PROP_ALIGNED_FRAMES,
-  PROP_BACKEND,
-  PROP_STEPS,
-  PROP_MODEL_LOCATION,
-  PROP_ADAPTER_LOCATION,
-  PROP_COMPUTE,
-  PROP_DEVICES,
-  PROP_VSA_SPARSITY,
-  PROP_LOAD_FORMAT,
-  PROP_DUMMY_ADAPTER,
-  PROP_PRECISION,
-  PROP_MEMORY,
-  PROP_MAX_GPU_MEMORY,
-  PROP_ENGINE_CACHE,
-  PROP_KEEP_CLIP,
-  PROP_KEEP_CLIP_MAX_BYTES,
-  PROP_IS_LIVE,
-  PROP_LATENCY,
-  PROP_IMAGE_LOCATION,
-  PROP_LAST_IMAGE_LOCATION,
   PROP_IMAGE,
   PROP_LAST_IMAGE,
   PROP_CAPABILITIES,
-  PROP_STATS
+  PROP_STATS,
+  PROP_SCHEMA_FIRST
 };
 
 /* The sides and the frame rate h3core serves (h3.h). */
@@ -165,124 +145,43 @@ static GstStateChangeReturn gst_h3_video_src_change_state (GstElement *
 static gboolean gst_h3_video_src_activate_mode (GstPad * pad,
     GstObject * parent, GstPadMode mode, gboolean active);
 
-/* ---- enums --------------------------------------------------------------- */
+/* ---- enums ---------------------------------------------------------------
+ * The values, their names and descriptions are the schema's choices. */
 
 GType
 gst_h3_backend_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_BACKEND_FA, "Dense attention (FastH3 dense adapter when given)",
-        "fa"},
-    {GST_H3_BACKEND_VSA,
-        "VSA-H3 block-sparse attention (FastH3 VSA adapter; experimental)",
-        "vsa"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3Backend", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("backend");
 }
 
 GType
 gst_h3_compute_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_COMPUTE_AUTO, "CUDA when a usable GPU is present, else the CPU",
-        "auto"},
-    {GST_H3_COMPUTE_CPU, "The CPU", "cpu"},
-    {GST_H3_COMPUTE_CUDA, "CUDA GPUs (fails when none is usable)", "cuda"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3Compute", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("compute");
 }
 
 GType
 gst_h3_load_format_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_LOAD_FORMAT_SAFETENSORS, "The checkpoint files of the model",
-        "safetensors"},
-    {GST_H3_LOAD_FORMAT_DUMMY,
-        "Random weights made on the device from the configs (benchmarks)",
-        "dummy"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3LoadFormat", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("load-format");
 }
 
 GType
 gst_h3_precision_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_PRECISION_BF16, "The backend's compute type (bf16 on CUDA)",
-        "bf16"},
-    {GST_H3_PRECISION_FP8,
-          "FP8 E4M3 weights with per-channel scales for the big linears",
-        "fp8"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3Precision", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("precision");
 }
 
 GType
 gst_h3_dummy_adapter_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_DUMMY_ADAPTER_NONE, "No adapter: the base model", "none"},
-    {GST_H3_DUMMY_ADAPTER_DENSE, "A random FastH3 dense adapter", "dense"},
-    {GST_H3_DUMMY_ADAPTER_VSA, "A random FastH3 VSA adapter", "vsa"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3DummyAdapter", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("dummy-adapter");
 }
 
 GType
 gst_h3_memory_get_type (void)
 {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    {GST_H3_MEMORY_AUTO, "Resident when the weights fit the device, else "
-          "stream", "auto"},
-    {GST_H3_MEMORY_RESIDENT, "Every weight on the device", "resident"},
-    {GST_H3_MEMORY_STREAM, "The transformer's blocks and the text encoder's "
-          "layers in host memory, streamed to the device a block ahead",
-        "stream"},
-    {0, NULL, NULL}
-  };
-
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstH3Memory", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_h3_settings_enum_type ("memory");
 }
 
 /* ---- class --------------------------------------------------------------- */
@@ -339,60 +238,11 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
   gobject_class->dispose = gst_h3_video_src_dispose;
   gobject_class->finalize = gst_h3_video_src_finalize;
 
-  /**
-   * GstH3VideoSrc:prompt:
-   *
-   * What the clip shows and sounds like, in plain language (UTF-8). It must
-   * not be empty: there is no default prompt.
-   */
-  g_object_class_install_property (gobject_class, PROP_PROMPT,
-      g_param_spec_string ("prompt", "Prompt",
-          "Description of the clip to generate (required)", DEFAULT_PROMPT,
-          rw));
-
-  /**
-   * GstH3VideoSrc:seed:
-   *
-   * Seed of the initial noise. The same seed and settings give the same
-   * clip, bit for bit, on the same compute backend.
-   */
-  g_object_class_install_property (gobject_class, PROP_SEED,
-      g_param_spec_uint64 ("seed", "Seed",
-          "Seed of the initial noise (same seed and settings, same clip)", 0,
-          G_MAXUINT64, DEFAULT_SEED, rw));
-
-  /**
-   * GstH3VideoSrc:width:
-   *
-   * Frame width in pixels: a multiple of 32, with width/height between 1/4
-   * and 4. The model was trained around 1280x736 and 1344x768.
-   */
-  g_object_class_install_property (gobject_class, PROP_WIDTH,
-      g_param_spec_int ("width", "Width",
-          "Frame width in pixels (multiple of 32, aspect 1:4 to 4:1)",
-          H3_MIN_SIDE, H3_MAX_SIDE, DEFAULT_WIDTH, rw));
-
-  /**
-   * GstH3VideoSrc:height:
-   *
-   * Frame height in pixels: a multiple of 32, see #GstH3VideoSrc:width.
-   */
-  g_object_class_install_property (gobject_class, PROP_HEIGHT,
-      g_param_spec_int ("height", "Height",
-          "Frame height in pixels (multiple of 32, aspect 1:4 to 4:1)",
-          H3_MIN_SIDE, H3_MAX_SIDE, DEFAULT_HEIGHT, rw));
-
-  /**
-   * GstH3VideoSrc:num-frames:
-   *
-   * Requested number of frames at 24 fps. The model generates 17n+5 frames,
-   * so the count is aligned up (120 gives 124, anything up to 22 gives 22);
-   * read #GstH3VideoSrc:aligned-frames for the count that will be produced.
-   */
-  g_object_class_install_property (gobject_class, PROP_NUM_FRAMES,
-      g_param_spec_int ("num-frames", "Number of frames",
-          "Requested number of frames at 24 fps (aligned up to 17n+5, "
-          "see aligned-frames)", 1, H3_MAX_FRAMES, DEFAULT_NUM_FRAMES, rw));
+  /* Every setting of the request, the engine and the element: one
+   * property per row of the request schema (h3.h's h3_params and the
+   * element's own rows), its name, nick, blurb, range and default from the
+   * row; docs/ELEMENT.md documents each. */
+  gst_h3_settings_install_properties (gobject_class, PROP_SCHEMA_FIRST);
 
   /**
    * GstH3VideoSrc:aligned-frames:
@@ -404,298 +254,7 @@ gst_h3_video_src_class_init (GstH3VideoSrcClass * klass)
       g_param_spec_int ("aligned-frames", "Aligned frames",
           "Number of frames that will be produced (num-frames aligned up to "
           "17n+5)", h3_align_frames (1), G_MAXINT,
-          h3_align_frames (DEFAULT_NUM_FRAMES), ro));
-
-  /**
-   * GstH3VideoSrc:backend:
-   *
-   * Attention mode: `fa` (dense attention) or `vsa` (VSA-H3 block-sparse
-   * attention, faster, experimental, needs a FastH3 VSA adapter on the full
-   * model).
-   */
-  g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Attention mode: dense (fa) or VSA-H3 block-sparse (vsa)",
-          GST_TYPE_H3_BACKEND, DEFAULT_BACKEND, rw));
-
-  /**
-   * GstH3VideoSrc:steps:
-   *
-   * Number of denoising passes (transformer forwards). 0 uses the model's
-   * default: 49 for the base model, 4 with a FastH3 adapter. Fewer steps are
-   * faster and blurrier.
-   */
-  g_object_class_install_property (gobject_class, PROP_STEPS,
-      g_param_spec_uint ("steps", "Steps",
-          "Denoising passes; 0 = the model's default (49, or 4 with a FastH3 "
-          "adapter)", 0, H3_MAX_STEPS, DEFAULT_STEPS, rw));
-
-  /**
-   * GstH3VideoSrc:model-location:
-   *
-   * Directory of a MiniMax-H3 model: the diffusers layout root (with
-   * model_index.json, transformer/, vae/, audio_vae/, text_encoder/,
-   * tokenizer/) or the native FL2VA/ folder. When unset, the embedded tiny
-   * test model is used; reading the property then gives its directory.
-   */
-  g_object_class_install_property (gobject_class, PROP_MODEL_LOCATION,
-      g_param_spec_string ("model-location", "Model location",
-          "Directory of a MiniMax-H3 model (diffusers layout or FL2VA/); "
-          "unset = the embedded tiny model", DEFAULT_MODEL_LOCATION,
-          rw | GST_PARAM_DOC_SHOW_DEFAULT));
-
-  /**
-   * GstH3VideoSrc:adapter-location:
-   *
-   * A FastH3 adapter (fastvideo-lora-v2 .safetensors) fused into the model
-   * when it is loaded; it makes 4 steps the default.
-   */
-  g_object_class_install_property (gobject_class, PROP_ADAPTER_LOCATION,
-      g_param_spec_string ("adapter-location", "Adapter location",
-          "FastH3 adapter (fastvideo-lora-v2 .safetensors), or unset",
-          DEFAULT_ADAPTER_LOCATION, rw));
-
-  /**
-   * GstH3VideoSrc:compute:
-   *
-   * Where the model runs. `auto` uses CUDA when this build has it and a
-   * usable GPU is present, else the CPU (the reason appears in
-   * #GstH3VideoSrc:stats and #GstH3VideoSrc:capabilities).
-   */
-  g_object_class_install_property (gobject_class, PROP_COMPUTE,
-      g_param_spec_enum ("compute", "Compute",
-          "Where the model runs: auto, cpu or cuda", GST_TYPE_H3_COMPUTE,
-          DEFAULT_COMPUTE, rw));
-
-  /**
-   * GstH3VideoSrc:load-format:
-   *
-   * Where the weights come from. `safetensors` (the default) reads the
-   * checkpoint files under #GstH3VideoSrc:model-location. `dummy` needs
-   * only the model's configs and tokenizer: every weight is made on its
-   * device from a seeded generator, so the release's shapes run end to end
-   * without the release's files (benchmarks, memory planning). The output
-   * is noise; #GstH3VideoSrc:stats says `random-weights`.
-   */
-  g_object_class_install_property (gobject_class, PROP_LOAD_FORMAT,
-      g_param_spec_enum ("load-format", "Load format",
-          "Where the weights come from: safetensors or dummy (random)",
-          GST_TYPE_H3_LOAD_FORMAT, DEFAULT_LOAD_FORMAT, rw));
-
-  /**
-   * GstH3VideoSrc:dummy-adapter:
-   *
-   * With load-format=dummy and no #GstH3VideoSrc:adapter-location: run as
-   * with a FastH3 adapter of this kind (4 forwards; `vsa` needs
-   * backend=vsa, `dense` backend=fa).
-   */
-  g_object_class_install_property (gobject_class, PROP_DUMMY_ADAPTER,
-      g_param_spec_enum ("dummy-adapter", "Dummy adapter",
-          "With load-format=dummy: the FastH3 adapter kind to make up",
-          GST_TYPE_H3_DUMMY_ADAPTER, DEFAULT_DUMMY_ADAPTER, rw));
-
-  /**
-   * GstH3VideoSrc:precision:
-   *
-   * What the big linear layers' weights are held and multiplied in.
-   * `bf16` (the default): the backend's compute type. `fp8`: the
-   * transformer's and the text encoder's linears in FP8 E4M3 with a float32
-   * scale per output channel, quantised once at load, their inputs
-   * quantised per row on the fly (attention, norms and the VAEs stay as
-   * they are): about half those weights' memory. It needs a GPU with FP8
-   * tensor cores (compute capability 8.9 or newer) and compute=cuda or
-   * auto; a GPU without them is refused when the element starts, naming its
-   * capability. On the CPU it is emulated in float32. #GstH3VideoSrc:stats
-   * says which (`precision`).
-   */
-  g_object_class_install_property (gobject_class, PROP_PRECISION,
-      g_param_spec_enum ("precision", "Precision",
-          "The linear layers' weights: bf16, or fp8 (E4M3, per-channel "
-          "scales; GPUs of compute capability 8.9+)",
-          GST_TYPE_H3_PRECISION, DEFAULT_PRECISION, rw));
-
-  /**
-   * GstH3VideoSrc:memory:
-   *
-   * Where the big weights live. `resident`: every weight on the device.
-   * `stream`: the transformer's blocks and the text encoder's layers stay in
-   * host memory (page-locked up to half of it, the rest pageable) and are
-   * copied into a ring of two device slots a block ahead of the compute,
-   * on a copy stream of their own: the output is resident's bit for bit,
-   * and the device holds the rest of the model, two blocks and the
-   * activations (the release's 117 GB of weights fit a 24 GB card).
-   * `auto` (the default): resident when the memory plan's weights fit the
-   * device (#GstH3VideoSrc:max-gpu-memory, or what is free), else stream.
-   * #GstH3VideoSrc:stats says which ran (`memory`, `memory-reason`) and
-   * what the host holds (`host-pinned-bytes`, `host-pageable-bytes`). A
-   * setting that cannot fit is refused at the change to PAUSED, naming the
-   * numbers.
-   */
-  g_object_class_install_property (gobject_class, PROP_MEMORY,
-      g_param_spec_enum ("memory", "Memory",
-          "Where the weights live: auto, resident (on the device) or stream "
-          "(host memory, streamed to the device a block ahead)",
-          GST_TYPE_H3_MEMORY, DEFAULT_MEMORY, rw));
-
-  /**
-   * GstH3VideoSrc:max-gpu-memory:
-   *
-   * The most device memory the engine may use on each GPU, in bytes, the
-   * CUDA context included; 0 (the default): what is free. The memory plan
-   * holds the model and every request to it and allocations past it fail,
-   * so an 80, 48 or 24 GB card can be stood for on a larger one; with
-   * memory=auto it decides between resident and stream.
-   */
-  g_object_class_install_property (gobject_class, PROP_MAX_GPU_MEMORY,
-      g_param_spec_uint64 ("max-gpu-memory", "Max GPU memory",
-          "Most device memory to use on each GPU, in bytes (0: what is free)",
-          0, G_MAXUINT64, DEFAULT_MAX_GPU_MEMORY, rw));
-
-  /**
-   * GstH3VideoSrc:devices:
-   *
-   * Where the ranks of tensor parallelism run:
-   *
-   * * `auto`: one backend, chosen by #GstH3VideoSrc:compute;
-   * * a comma-separated list of CUDA device numbers such as `0,1,2,3`: one
-   *   rank per GPU (NCCL between them), the degree is the count;
-   * * `cpu:N`: N ranks on the CPU (for tests and for checking a
-   *   tensor-parallel setup without GPUs).
-   *
-   * The degree must divide the model's attention heads (1, 2, 4, 7 or 8 for
-   * MiniMax-H3). A GPU list with compute=cpu, or cpu:N with compute=cuda,
-   * is refused. #GstH3VideoSrc:stats names the ranks that ran.
-   */
-  g_object_class_install_property (gobject_class, PROP_DEVICES,
-      g_param_spec_string ("devices", "Devices",
-          "Tensor-parallel ranks: \"auto\", CUDA devices such as "
-          "\"0,1,2,3\", or \"cpu:N\" (N CPU ranks)", DEFAULT_DEVICES, rw));
-
-  /**
-   * GstH3VideoSrc:vsa-sparsity:
-   *
-   * With backend=vsa, the fraction of video key tiles each query tile
-   * skips. Ignored with backend=fa.
-   */
-  g_object_class_install_property (gobject_class, PROP_VSA_SPARSITY,
-      g_param_spec_double ("vsa-sparsity", "VSA sparsity",
-          "Fraction of video key tiles skipped with backend=vsa", 0.0,
-          H3_MAX_VSA_SPARSITY, DEFAULT_VSA_SPARSITY, rw));
-
-  /**
-   * GstH3VideoSrc:engine-cache:
-   *
-   * Share the loaded model with the other h3videosrc elements of the
-   * process whose model settings are the same (model-location,
-   * adapter-location, compute, devices, load-format, dummy-adapter, memory,
-   * max-gpu-memory, precision): the
-   * model is loaded once, kept while any of them exists, and their
-   * generations take turns on it. FALSE gives this element an engine of its
-   * own (another copy of the weights in memory).
-   */
-  g_object_class_install_property (gobject_class, PROP_ENGINE_CACHE,
-      g_param_spec_boolean ("engine-cache", "Engine cache",
-          "Share the loaded model with the other elements of the process "
-          "that have the same model settings", DEFAULT_ENGINE_CACHE, rw));
-
-  /**
-   * GstH3VideoSrc:keep-clip:
-   *
-   * Keep the generated clip in memory until the next run, so that it can
-   * be replayed without running the model again: the element is then
-   * seekable in TIME (flushing and non-flushing seeks, segment seeks for
-   * loops, positive rates), during the generation too (a position not
-   * decoded yet is pushed once it is). A clip larger than
-   * #GstH3VideoSrc:keep-clip-max-bytes is not kept. FALSE: every frame is
-   * freed once pushed, and seeks are refused.
-   */
-  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP,
-      g_param_spec_boolean ("keep-clip", "Keep clip",
-          "Keep the clip in memory for seeks and replays (up to "
-          "keep-clip-max-bytes)", DEFAULT_KEEP_CLIP, rw));
-
-  /**
-   * GstH3VideoSrc:keep-clip-max-bytes:
-   *
-   * The largest clip #GstH3VideoSrc:keep-clip keeps: its RGB frames
-   * (width x height x 3 bytes each) plus its 32-bit stereo audio. A larger
-   * clip is streamed and freed as with keep-clip=false (the element logs
-   * why) and is not seekable. The default, 2 GiB, holds the longest clip
-   * (362 frames) at 1280x736.
-   */
-  g_object_class_install_property (gobject_class, PROP_KEEP_CLIP_MAX_BYTES,
-      g_param_spec_uint64 ("keep-clip-max-bytes", "Keep clip max bytes",
-          "Largest clip (frames + audio, bytes) that keep-clip keeps", 0,
-          G_MAXUINT64, DEFAULT_KEEP_CLIP_MAX_BYTES, rw));
-
-  /**
-   * GstH3VideoSrc:is-live:
-   *
-   * Behave as a live source: no preroll (the state changes to PAUSED return
-   * NO_PREROLL), data flows in PLAYING only, timestamps are running time,
-   * and the LATENCY query answers live with #GstH3VideoSrc:latency. Each
-   * clip is pushed once it is complete, from the running time it started
-   * playing at (the first) or where the last one ended, later only when
-   * it was complete too late for the latency (a GAP event covers the
-   * difference). Clips queued with #GstH3VideoSrc::queue-prompt follow;
-   * without one the element waits for the next: the stream ends only with
-   * an application EOS. Live streams are not seekable; clips are freed as
-   * they are pushed.
-   */
-  g_object_class_install_property (gobject_class, PROP_IS_LIVE,
-      g_param_spec_boolean ("is-live", "Is live",
-          "Live source: running-time timestamps, latency, queue-prompt "
-          "appends clips", DEFAULT_IS_LIVE, rw));
-
-  /**
-   * GstH3VideoSrc:latency:
-   *
-   * With is-live: the latency the element reports, in nanoseconds: how
-   * long after its timestamp a buffer may reach the sinks. A clip needs its
-   * generation time, so set it to what a generation takes (the element's
-   * `stats` give `total`) plus a margin. -1 (the default) estimates it:
-   * the measured generation time of the last clip of the same size,
-   * frames, steps and backend (this element's, or another's on the same
-   * shared engine), times 1.25, plus 0.2 s for the push through the
-   * pipeline; before any measurement, the 0.2 s alone (the
-   * first clip then starts when it is complete). The element posts a
-   * LATENCY message when the estimate changes.
-   */
-  g_object_class_install_property (gobject_class, PROP_LATENCY,
-      g_param_spec_int64 ("latency", "Latency",
-          "With is-live: the latency to report in ns (the generation time "
-          "to expect), -1 = estimated from the last generation", -1,
-          G_MAXINT64, DEFAULT_LATENCY, rw));
-
-  /**
-   * GstH3VideoSrc:image-location:
-   *
-   * FL2VA: a picture file (PNG, JPEG) the clip starts on, stretched onto
-   * the width x height canvas. It is decoded at READY to PAUSED: a missing,
-   * unreadable or corrupt file, or one that is not a regular file, fails
-   * that state change with a RESOURCE error naming the file, before the
-   * model loads. Setting it (non-empty) unsets #GstH3VideoSrc:image: the
-   * last of the two set is the keyframe. Unset (the default) with no
-   * #GstH3VideoSrc:image: no first keyframe.
-   */
-  g_object_class_install_property (gobject_class, PROP_IMAGE_LOCATION,
-      g_param_spec_string ("image-location", "Image location",
-          "FL2VA: picture file (PNG, JPEG) the clip starts on; unsets image",
-          NULL, rw));
-
-  /**
-   * GstH3VideoSrc:last-image-location:
-   *
-   * FL2VA: a picture file the clip ends on, scaled to cover the canvas and
-   * centre-cropped (alone, without a first keyframe, it is stretched, as
-   * the reference does). Decoded and checked as
-   * #GstH3VideoSrc:image-location; setting it unsets
-   * #GstH3VideoSrc:last-image.
-   */
-  g_object_class_install_property (gobject_class, PROP_LAST_IMAGE_LOCATION,
-      g_param_spec_string ("last-image-location", "Last image location",
-          "FL2VA: picture file (PNG, JPEG) the clip ends on; unsets "
-          "last-image", NULL, rw));
+          h3_align_frames (h3_request_default ().num_frames), ro));
 
   /**
    * GstH3VideoSrc:image:
@@ -893,18 +452,12 @@ gst_h3_video_src_finalize (GObject * object)
 /* ---- properties ---------------------------------------------------------- */
 
 static void
-set_string (gchar ** field, const GValue * value)
-{
-  g_free (*field);
-  *field = g_value_dup_string (value);
-}
-
-static void
 gst_h3_video_src_set_property (GObject * object, guint prop_id,
     const GValue * value, GParamSpec * pspec)
 {
   GstH3VideoSrc *self = GST_H3_VIDEO_SRC (object);
   GstH3Settings *s = &self->settings;
+  const h3_param *row = gst_h3_settings_row (prop_id);
   GstState state;
   const gchar *unset = NULL;    /* the keyframe property this one replaces */
 
@@ -919,90 +472,10 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
         gst_element_state_get_name (state));
     return;
   }
+  if (row)
+    gst_h3_settings_set_value (s, row, value);
   switch (prop_id) {
-    case PROP_PROMPT:
-      set_string (&s->prompt, value);
-      break;
-    case PROP_SEED:
-      s->seed = g_value_get_uint64 (value);
-      break;
-    case PROP_WIDTH:
-      s->width = g_value_get_int (value);
-      break;
-    case PROP_HEIGHT:
-      s->height = g_value_get_int (value);
-      break;
-    case PROP_NUM_FRAMES:
-      s->num_frames = g_value_get_int (value);
-      break;
-    case PROP_BACKEND:
-      s->backend = g_value_get_enum (value);
-      break;
-    case PROP_STEPS:
-      s->steps = g_value_get_uint (value);
-      break;
-    case PROP_MODEL_LOCATION:
-      set_string (&s->model_location, value);
-      break;
-    case PROP_ADAPTER_LOCATION:
-      set_string (&s->adapter_location, value);
-      break;
-    case PROP_COMPUTE:
-      s->compute = g_value_get_enum (value);
-      break;
-    case PROP_DEVICES:
-      set_string (&s->devices, value);
-      if (!s->devices)
-        s->devices = g_strdup (DEFAULT_DEVICES);
-      break;
-    case PROP_VSA_SPARSITY:
-      s->vsa_sparsity = g_value_get_double (value);
-      break;
-    case PROP_LOAD_FORMAT:
-      s->load_format = g_value_get_enum (value);
-      break;
-    case PROP_DUMMY_ADAPTER:
-      s->dummy_adapter = g_value_get_enum (value);
-      break;
-    case PROP_PRECISION:
-      s->precision = g_value_get_enum (value);
-      break;
-    case PROP_MEMORY:
-      s->memory = g_value_get_enum (value);
-      break;
-    case PROP_MAX_GPU_MEMORY:
-      s->max_gpu_memory = g_value_get_uint64 (value);
-      break;
-    case PROP_ENGINE_CACHE:
-      s->engine_cache = g_value_get_boolean (value);
-      break;
-    case PROP_KEEP_CLIP:
-      s->keep_clip = g_value_get_boolean (value);
-      break;
-    case PROP_KEEP_CLIP_MAX_BYTES:
-      s->keep_clip_max_bytes = g_value_get_uint64 (value);
-      break;
-    case PROP_IS_LIVE:
-      s->is_live = g_value_get_boolean (value);
-      break;
-    case PROP_LATENCY:
-      s->latency = g_value_get_int64 (value);
-      break;
       /* A keyframe comes from a file or from a sample: the last set wins. */
-    case PROP_IMAGE_LOCATION:
-      set_string (&s->image_location, value);
-      if (s->image_location && *s->image_location && s->image) {
-        g_clear_pointer (&s->image, gst_sample_unref);
-        unset = "image";
-      }
-      break;
-    case PROP_LAST_IMAGE_LOCATION:
-      set_string (&s->last_image_location, value);
-      if (s->last_image_location && *s->last_image_location && s->last_image) {
-        g_clear_pointer (&s->last_image, gst_sample_unref);
-        unset = "last-image";
-      }
-      break;
     case PROP_IMAGE:
       g_clear_pointer (&s->image, gst_sample_unref);
       s->image = g_value_dup_boxed (value);
@@ -1020,7 +493,21 @@ gst_h3_video_src_set_property (GObject * object, guint prop_id,
       }
       break;
     default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      if (!row)
+        G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      else if (row->flags & H3_PARAM_PATH) {
+        gchar *path = *(gchar **) h3_param_field (row,
+            gst_h3_settings_home (s, row));
+        gboolean set = path && *path;
+        if (set && s->image && g_str_equal (row->name, "image-location")) {
+          g_clear_pointer (&s->image, gst_sample_unref);
+          unset = "image";
+        } else if (set && s->last_image
+            && g_str_equal (row->name, "last-image-location")) {
+          g_clear_pointer (&s->last_image, gst_sample_unref);
+          unset = "last-image";
+        }
+      }
       break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -1036,6 +523,7 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
 {
   GstH3VideoSrc *self = GST_H3_VIDEO_SRC (object);
   GstH3Settings *s = &self->settings;
+  const h3_param *row = gst_h3_settings_row (prop_id);
 
   switch (prop_id) {
     case PROP_CAPABILITIES:
@@ -1052,80 +540,8 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_PROMPT:
-      g_value_set_string (value, s->prompt);
-      break;
-    case PROP_SEED:
-      g_value_set_uint64 (value, s->seed);
-      break;
-    case PROP_WIDTH:
-      g_value_set_int (value, s->width);
-      break;
-    case PROP_HEIGHT:
-      g_value_set_int (value, s->height);
-      break;
-    case PROP_NUM_FRAMES:
-      g_value_set_int (value, s->num_frames);
-      break;
     case PROP_ALIGNED_FRAMES:
-      g_value_set_int (value, h3_align_frames (s->num_frames));
-      break;
-    case PROP_BACKEND:
-      g_value_set_enum (value, s->backend);
-      break;
-    case PROP_STEPS:
-      g_value_set_uint (value, s->steps);
-      break;
-    case PROP_MODEL_LOCATION:
-      g_value_set_string (value, gst_h3_settings_model_dir (s));
-      break;
-    case PROP_ADAPTER_LOCATION:
-      g_value_set_string (value, s->adapter_location);
-      break;
-    case PROP_COMPUTE:
-      g_value_set_enum (value, s->compute);
-      break;
-    case PROP_DEVICES:
-      g_value_set_string (value, s->devices);
-      break;
-    case PROP_VSA_SPARSITY:
-      g_value_set_double (value, s->vsa_sparsity);
-      break;
-    case PROP_LOAD_FORMAT:
-      g_value_set_enum (value, s->load_format);
-      break;
-    case PROP_DUMMY_ADAPTER:
-      g_value_set_enum (value, s->dummy_adapter);
-      break;
-    case PROP_PRECISION:
-      g_value_set_enum (value, s->precision);
-      break;
-    case PROP_MEMORY:
-      g_value_set_enum (value, s->memory);
-      break;
-    case PROP_MAX_GPU_MEMORY:
-      g_value_set_uint64 (value, s->max_gpu_memory);
-      break;
-    case PROP_ENGINE_CACHE:
-      g_value_set_boolean (value, s->engine_cache);
-      break;
-    case PROP_KEEP_CLIP:
-      g_value_set_boolean (value, s->keep_clip);
-      break;
-    case PROP_KEEP_CLIP_MAX_BYTES:
-      g_value_set_uint64 (value, s->keep_clip_max_bytes);
-      break;
-    case PROP_IS_LIVE:
-      g_value_set_boolean (value, s->is_live);
-      break;
-    case PROP_LATENCY:
-      g_value_set_int64 (value, s->latency);
-      break;
-    case PROP_IMAGE_LOCATION:
-      g_value_set_string (value, s->image_location);
-      break;
-    case PROP_LAST_IMAGE_LOCATION:
-      g_value_set_string (value, s->last_image_location);
+      g_value_set_int (value, h3_align_frames (s->request.num_frames));
       break;
     case PROP_IMAGE:
       g_value_set_boxed (value, s->image);
@@ -1134,7 +550,10 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       g_value_set_boxed (value, s->last_image);
       break;
     default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      if (row)
+        gst_h3_settings_get_value (s, row, value);
+      else
+        G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -1209,14 +628,14 @@ run_prepare (GstH3VideoSrc * self)
     gst_h3_keyframe_clear (&self->run_keyframes[i]);
     self->run_keyframes[i] = keyframes[i];
   }
-  self->run_frames = h3_align_frames (self->run.num_frames);
+  self->run_frames = h3_align_frames (self->run.request.num_frames);
   self->run_rate = pf.sample_rate;
   self->run_audio_len = (gint64) gst_util_uint64_scale_round (self->run_frames,
       self->run_rate, H3_FPS);
   self->run_keep = FALSE;
   if (self->run.keep_clip && !self->run.is_live) {
-    guint64 bytes = gst_h3_clip_bytes (self->run_frames, self->run.width,
-        self->run.height, self->run_rate);
+    guint64 bytes = gst_h3_clip_bytes (self->run_frames, self->run.request.width,
+        self->run.request.height, self->run_rate);
 
     self->run_keep = bytes <= self->run.keep_clip_max_bytes;
     if (!self->run_keep)
@@ -1265,8 +684,8 @@ run_prepare (GstH3VideoSrc * self)
       gst_message_new_stream_collection (GST_OBJECT (self),
           self->collection));
   GST_INFO_OBJECT (self, "run: \"%s\" seed %" G_GUINT64_FORMAT " %dx%d, %d "
-      "frames, %d Hz", self->run.prompt, self->run.seed, self->run.width,
-      self->run.height, self->run_frames, self->run_rate);
+      "frames, %d Hz", self->run.request.prompt, self->run.request.seed, self->run.request.width,
+      self->run.request.height, self->run_frames, self->run_rate);
   return TRUE;
 }
 

@@ -31,9 +31,9 @@ extern "C" {
 
 typedef struct h3_engine h3_engine;
 
-/* The rules of a request that need no model, owned here: the element's
- * property ranges and the tools' option checks use these, and
- * h3_request_check applies them. */
+/* The limits of a request that need no model. The defaults, ranges and
+ * documentation of every parameter are rows of the request schema
+ * (h3_params, below), which uses these; front ends ask the schema. */
 #define H3_FPS 24                 /* the model's one frame rate */
 #define H3_MIN_SIDE 32            /* width and height: multiples of H3_SIDE_MULTIPLE in [MIN, MAX] */
 #define H3_MAX_SIDE 4096
@@ -41,12 +41,6 @@ typedef struct h3_engine h3_engine;
 #define H3_MAX_ASPECT 4           /* width/height and height/width at most 4 */
 #define H3_MAX_FRAMES 362         /* 15 s at 24 fps, the longest the reference serves */
 #define H3_MAX_STEPS 1000
-#define H3_MAX_VSA_SPARSITY 0.99  /* vsa_sparsity in [0, 0.99] */
-#define H3_DEFAULT_SEED 42
-#define H3_DEFAULT_WIDTH 1280
-#define H3_DEFAULT_HEIGHT 736
-#define H3_DEFAULT_FRAMES 120
-#define H3_DEFAULT_VSA_SPARSITY 0.9 /* the trained value */
 #define H3_MAX_DEVICES 64         /* ranks of a tensor-parallel group */
 #define H3_MAX_DEVICE_ORDINAL 1023
 
@@ -99,7 +93,7 @@ typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENS
  * capability 8.9 or newer) and compute=cuda; on the CPU it is emulated in
  * float32, value for value. About half the weight memory of those layers. */
 typedef enum h3_precision { H3_PRECISION_BF16 = 0, H3_PRECISION_FP8 } h3_precision;
-/* "bf16", "fp8" (NULL for a value outside the enum). */
+/* "bf16", "fp8" (NULL for a value outside the enum): the precision row's choices. */
 const char *h3_precision_name(h3_precision p);
 /* "bf16" or "fp8" into *out; H3_ERR_INVALID_ARGUMENT naming the text otherwise. */
 h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
@@ -177,7 +171,7 @@ typedef struct h3_request {
     int steps;                /* denoising passes (transformer forwards); 0 = model default
                                  (49; with a FastH3 adapter the 4 of its ladder, the only value allowed) */
     h3_attention_mode attention; /* VSA needs a FastH3 VSA adapter, dense a dense one (or none) */
-    float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode, [0, 1) (default 0.9) */
+    float vsa_sparsity;       /* fraction of video key tiles dropped in VSA mode (the schema's range) */
     h3_fasth3_ladder ladder;  /* FastH3 only (default: the release's) */
     /* FL2VA keyframes, either or both (NULL: none; neither: T2VA). The clip
      * starts on first_image, stretched onto the width x height canvas, and
@@ -326,6 +320,116 @@ void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
  * mode, sparsity, ladder): the first thing h3_engine_validate checks, and
  * callable without an engine so that a bad setting fails before any load. */
 h3_status_code h3_request_check(const h3_request *request, h3_status *status);
+
+/* ---- the request schema (engine/h3_request.c) -----------------------------
+ * Every parameter a front end sets, one row each: the fields of h3_request
+ * and h3_engine_options, and the front ends' own rows in the same form. A
+ * row is the one home of its parameter's name, type, place, default, range
+ * or values and documentation. From it come h3_request_default and
+ * h3_engine_options_default, h3_request_check and h3_engine_options_check,
+ * the element's properties and their get/set, its settings copy and clear,
+ * the h3: URI keys and their policy, h3-generate's options and usage, and
+ * the capabilities text. A new parameter is one row plus the code that
+ * uses it. */
+typedef enum h3_param_type {
+    H3_PARAM_STRING, /* const char * (NULL: unset) */
+    H3_PARAM_BOOL,   /* int, 0 or 1 */
+    H3_PARAM_INT,    /* int in [min, max] */
+    H3_PARAM_UINT,   /* int in [min, max], min >= 0: an unsigned property */
+    H3_PARAM_INT64,  /* int64_t in [min, max] */
+    H3_PARAM_UINT64, /* uint64_t in [min, umax] */
+    H3_PARAM_BYTES,  /* uint64_t byte count in [min, umax]; h3-generate takes GiB */
+    H3_PARAM_FLOAT,  /* float in [real_min, real_max] */
+    H3_PARAM_ENUM    /* an enum field (int-sized), one of `choices` */
+} h3_param_type;
+
+/* Which struct a row's offset is into. */
+typedef enum h3_param_home {
+    H3_PARAM_IN_REQUEST = 0, /* h3_request */
+    H3_PARAM_IN_OPTIONS,     /* h3_engine_options */
+    H3_PARAM_IN_FRONTEND     /* the front end's own struct (its own table) */
+} h3_param_home;
+
+/* Row flags. */
+#define H3_PARAM_CONTENT (1u << 0)    /* describes the clip alone (prompt, sizes, steps...): an h3: URI may
+                                         carry it by default (docs/RELIABILITY.md, the URI policy) */
+#define H3_PARAM_PATH (1u << 1)       /* names a file or folder */
+#define H3_PARAM_TOOLS (1u << 2)      /* h3-generate and the benches only, not an element property */
+#define H3_PARAM_RUNTIME_DEFAULT (1u << 3) /* its default is found at run time (model-location: the
+                                              embedded model's folder) */
+#define H3_PARAM_MUTABLE_PLAYING (1u << 4) /* may change between clips while the element plays */
+
+typedef struct h3_param_choice {
+    const char *nick;   /* "fa": the value's name in every front end */
+    int value;          /* the C enum value */
+    const char *doc;    /* one line */
+    unsigned flags;     /* H3_PARAM_TOOLS: the tools' value only (compute=cuda-f32) */
+} h3_param_choice;
+
+typedef struct h3_param {
+    const char *name;   /* "vsa-sparsity": the property, the URI key, and --NAME of h3-generate */
+    const char *option; /* h3-generate's option when it is not --NAME ("model"), or NULL */
+    const char *title;  /* the property's nick: "VSA sparsity" */
+    const char *doc;    /* one line: the property's blurb, the usage text */
+    h3_param_type type;
+    h3_param_home home;
+    size_t offset;      /* of the field in its home struct */
+    unsigned flags;
+    int64_t min;        /* integer types and BYTES */
+    uint64_t umax;      /* UINT64 and BYTES: the maximum; the other integers: max (as int64) */
+    double real_min, real_max;
+    double number_default;          /* numeric and BOOL rows; ENUM: the value */
+    const char *string_default;     /* STRING rows (NULL: unset) */
+    const h3_param_choice *choices; /* ENUM: ended by a NULL nick */
+    const char *range_note;         /* appended to the range in messages: "(15 s at 24 fps)" */
+    /* The row's own rule in place of the range check (it applies the
+     * range itself, with a message of its own), or NULL. It gets the
+     * struct the field is in (the other is NULL), for rules that read other
+     * fields; h3_request_check and h3_engine_options_check run it. */
+    h3_status_code (*check)(const h3_request *request, const h3_engine_options *options, h3_status *status);
+} h3_param;
+
+/* The engine's rows (request and options), ended by a NULL name. */
+const h3_param *h3_params(void);
+/* The row named `name` in `table` (h3_params() when NULL), or NULL. */
+const h3_param *h3_param_find(const h3_param *table, const char *name);
+/* The row of h3-generate's option `option` (without the dashes: "model",
+ * "vsa-sparsity") in `table`, or NULL. */
+const h3_param *h3_param_find_option(const h3_param *table, const char *option);
+/* The field a row describes in `home` (its home struct), as bytes. */
+void *h3_param_field(const h3_param *p, void *home);
+/* The choice of an ENUM row by nick or value, or NULL. */
+const h3_param_choice *h3_param_choice_by_nick(const h3_param *p, const char *nick);
+const h3_param_choice *h3_param_choice_by_value(const h3_param *p, int value);
+
+/* How h3_param_parse reads a value. */
+#define H3_PARSE_GIB (1u << 0) /* BYTES: the number is GiB (h3-generate), not bytes */
+
+/* Parses `text` into the row's field of `home`, checking its syntax, the
+ * range and the choices (not the row's check, which may read fields set
+ * later): H3_ERR_INVALID_ARGUMENT naming the parameter, the text and what
+ * is allowed, and the field untouched. STRING rows keep a pointer to
+ * `text`. */
+h3_status_code h3_param_parse(const h3_param *p, const char *text, unsigned how, void *home, h3_status *status);
+/* The range and choices check of the value in `home` (not the row's
+ * check, which may need the whole request). */
+h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_status *status);
+/* Sets the row's field of `home` to its default (STRING: the static
+ * default text, not a copy). */
+void h3_param_set_default(const h3_param *p, void *home);
+/* 1 when the field of `home` holds the row's default. */
+int h3_param_is_default(const h3_param *p, const void *home);
+/* The value as the front ends write it ("vsa", "0.9", "42"; NULL for an
+ * unset string). Caller frees with free(). */
+char *h3_param_format(const h3_param *p, const void *home);
+/* "1..362 (15 s at 24 fps)", "fa, vsa", "[0, 0.99]": what the row allows,
+ * for messages and usage. Caller frees with free(). */
+char *h3_param_allowed(const h3_param *p);
+
+/* The model-free rules of the engine options (the devices grammar against
+ * compute, the enums' values, the ranges): what h3_engine_open checks
+ * first. */
+h3_status_code h3_engine_options_check(const h3_engine_options *options, h3_status *status);
 
 /* A parsed `devices` setting (h3_engine_options.devices). */
 typedef struct h3_device_list {

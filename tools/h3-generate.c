@@ -1,13 +1,12 @@
 /* h3-generate - text to video + audio from the command line.
  *
- *   h3-generate --model DIR --prompt TEXT --seed N --width W --height H
- *               --num-frames F --steps N [--backend fa|vsa] [--adapter FILE]
- *               [--vsa-sparsity S] [--ladder release|a|b]
- *               [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]
- *               [--max-gpu-memory GIB] [--memory auto|resident|stream] [--max-pinned-memory GIB]
- *               --output OUT.safetensors
+ *   h3-generate --prompt TEXT [--model DIR] [--seed N] [--width W] ...
+ *               [--image FILE] [--last-image FILE] --output OUT.safetensors
  *   h3-generate --plan [the same settings]
  *
+ * Every setting of the request and the engine is an option named after its
+ * row of the request schema (h3_params: --NAME, or the row's `option`),
+ * parsed, ranged and documented there; --help prints them from it.
  * OUT holds `video` (uint8 [F,H,W,3]), `audio` (float32 [2,samples]) and
  * __metadata__ with the aligned frame count and the sample rate. Progress
  * goes to stderr; a bad argument or model is a one-line error, exit 2.
@@ -32,45 +31,50 @@ typedef struct clip {
     int quiet;
 } clip;
 
+/* The options that are not request or engine settings. */
+static const struct {
+    const char *option, *arg, *doc;
+} own_options[] = {
+    {"image", "FILE", "FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas"},
+    {"last-image", "FILE", "FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped"},
+    {"output", "FILE", "the clip's safetensors (required unless --plan)"},
+    {"plan", NULL, "print what these settings need on each device (weights per component, arena, workspace) "
+                   "against its free memory, loading nothing; exit 1 if it does not fit"},
+    {"quiet", NULL, "no progress on stderr"},
+    {"help", NULL, "this text"},
+};
+
+static const char *metavar(const h3_param *p) {
+    switch (p->type) {
+    case H3_PARAM_STRING: return p->flags & H3_PARAM_PATH ? "PATH" : "TEXT";
+    case H3_PARAM_BYTES: return "GIB";
+    case H3_PARAM_FLOAT: return "X";
+    case H3_PARAM_ENUM: return "NAME";
+    default: return "N";
+    }
+}
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: h3-generate --model DIR --prompt TEXT --seed N --width W --height H --num-frames F --steps N\n"
-            "                   [--backend fa|vsa] [--adapter FILE] [--vsa-sparsity S] [--ladder release|a|b]\n"
-            "                   [--compute auto|cpu|cuda|cuda-f32] [--devices LIST]\n"
-            "                   [--load-format safetensors|dummy] [--dummy-adapter none|dense|vsa] [--dummy-seed N]\n"
-            "                   [--max-gpu-memory GIB] [--memory auto|resident|stream] [--max-pinned-memory GIB]\n"
-            "                   [--precision bf16|fp8] [--image FILE] [--last-image FILE]\n"
-            "                   [--quiet] --output OUT.safetensors\n"
-            "       h3-generate --plan [the settings above; --prompt and --output optional]\n"
-            "  --model DIR      MiniMax-H3 directory (diffusers layout or FL2VA/); default: the embedded tiny model\n"
-            "  --steps N        denoising passes (transformer forwards); 0 = model default (49, or 4 with an adapter)\n"
-            "  --num-frames F   requested frames at 24 fps, aligned up to 17n+5\n"
-            "  --adapter PATH   FastH3 fastvideo-lora-v2 adapter (file or variant directory), fused at load\n"
-            "  --backend fa|vsa dense attention, or VSA-H3 sparse attention (needs a FastH3 VSA adapter)\n"
-            "  --vsa-sparsity S fraction of video key tiles VSA-H3 drops, [0, 0.99] (default 0.9)\n"
-            "  --ladder L       FastH3 sigma ladder: release (the adapter's, default), a or b\n"
-            "  --devices LIST   auto; GPUs for tensor parallelism (0,1,2,3: one rank per GPU, NCCL); or cpu:N\n"
-            "                   (N CPU ranks); the count must divide the model's heads (1, 2, 4, 7, 8)\n"
-            "  --load-format F  safetensors (default): the weight files; dummy: random weights drawn on each device\n"
-            "                   from the configs alone (no weight files needed; the output is noise)\n"
-            "  --dummy-adapter A with --load-format dummy: behave as a FastH3 adapter of kind dense or vsa\n"
-            "                   (4 forwards, its attention mode; vsa adds random gates); default none\n"
-            "  --dummy-seed N   with --load-format dummy: the weights' seed (default 0)\n"
-            "  --max-gpu-memory GIB  use at most this much memory on each GPU (GiB, the CUDA context included;\n"
-            "                   default: what is free), as on a smaller card: the plan holds requests to it and\n"
-            "                   allocations past it fail\n"
-            "  --precision P    bf16 (default): the linears in the backend's type; fp8: the DiT's and text\n"
-            "                   encoder's linears in E4M3 with per-channel scales (a GPU of compute capability\n"
-            "                   8.9 or newer, compute=cuda; emulated in float32 on the CPU)\n"
-            "  --memory M       resident: every weight on the device; stream: the DiT's blocks and the text\n"
-            "                   encoder's layers in host memory, copied a block ahead into a two-slot ring (same\n"
-            "                   output, far less device memory); auto (default): resident when it fits, else stream\n"
-            "  --max-pinned-memory GIB  with stream: host memory to page-lock for the weights (default: half\n"
-            "                   of the machine's); the rest stays pageable (copied slower)\n"
-            "  --image FILE     FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas\n"
-            "  --last-image FILE FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped\n"
-            "  --plan           print what these settings need on each device (weights per component, arena,\n"
-            "                   workspace) against its free memory, loading nothing; exit 1 if it does not fit\n");
+    fprintf(f, "usage: h3-generate --prompt TEXT [options] --output OUT.safetensors\n"
+               "       h3-generate --plan [options; --prompt and --output optional]\n");
+    for (const h3_param *p = h3_params(); p->name; p++) {
+        char *allowed = h3_param_allowed(p);
+        char *def = p->flags & H3_PARAM_RUNTIME_DEFAULT ? strdup("the embedded tiny model") : NULL;
+        if (!def && !(p->type == H3_PARAM_STRING && !p->string_default)) {
+            h3_request r = h3_request_default();
+            h3_engine_options o = h3_engine_options_default();
+            def = h3_param_format(p, p->home == H3_PARAM_IN_REQUEST ? (void *)&r : (void *)&o);
+        }
+        fprintf(f, "  --%s %s\n      %s", p->option ? p->option : p->name, metavar(p), p->doc);
+        if (p->type != H3_PARAM_STRING && allowed) fprintf(f, "; %s", allowed);
+        if (def) fprintf(f, " (default %s)", def);
+        fputc('\n', f);
+        free(allowed);
+        free(def);
+    }
+    for (size_t i = 0; i < sizeof own_options / sizeof own_options[0]; i++)
+        fprintf(f, "  --%s%s%s\n      %s\n", own_options[i].option, own_options[i].arg ? " " : "",
+                own_options[i].arg ? own_options[i].arg : "", own_options[i].doc);
 }
 
 static int die(const char *fmt, const char *arg) {
@@ -78,15 +82,6 @@ static int die(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n");
     return 2;
-}
-
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || !*s || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
 }
 
 static void on_progress(void *opaque, h3_phase phase, int done, int total) {
@@ -143,7 +138,7 @@ int main(int argc, char **argv) {
     h3_engine_options opt = h3_engine_options_default();
     h3_request req = h3_request_default();
     const char *output = NULL, *first_path = NULL, *last_path = NULL;
-    int have_seed = 0, have_w = 0, have_h = 0, have_f = 0, have_steps = 0, quiet = 0, plan_only = 0;
+    int quiet = 0, plan_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -152,98 +147,20 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
         if (!strcmp(a, "--plan")) { plan_only = 1; continue; }
+        const h3_param *p = strncmp(a, "--", 2) == 0 ? h3_param_find_option(NULL, a + 2) : NULL;
+        int own = !strcmp(a, "--output") || !strcmp(a, "--image") || !strcmp(a, "--last-image");
+        if (!p && !own) return die("unknown option %s (see --help)", a);
         if (i + 1 >= argc) return die("option %s needs a value", a);
         const char *v = argv[++i];
-        long long n;
-        if (!strcmp(a, "--model")) opt.model_dir = v;
-        else if (!strcmp(a, "--prompt")) req.prompt = v;
-        else if (!strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--adapter")) opt.adapter_path = v;
-        else if (!strcmp(a, "--devices")) opt.devices = v;
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || !*v || *end || v[0] == '-') return die("--seed '%s': not a non-negative integer", v);
-            req.seed = s;
-            have_seed = 1;
-        } else if (!strcmp(a, "--width")) {
-            if (!parse_int(v, 1, 1 << 16, &n)) return die("--width '%s': not a positive integer", v);
-            req.width = (int)n; have_w = 1;
-        } else if (!strcmp(a, "--height")) {
-            if (!parse_int(v, 1, 1 << 16, &n)) return die("--height '%s': not a positive integer", v);
-            req.height = (int)n; have_h = 1;
-        } else if (!strcmp(a, "--num-frames")) {
-            if (!parse_int(v, 1, 1 << 20, &n)) return die("--num-frames '%s': not a positive integer", v);
-            req.num_frames = (int)n; have_f = 1;
-        } else if (!strcmp(a, "--steps")) {
-            if (!parse_int(v, 0, 1 << 20, &n)) return die("--steps '%s': not a non-negative integer", v);
-            req.steps = (int)n; have_steps = 1;
-        } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "fa")) req.attention = H3_ATTENTION_DENSE;
-            else if (!strcmp(v, "vsa")) req.attention = H3_ATTENTION_VSA;
-            else return die("--backend '%s': must be fa or vsa", v);
-        } else if (!strcmp(a, "--vsa-sparsity")) {
-            char *end;
-            errno = 0;
-            double s = strtod(v, &end);
-            if (errno || !*v || *end || !(s >= 0.0 && s < 1.0)) return die("--vsa-sparsity '%s': must be in [0, 1)", v);
-            req.vsa_sparsity = (float)s;
-        } else if (!strcmp(a, "--ladder")) {
-            if (!strcmp(v, "release")) req.ladder = H3_LADDER_RELEASE;
-            else if (!strcmp(v, "a")) req.ladder = H3_LADDER_A;
-            else if (!strcmp(v, "b")) req.ladder = H3_LADDER_B;
-            else return die("--ladder '%s': must be release, a or b", v);
-        } else if (!strcmp(a, "--load-format")) {
-            if (!strcmp(v, "safetensors")) opt.load_format = H3_LOAD_SAFETENSORS;
-            else if (!strcmp(v, "dummy")) opt.load_format = H3_LOAD_DUMMY;
-            else return die("--load-format '%s': must be safetensors or dummy", v);
-        } else if (!strcmp(a, "--dummy-adapter")) {
-            if (!strcmp(v, "none")) opt.dummy_adapter = H3_DUMMY_ADAPTER_NONE;
-            else if (!strcmp(v, "dense")) opt.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
-            else if (!strcmp(v, "vsa")) opt.dummy_adapter = H3_DUMMY_ADAPTER_VSA;
-            else return die("--dummy-adapter '%s': must be none, dense or vsa", v);
-        } else if (!strcmp(a, "--dummy-seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || !*v || *end || v[0] == '-') return die("--dummy-seed '%s': not a non-negative integer", v);
-            opt.dummy_seed = s;
-        } else if (!strcmp(a, "--image")) {
-            first_path = v;
-        } else if (!strcmp(a, "--last-image")) {
-            last_path = v;
-        } else if (!strcmp(a, "--max-gpu-memory")) {
-            char *end;
-            errno = 0;
-            double gib = strtod(v, &end);
-            if (errno || !*v || *end || !(gib > 0 && gib <= 1048576))
-                return die("--max-gpu-memory '%s': GiB, a positive number", v);
-            opt.max_gpu_memory = (uint64_t)(gib * 1073741824.0);
-        } else if (!strcmp(a, "--precision")) {
+        if (!strcmp(a, "--output")) output = v;
+        else if (!strcmp(a, "--image")) first_path = v;
+        else if (!strcmp(a, "--last-image")) last_path = v;
+        else {
             h3_status pst = {0};
-            if (h3_precision_parse(v, &opt.precision, &pst) != H3_OK) return die("--%s", pst.message);
-        } else if (!strcmp(a, "--memory")) {
-            h3_status ms = {0};
-            if (h3_memory_mode_parse(v, &opt.memory, &ms) != H3_OK) return die("--%s", ms.message);
-        } else if (!strcmp(a, "--max-pinned-memory")) {
-            char *end;
-            errno = 0;
-            double gib = strtod(v, &end);
-            if (errno || !*v || *end || !(gib > 0 && gib <= 1048576))
-                return die("--max-pinned-memory '%s': GiB, a positive number", v);
-            opt.max_pinned_memory = (uint64_t)(gib * 1073741824.0);
-        } else if (!strcmp(a, "--compute")) {
-            if (!strcmp(v, "auto")) opt.compute = H3_COMPUTE_AUTO;
-            else if (!strcmp(v, "cpu")) opt.compute = H3_COMPUTE_CPU;
-            else if (!strcmp(v, "cuda")) opt.compute = H3_COMPUTE_CUDA;
-            else if (!strcmp(v, "cuda-f32")) opt.compute = H3_COMPUTE_CUDA_F32;
-            else return die("--compute '%s': must be auto, cpu, cuda or cuda-f32", v);
-        } else {
-            return die("unknown option %s (see --help)", a);
+            void *home = p->home == H3_PARAM_IN_REQUEST ? (void *)&req : (void *)&opt;
+            if (h3_param_parse(p, v, H3_PARSE_GIB, home, &pst) != H3_OK) return die("--%s", pst.message);
         }
     }
-    (void)have_seed; (void)have_w; (void)have_h; (void)have_f; (void)have_steps;
     /* keyframes: decoded here, before the model loads, so a bad file fails at once */
     h3_image_file first = {0}, last = {0};
     h3_status st = {0};

@@ -6,7 +6,6 @@
 #include "h3.h"
 #include "engine/h3_gpus.h"
 #include "model/h3_adapter.h"
-#include "model/h3_vsa.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -53,7 +52,12 @@ char *h3_capabilities_describe(void) {
     g_string_append(s, "vsa: available, experimental (VSA-H3 block-sparse attention, 64-token tiles, exempt "
                        "prefix, FastH3 vsa-datafree adapter required)\n");
     g_string_append_printf(s, "vsa-kernels: cpu reference%s\n", cuda_built ? ", cuda (sm_80 mma.sync, sm_90a wgmma)" : "");
-    g_string_append_printf(s, "vsa-sparsity-default: %.1f\n", (double)H3_VSA_DEFAULT_SPARSITY);
+    const h3_param *sparsity = h3_param_find(NULL, "vsa-sparsity");
+    g_string_append_printf(s, "vsa-sparsity-default: %.1f\n", sparsity->number_default);
+    /* the request's parameters, as the schema names them */
+    g_string_append(s, "parameters:");
+    for (const h3_param *p = h3_params(); p->name; p++) g_string_append_printf(s, " %s", p->name);
+    g_string_append_c(s, '\n');
     g_string_append(s, "adapters: " H3_ADAPTER_FORMAT " (FastH3 4-step, fused once at load)\n");
     g_string_append(s, "fasth3-steps: 4 forwards, shifts 12/3, ladder release (dmd_denoising_steps) or "
                        "a [1, 0.75, 0.5, 0.25, 0] or b [0.999, 0.749, 0.5, 0.25, 0]\n");

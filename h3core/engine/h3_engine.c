@@ -172,29 +172,23 @@ static const char *dummy_adapter_name(h3_dummy_adapter a) {
     return a == H3_DUMMY_ADAPTER_VSA ? "vsa" : a == H3_DUMMY_ADAPTER_DENSE ? "dense" : "none";
 }
 
-/* load_format, dummy_adapter and adapter_path together. */
+/* load-format, dummy-adapter and adapter-location together, after the
+ * schema's rules of each (h3_engine_options_check). Messages name the
+ * properties and options the user set, not the C fields. */
 static h3_status_code check_load_options(const h3_engine_options *o, h3_status *status) {
-    if (o->load_format != H3_LOAD_SAFETENSORS && o->load_format != H3_LOAD_DUMMY)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "load_format %d: must be safetensors (%d) or dummy (%d)",
-                       (int)o->load_format, (int)H3_LOAD_SAFETENSORS, (int)H3_LOAD_DUMMY);
-    if (o->dummy_adapter != H3_DUMMY_ADAPTER_NONE && o->dummy_adapter != H3_DUMMY_ADAPTER_DENSE &&
-        o->dummy_adapter != H3_DUMMY_ADAPTER_VSA)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dummy_adapter %d: must be none, dense or vsa",
-                       (int)o->dummy_adapter);
-    if (!h3_memory_mode_name(o->memory))
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "memory %d: must be auto (%d), resident (%d) or stream (%d)",
-                       (int)o->memory, (int)H3_MEMORY_AUTO, (int)H3_MEMORY_RESIDENT, (int)H3_MEMORY_STREAM);
+    h3_status_code rc = h3_engine_options_check(o, status);
+    if (rc != H3_OK) return rc;
     int has_file = o->adapter_path && *o->adapter_path;
     if (o->load_format != H3_LOAD_DUMMY && o->dummy_adapter != H3_DUMMY_ADAPTER_NONE)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "dummy_adapter %s needs load_format dummy; with real weights an adapter is a file "
-                       "(adapter_path)", dummy_adapter_name(o->dummy_adapter));
+                       "dummy-adapter=%s needs load-format=dummy; with real weights an adapter is a file "
+                       "(adapter-location)", dummy_adapter_name(o->dummy_adapter));
     h3_status_code prc = h3_engine_check_precision(o, status);
     if (prc != H3_OK) return prc;
     if (o->load_format == H3_LOAD_DUMMY && has_file)
         return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "adapter '%s' with load_format dummy: a FastH3 adapter's deltas are fused into the base "
-                       "weights on the host, and dummy weights have no host values; use dummy_adapter dense or vsa",
+                       "adapter '%s' with load-format=dummy: a FastH3 adapter's deltas are fused into the base "
+                       "weights on the host, and dummy weights have no host values; use dummy-adapter=dense or vsa",
                        o->adapter_path);
     return H3_OK;
 }

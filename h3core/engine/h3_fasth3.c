@@ -121,9 +121,8 @@ h3_status_code h3_fasth3_check_request(const h3_engine *e, const h3_request *r, 
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "backend=vsa: adapter '%s' is a dense FastH3 adapter (no "
                        "to_gate_compress gates): use backend=fa, or a vsa-datafree adapter", e->adapter_path);
     if (r->attention == H3_ATTENTION_VSA) {
-        if (!(r->vsa_sparsity >= 0.0f && r->vsa_sparsity < 1.0f))
-            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa-sparsity %g: must be in [0, 1)", (double)r->vsa_sparsity);
-        /* No backend yet: h3_engine_preflight, before the load. */
+        /* vsa-sparsity's range is the schema's, checked by h3_request_check
+         * before this. No backend yet: h3_engine_preflight, before the load. */
         if (e->backend && !h3_backend_has_vsa_attention(e->backend))
             return h3_fail(status, H3_ERR_UNSUPPORTED, "backend=vsa: the %s backend has no VSA-H3 kernel yet",
                            h3_backend_name(e->backend));

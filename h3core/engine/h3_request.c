@@ -1,10 +1,17 @@
-/* h3_request.c - the rules of a request and of a device list that need no
- * model: defaults, limits and the `devices` grammar, each written once here.
- * h3_engine_validate applies them first; the element and the tools call the
- * same functions to fail early, before a model is loaded. */
+/* h3_request.c - the request schema: every parameter of a request and of
+ * the engine options, one row each (name, type, place, default, range or
+ * values, documentation), and the rules that need no model, each written
+ * once here: the defaults, h3_request_check, h3_engine_options_check and
+ * the `devices` grammar. h3_engine_validate applies them first; the element
+ * and the tools build their properties, options, URI keys and checks from
+ * the same rows, to fail early, before a model is loaded. */
 #include "h3.h"
+#include "model/h3_vsa.h"
 
+#include <errno.h>
 #include <glib.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,73 +27,47 @@ const char *h3_phase_name(h3_phase phase) {
     return "?";
 }
 
+/* The enums' names are their rows' choices (below). */
 const char *h3_memory_mode_name(h3_memory_mode mode) {
-    switch (mode) {
-    case H3_MEMORY_AUTO: return "auto";
-    case H3_MEMORY_RESIDENT: return "resident";
-    case H3_MEMORY_STREAM: return "stream";
-    }
-    return NULL;
+    const h3_param_choice *c = h3_param_choice_by_value(h3_param_find(NULL, "memory"), (int)mode);
+    return c ? c->nick : NULL;
 }
 
 h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status) {
-    static const h3_memory_mode all[] = {H3_MEMORY_AUTO, H3_MEMORY_RESIDENT, H3_MEMORY_STREAM};
-    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(name, h3_memory_mode_name(all[i])) == 0) {
-            *out = all[i];
-            return H3_OK;
-        }
-    return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "memory '%s': expected auto, resident or stream",
-                   name ? name : "(null)");
+    h3_engine_options o = {0};
+    h3_status_code rc = h3_param_parse(h3_param_find(NULL, "memory"), name, 0, &o, status);
+    if (rc == H3_OK) *out = o.memory;
+    return rc;
 }
 
 const char *h3_precision_name(h3_precision p) {
-    switch (p) {
-    case H3_PRECISION_BF16: return "bf16";
-    case H3_PRECISION_FP8: return "fp8";
-    }
-    return NULL;
+    const h3_param_choice *c = h3_param_choice_by_value(h3_param_find(NULL, "precision"), (int)p);
+    return c ? c->nick : NULL;
 }
 
 h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status) {
-    if (text && strcmp(text, "bf16") == 0) *out = H3_PRECISION_BF16;
-    else if (text && strcmp(text, "fp8") == 0) *out = H3_PRECISION_FP8;
-    else return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "precision '%s': must be bf16 or fp8", text ? text : "(null)");
-    return H3_OK;
+    h3_engine_options o = {0};
+    h3_status_code rc = h3_param_parse(h3_param_find(NULL, "precision"), text, 0, &o, status);
+    if (rc == H3_OK) *out = o.precision;
+    return rc;
 }
 
-h3_engine_options h3_engine_options_default(void) {
-    h3_engine_options o;
-    memset(&o, 0, sizeof o);
-    o.compute = H3_COMPUTE_AUTO;
-    o.devices = "auto";
-    return o;
-}
-
-h3_request h3_request_default(void) {
-    h3_request r;
-    memset(&r, 0, sizeof r);
-    r.seed = H3_DEFAULT_SEED;
-    r.width = H3_DEFAULT_WIDTH;
-    r.height = H3_DEFAULT_HEIGHT;
-    r.num_frames = H3_DEFAULT_FRAMES;
-    r.steps = 0;
-    r.attention = H3_ATTENTION_DENSE;
-    r.vsa_sparsity = (float)H3_DEFAULT_VSA_SPARSITY;
-    return r;
-}
-
-int h3_align_frames(int requested) {
-    if (requested <= 22) return 22;
-    int n = (requested - 5 + 16) / 17;
-    return 17 * n + 5;
-}
+/* ---- the rows' own rules --------------------------------------------------- */
 
 /* Only white space (or nothing): the text encoder would see no description. */
 static int blank(const char *s) {
     for (; *s; s++)
         if (!g_ascii_isspace(*s)) return 0;
     return 1;
+}
+
+static h3_status_code check_prompt(const h3_request *r, const h3_engine_options *o, h3_status *status) {
+    (void)o;
+    if (!r->prompt || blank(r->prompt))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is empty: describe the clip to generate");
+    if (!g_utf8_validate(r->prompt, -1, NULL))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is not valid UTF-8");
+    return H3_OK;
 }
 
 /* The nearest allowed sides below and above v, for the message. */
@@ -109,6 +90,428 @@ static h3_status_code check_side(const char *name, int v, const h3_request *r, h
                    r->height, H3_SIDE_MULTIPLE, name, v, down, up);
 }
 
+static h3_status_code check_width(const h3_request *r, const h3_engine_options *o, h3_status *status) {
+    (void)o;
+    return check_side("width", r->width, r, status);
+}
+
+/* The height's row comes after the width's: both are valid sides here. */
+static h3_status_code check_height(const h3_request *r, const h3_engine_options *o, h3_status *status) {
+    (void)o;
+    h3_status_code rc = check_side("height", r->height, r, status);
+    if (rc != H3_OK) return rc;
+    if (r->width > H3_MAX_ASPECT * r->height || r->height > H3_MAX_ASPECT * r->width)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "width %d x height %d: aspect ratio must be between 1:%d and %d:1", r->width, r->height,
+                       H3_MAX_ASPECT, H3_MAX_ASPECT);
+    return H3_OK;
+}
+
+static h3_status_code check_devices(const h3_request *r, const h3_engine_options *o, h3_status *status) {
+    (void)r;
+    h3_device_list list;
+    return h3_devices_parse(o->devices, o->compute, &list, status);
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static const h3_param_choice backend_choices[] = {
+    {"fa", H3_ATTENTION_DENSE, "Dense attention (FastH3 dense adapter when given)", 0},
+    {"vsa", H3_ATTENTION_VSA, "VSA-H3 block-sparse attention (FastH3 VSA adapter; experimental)", 0},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice ladder_choices[] = {
+    {"release", H3_LADDER_RELEASE, "The adapter's dmd_denoising_steps (fastvideo_inference.json), else b", 0},
+    {"a", H3_LADDER_A, "Base [1, 0.75, 0.5, 0.25, 0]: FastVideo set_timesteps(5), sglang", 0},
+    {"b", H3_LADDER_B, "Base [0.999, 0.749, 0.5, 0.25, 0]: the released dmd_denoising_steps", 0},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice compute_choices[] = {
+    {"auto", H3_COMPUTE_AUTO, "CUDA when a usable GPU is present, else the CPU", 0},
+    {"cpu", H3_COMPUTE_CPU, "The CPU", 0},
+    {"cuda", H3_COMPUTE_CUDA, "CUDA GPUs (fails when none is usable)", 0},
+    {"cuda-f32", H3_COMPUTE_CUDA_F32, "CUDA in float32 (slow, for parity checks)", H3_PARAM_TOOLS},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice load_format_choices[] = {
+    {"safetensors", H3_LOAD_SAFETENSORS, "The checkpoint files of the model", 0},
+    {"dummy", H3_LOAD_DUMMY, "Random weights made on the device from the configs (benchmarks)", 0},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice dummy_adapter_choices[] = {
+    {"none", H3_DUMMY_ADAPTER_NONE, "No adapter: the base model", 0},
+    {"dense", H3_DUMMY_ADAPTER_DENSE, "A random FastH3 dense adapter", 0},
+    {"vsa", H3_DUMMY_ADAPTER_VSA, "A random FastH3 VSA adapter", 0},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice precision_choices[] = {
+    {"bf16", H3_PRECISION_BF16, "The backend's compute type (bf16 on CUDA)", 0},
+    {"fp8", H3_PRECISION_FP8, "FP8 E4M3 weights with per-channel scales for the big linears", 0},
+    {NULL, 0, NULL, 0}};
+static const h3_param_choice memory_choices[] = {
+    {"auto", H3_MEMORY_AUTO, "Resident when the weights fit the device, else stream", 0},
+    {"resident", H3_MEMORY_RESIDENT, "Every weight on the device", 0},
+    {"stream", H3_MEMORY_STREAM,
+     "The transformer's blocks and the text encoder's layers in host memory, streamed to the device a block ahead",
+     0},
+    {NULL, 0, NULL, 0}};
+
+#define REQ(field) H3_PARAM_IN_REQUEST, offsetof(h3_request, field)
+#define OPT(field) H3_PARAM_IN_OPTIONS, offsetof(h3_engine_options, field)
+
+/* vsa-sparsity's range is [0, 0.99]: the VSA plan keeps max(1, ceil((1 - s)
+ * n)) of n video key tiles, so past 1 - 1/n every value means one tile;
+ * 0.99 is the largest value that still means what it says at the
+ * release's 600 tiles (6 kept), and the element's property always had it.
+ * Its default is the model's trained value (model/h3_vsa.h). */
+static const h3_param engine_params[] = {
+    {.name = "prompt", .title = "Prompt", .doc = "Description of the clip to generate (required)",
+     .type = H3_PARAM_STRING, REQ(prompt), .flags = H3_PARAM_CONTENT, .check = check_prompt},
+    {.name = "seed", .title = "Seed", .doc = "Seed of the initial noise (same seed and settings, same clip)",
+     .type = H3_PARAM_UINT64, REQ(seed), .flags = H3_PARAM_CONTENT, .min = 0, .umax = UINT64_MAX,
+     .number_default = 42},
+    {.name = "width", .title = "Width", .doc = "Frame width in pixels (multiple of 32, aspect 1:4 to 4:1)",
+     .type = H3_PARAM_INT, REQ(width), .flags = H3_PARAM_CONTENT, .min = H3_MIN_SIDE, .umax = H3_MAX_SIDE,
+     .number_default = 1280, .check = check_width},
+    {.name = "height", .title = "Height", .doc = "Frame height in pixels (multiple of 32, aspect 1:4 to 4:1)",
+     .type = H3_PARAM_INT, REQ(height), .flags = H3_PARAM_CONTENT, .min = H3_MIN_SIDE, .umax = H3_MAX_SIDE,
+     .number_default = 736, .check = check_height},
+    {.name = "num-frames", .title = "Number of frames",
+     .doc = "Requested number of frames at 24 fps (aligned up to 17n+5, see aligned-frames)",
+     .type = H3_PARAM_INT, REQ(num_frames), .flags = H3_PARAM_CONTENT, .min = 1, .umax = H3_MAX_FRAMES,
+     .number_default = 120, .range_note = "(15 s at 24 fps)"},
+    {.name = "steps", .title = "Steps",
+     .doc = "Denoising passes; 0 = the model's default (49, or 4 with a FastH3 adapter)",
+     .type = H3_PARAM_UINT, REQ(steps), .flags = H3_PARAM_CONTENT, .min = 0, .umax = H3_MAX_STEPS,
+     .number_default = 0, .range_note = "(0: the model's default)"},
+    {.name = "backend", .title = "Backend", .doc = "Attention mode: dense (fa) or VSA-H3 block-sparse (vsa)",
+     .type = H3_PARAM_ENUM, REQ(attention), .flags = H3_PARAM_CONTENT, .choices = backend_choices,
+     .number_default = H3_ATTENTION_DENSE},
+    {.name = "vsa-sparsity", .title = "VSA sparsity", .doc = "Fraction of video key tiles skipped with backend=vsa",
+     .type = H3_PARAM_FLOAT, REQ(vsa_sparsity), .flags = H3_PARAM_CONTENT, .real_min = 0.0, .real_max = 0.99,
+     .number_default = H3_VSA_DEFAULT_SPARSITY},
+    {.name = "ladder", .title = "Ladder", .doc = "FastH3 sigma ladder: release (the adapter's), a or b",
+     .type = H3_PARAM_ENUM, REQ(ladder), .flags = H3_PARAM_CONTENT | H3_PARAM_TOOLS, .choices = ladder_choices,
+     .number_default = H3_LADDER_RELEASE},
+    {.name = "model-location", .option = "model", .title = "Model location",
+     .doc = "Directory of a MiniMax-H3 model (diffusers layout or FL2VA/); unset = the embedded tiny model",
+     .type = H3_PARAM_STRING, OPT(model_dir), .flags = H3_PARAM_PATH | H3_PARAM_RUNTIME_DEFAULT},
+    {.name = "adapter-location", .option = "adapter", .title = "Adapter location",
+     .doc = "FastH3 adapter (fastvideo-lora-v2 .safetensors), or unset", .type = H3_PARAM_STRING,
+     OPT(adapter_path), .flags = H3_PARAM_PATH},
+    {.name = "compute", .title = "Compute", .doc = "Where the model runs: auto, cpu or cuda", .type = H3_PARAM_ENUM,
+     OPT(compute), .choices = compute_choices, .number_default = H3_COMPUTE_AUTO},
+    {.name = "devices", .title = "Devices",
+     .doc = "Tensor-parallel ranks: \"auto\", CUDA devices such as \"0,1,2,3\", or \"cpu:N\" (N CPU ranks)",
+     .type = H3_PARAM_STRING, OPT(devices), .string_default = "auto", .check = check_devices},
+    {.name = "load-format", .title = "Load format",
+     .doc = "Where the weights come from: safetensors or dummy (random)", .type = H3_PARAM_ENUM, OPT(load_format),
+     .choices = load_format_choices, .number_default = H3_LOAD_SAFETENSORS},
+    {.name = "dummy-adapter", .title = "Dummy adapter",
+     .doc = "With load-format=dummy: the FastH3 adapter kind to make up", .type = H3_PARAM_ENUM,
+     OPT(dummy_adapter), .choices = dummy_adapter_choices, .number_default = H3_DUMMY_ADAPTER_NONE},
+    {.name = "dummy-seed", .title = "Dummy seed", .doc = "With load-format=dummy: the weights' seed",
+     .type = H3_PARAM_UINT64, OPT(dummy_seed), .flags = H3_PARAM_TOOLS, .min = 0, .umax = UINT64_MAX},
+    {.name = "precision", .title = "Precision",
+     .doc = "The linear layers' weights: bf16, or fp8 (E4M3, per-channel scales; GPUs of compute capability 8.9+)",
+     .type = H3_PARAM_ENUM, OPT(precision), .choices = precision_choices, .number_default = H3_PRECISION_BF16},
+    {.name = "memory", .title = "Memory",
+     .doc = "Where the weights live: auto, resident (on the device) or stream (host memory, streamed to the device "
+            "a block ahead)",
+     .type = H3_PARAM_ENUM, OPT(memory), .choices = memory_choices, .number_default = H3_MEMORY_AUTO},
+    {.name = "max-gpu-memory", .title = "Max GPU memory",
+     .doc = "Most device memory to use on each GPU, in bytes (0: what is free)", .type = H3_PARAM_BYTES,
+     OPT(max_gpu_memory), .min = 0, .umax = UINT64_MAX},
+    {.name = "max-pinned-memory", .title = "Max pinned memory",
+     .doc = "With memory=stream: host memory to page-lock for the weights (0: half of the machine's)",
+     .type = H3_PARAM_BYTES, OPT(max_pinned_memory), .flags = H3_PARAM_TOOLS, .min = 0, .umax = UINT64_MAX},
+    {.name = "cpu-threads", .title = "CPU threads", .doc = "Threads of the CPU backend (0: every core)",
+     .type = H3_PARAM_INT, OPT(cpu_threads), .flags = H3_PARAM_TOOLS, .min = 0, .umax = 4096},
+    {.name = NULL}};
+
+const h3_param *h3_params(void) { return engine_params; }
+
+const h3_param *h3_param_find(const h3_param *table, const char *name) {
+    for (const h3_param *p = table ? table : engine_params; name && p->name; p++)
+        if (strcmp(p->name, name) == 0) return p;
+    return NULL;
+}
+
+const h3_param *h3_param_find_option(const h3_param *table, const char *option) {
+    for (const h3_param *p = table ? table : engine_params; option && p->name; p++)
+        if (strcmp(p->option ? p->option : p->name, option) == 0) return p;
+    return NULL;
+}
+
+void *h3_param_field(const h3_param *p, void *home) { return (char *)home + p->offset; }
+
+static const void *field_of(const h3_param *p, const void *home) { return (const char *)home + p->offset; }
+
+const h3_param_choice *h3_param_choice_by_nick(const h3_param *p, const char *nick) {
+    for (const h3_param_choice *c = p->choices; c && c->nick && nick; c++)
+        if (strcmp(c->nick, nick) == 0) return c;
+    return NULL;
+}
+
+const h3_param_choice *h3_param_choice_by_value(const h3_param *p, int value) {
+    for (const h3_param_choice *c = p->choices; c && c->nick; c++)
+        if (c->value == value) return c;
+    return NULL;
+}
+
+/* ---- values ------------------------------------------------------------------- */
+
+static int64_t int_max(const h3_param *p) { return (int64_t)p->umax; }
+
+char *h3_param_allowed(const h3_param *p) {
+    GString *s = g_string_new(NULL);
+    switch (p->type) {
+    case H3_PARAM_STRING: g_string_append(s, "text"); break;
+    case H3_PARAM_BOOL: g_string_append(s, "true or false"); break;
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT:
+    case H3_PARAM_INT64:
+        g_string_append_printf(s, "%lld..%lld", (long long)p->min, (long long)int_max(p));
+        break;
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES:
+        g_string_append_printf(s, "%lld..%llu", (long long)p->min, (unsigned long long)p->umax);
+        break;
+    case H3_PARAM_FLOAT: g_string_append_printf(s, "in [%g, %g]", p->real_min, p->real_max); break;
+    case H3_PARAM_ENUM:
+        for (const h3_param_choice *c = p->choices; c && c->nick; c++)
+            g_string_append_printf(s, "%s%s", c == p->choices ? "" : c[1].nick ? ", " : " or ", c->nick);
+        break;
+    }
+    if (p->range_note) g_string_append_printf(s, " %s", p->range_note);
+    char *out = strdup(s->str);
+    g_string_free(s, TRUE);
+    return out;
+}
+
+/* The message of a value outside what the row allows ("vsa-sparsity 1: must
+ * be in [0, 0.99]"); `shown` is the value as given. */
+static h3_status_code fail_allowed(const h3_param *p, const char *shown, h3_status *status) {
+    char *allowed = h3_param_allowed(p);
+    h3_status_code rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s %s: %s %s", p->name, shown,
+                                p->type == H3_PARAM_ENUM ? "expected" : "must be", allowed ? allowed : "");
+    free(allowed);
+    return rc;
+}
+
+h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_status *status) {
+    const void *f = field_of(p, home);
+    char shown[64];
+    switch (p->type) {
+    case H3_PARAM_STRING: return H3_OK;
+    case H3_PARAM_BOOL: {
+        int v = *(const int *)f;
+        if (v == 0 || v == 1) return H3_OK;
+        snprintf(shown, sizeof shown, "%d", v);
+        break;
+    }
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT: {
+        int v = *(const int *)f;
+        if (v >= p->min && v <= int_max(p)) return H3_OK;
+        snprintf(shown, sizeof shown, "%d", v);
+        break;
+    }
+    case H3_PARAM_INT64: {
+        int64_t v = *(const int64_t *)f;
+        if (v >= p->min && v <= int_max(p)) return H3_OK;
+        snprintf(shown, sizeof shown, "%lld", (long long)v);
+        break;
+    }
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES: {
+        uint64_t v = *(const uint64_t *)f;
+        if (v >= (uint64_t)p->min && v <= p->umax) return H3_OK;
+        snprintf(shown, sizeof shown, "%llu", (unsigned long long)v);
+        break;
+    }
+    case H3_PARAM_FLOAT: {
+        float v = *(const float *)f;
+        /* compared in float: the field holds 0.99f, not 0.99 */
+        if (v >= (float)p->real_min && v <= (float)p->real_max) return H3_OK;
+        snprintf(shown, sizeof shown, "%g", (double)v);
+        break;
+    }
+    case H3_PARAM_ENUM: {
+        int v = *(const int *)f;
+        if (h3_param_choice_by_value(p, v)) return H3_OK;
+        snprintf(shown, sizeof shown, "%d", v);
+        break;
+    }
+    }
+    return fail_allowed(p, shown, status);
+}
+
+void h3_param_set_default(const h3_param *p, void *home) {
+    void *f = h3_param_field(p, home);
+    switch (p->type) {
+    case H3_PARAM_STRING: *(const char **)f = p->string_default; break;
+    case H3_PARAM_BOOL:
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT:
+    case H3_PARAM_ENUM: *(int *)f = (int)p->number_default; break;
+    case H3_PARAM_INT64: *(int64_t *)f = (int64_t)p->number_default; break;
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES: *(uint64_t *)f = (uint64_t)p->number_default; break;
+    case H3_PARAM_FLOAT: *(float *)f = (float)p->number_default; break;
+    }
+}
+
+int h3_param_is_default(const h3_param *p, const void *home) {
+    const void *f = field_of(p, home);
+    switch (p->type) {
+    case H3_PARAM_STRING: {
+        const char *v = *(const char *const *)f;
+        if (!v || !p->string_default) return v == p->string_default;
+        return strcmp(v, p->string_default) == 0;
+    }
+    case H3_PARAM_BOOL:
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT:
+    case H3_PARAM_ENUM: return *(const int *)f == (int)p->number_default;
+    case H3_PARAM_INT64: return *(const int64_t *)f == (int64_t)p->number_default;
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES: return *(const uint64_t *)f == (uint64_t)p->number_default;
+    case H3_PARAM_FLOAT: return *(const float *)f == (float)p->number_default;
+    }
+    return 0;
+}
+
+char *h3_param_format(const h3_param *p, const void *home) {
+    const void *f = field_of(p, home);
+    char text[64];
+    switch (p->type) {
+    case H3_PARAM_STRING: {
+        const char *v = *(const char *const *)f;
+        return v ? strdup(v) : NULL;
+    }
+    case H3_PARAM_BOOL: return strdup(*(const int *)f ? "true" : "false");
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT: snprintf(text, sizeof text, "%d", *(const int *)f); break;
+    case H3_PARAM_INT64: snprintf(text, sizeof text, "%lld", (long long)*(const int64_t *)f); break;
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES: snprintf(text, sizeof text, "%llu", (unsigned long long)*(const uint64_t *)f); break;
+    /* %.9g: enough digits that the float parses back to itself */
+    case H3_PARAM_FLOAT: {
+        float v = *(const float *)f;
+        snprintf(text, sizeof text, "%g", (double)v);
+        if ((float)strtod(text, NULL) != v) snprintf(text, sizeof text, "%.9g", (double)v);
+        break;
+    }
+    case H3_PARAM_ENUM: {
+        const h3_param_choice *c = h3_param_choice_by_value(p, *(const int *)f);
+        if (c) return strdup(c->nick);
+        snprintf(text, sizeof text, "%d", *(const int *)f);
+        break;
+    }
+    }
+    return strdup(text);
+}
+
+/* Integers as the front ends write them: decimal digits, '-' only where
+ * the range allows it, no white space, no '+', nothing after. */
+static int parse_integer(const char *text, int allow_minus, long long *sv, unsigned long long *uv) {
+    if (!text[0] || (text[0] == '-' && !allow_minus)) return 0;
+    const char *d = text[0] == '-' ? text + 1 : text;
+    if (!g_ascii_isdigit(*d)) return 0;
+    char *end;
+    errno = 0;
+    if (allow_minus) *sv = strtoll(text, &end, 10);
+    else *uv = strtoull(text, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+static h3_status_code fail_text(const h3_param *p, const char *text, const char *what, h3_status *status) {
+    char *allowed = h3_param_allowed(p);
+    h3_status_code rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s '%s': %s %s", p->name, text, what,
+                                allowed ? allowed : "");
+    free(allowed);
+    return rc;
+}
+
+h3_status_code h3_param_parse(const h3_param *p, const char *text, unsigned how, void *home, h3_status *status) {
+    void *f = h3_param_field(p, home);
+    if (!text) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s: no value", p->name);
+    long long sv = 0;
+    unsigned long long uv = 0;
+    switch (p->type) {
+    case H3_PARAM_STRING: *(const char **)f = text; return H3_OK;
+    case H3_PARAM_BOOL:
+        if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes")) *(int *)f = 1;
+        else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no")) *(int *)f = 0;
+        else return fail_text(p, text, "must be", status);
+        return H3_OK;
+    case H3_PARAM_INT:
+    case H3_PARAM_UINT:
+    case H3_PARAM_INT64:
+        if (!parse_integer(text, p->min < 0, &sv, &uv)) return fail_text(p, text, "must be an integer in", status);
+        if (p->min >= 0) sv = uv > (unsigned long long)INT64_MAX ? INT64_MAX : (long long)uv;
+        if (sv < p->min || sv > int_max(p)) return fail_text(p, text, "must be", status);
+        if (p->type == H3_PARAM_INT64) *(int64_t *)f = sv;
+        else *(int *)f = (int)sv;
+        return H3_OK;
+    case H3_PARAM_UINT64:
+    case H3_PARAM_BYTES:
+        if (p->type == H3_PARAM_BYTES && (how & H3_PARSE_GIB)) {
+            char *end;
+            errno = 0;
+            double gib = strtod(text, &end);
+            if (errno || !text[0] || *end || !(gib >= 0) || gib * 1073741824.0 > (double)p->umax)
+                return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "%s '%s': GiB, a number from 0", p->name, text);
+            *(uint64_t *)f = (uint64_t)(gib * 1073741824.0);
+            return H3_OK;
+        }
+        if (!parse_integer(text, 0, &sv, &uv)) return fail_text(p, text, "must be an integer in", status);
+        if (uv < (unsigned long long)p->min || uv > p->umax) return fail_text(p, text, "must be", status);
+        *(uint64_t *)f = uv;
+        return H3_OK;
+    case H3_PARAM_FLOAT: {
+        char *end;
+        errno = 0;
+        double v = strtod(text, &end);
+        if (errno || !text[0] || g_ascii_isspace(text[0]) || *end || !((float)v >= (float)p->real_min &&
+                                                                        (float)v <= (float)p->real_max))
+            return fail_text(p, text, "must be a number", status);
+        *(float *)f = (float)v;
+        return H3_OK;
+    }
+    case H3_PARAM_ENUM: {
+        const h3_param_choice *c = h3_param_choice_by_nick(p, text);
+        if (!c) return fail_text(p, text, "expected", status);
+        *(int *)f = c->value;
+        return H3_OK;
+    }
+    }
+    return h3_fail(status, H3_ERR_INTERNAL, "%s: row of unknown type %d", p->name, (int)p->type);
+}
+
+/* ---- defaults and checks ------------------------------------------------------ */
+
+static void set_defaults(h3_param_home home, void *base) {
+    for (const h3_param *p = engine_params; p->name; p++)
+        if (p->home == home) h3_param_set_default(p, base);
+}
+
+h3_engine_options h3_engine_options_default(void) {
+    h3_engine_options o;
+    memset(&o, 0, sizeof o);
+    set_defaults(H3_PARAM_IN_OPTIONS, &o);
+    return o;
+}
+
+h3_request h3_request_default(void) {
+    h3_request r;
+    memset(&r, 0, sizeof r);
+    set_defaults(H3_PARAM_IN_REQUEST, &r);
+    return r;
+}
+
+int h3_align_frames(int requested) {
+    if (requested <= 22) return 22;
+    int n = (requested - 5 + 16) / 17;
+    return 17 * n + 5;
+}
+
 static h3_status_code check_image(const char *what, const h3_image *im, h3_status *status) {
     if (!im) return H3_OK;
     if (im->width < 1 || im->height < 1 || im->width > H3_MAX_IMAGE_SIDE || im->height > H3_MAX_IMAGE_SIDE)
@@ -124,36 +527,29 @@ static h3_status_code check_image(const char *what, const h3_image *im, h3_statu
     return H3_OK;
 }
 
+/* Every row of `home`, in table order: its range, then its own rule. */
+static h3_status_code check_rows(h3_param_home home, const h3_request *r, const h3_engine_options *o,
+                                 h3_status *status) {
+    const void *base = home == H3_PARAM_IN_REQUEST ? (const void *)r : (const void *)o;
+    for (const h3_param *p = engine_params; p->name; p++) {
+        if (p->home != home) continue;
+        h3_status_code rc = p->check ? p->check(r, o, status) : h3_param_check_value(p, base, status);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
 h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
     if (!r) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no request");
-    if (!r->prompt || blank(r->prompt))
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is empty: describe the clip to generate");
-    if (!g_utf8_validate(r->prompt, -1, NULL))
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt is not valid UTF-8");
-    h3_status_code rc = check_side("width", r->width, r, status);
-    if (rc == H3_OK) rc = check_side("height", r->height, r, status);
-    if (rc != H3_OK) return rc;
-    if (r->width > H3_MAX_ASPECT * r->height || r->height > H3_MAX_ASPECT * r->width)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
-                       "width %d x height %d: aspect ratio must be between 1:%d and %d:1", r->width, r->height,
-                       H3_MAX_ASPECT, H3_MAX_ASPECT);
-    if (r->num_frames <= 0 || r->num_frames > H3_MAX_FRAMES)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "num-frames %d: must be 1..%d (15 s at %d fps)",
-                       r->num_frames, H3_MAX_FRAMES, H3_FPS);
-    if (r->steps < 0 || r->steps > H3_MAX_STEPS)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "steps %d: must be 0 (model default) .. %d", r->steps,
-                       H3_MAX_STEPS);
-    if (r->attention != H3_ATTENTION_DENSE && r->attention != H3_ATTENTION_VSA)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "attention mode %d: expected fa (dense) or vsa",
-                       (int)r->attention);
-    if (!(r->vsa_sparsity >= 0.0f && r->vsa_sparsity <= (float)H3_MAX_VSA_SPARSITY))
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa-sparsity %g: must be in [0, %.2f]",
-                       (double)r->vsa_sparsity, H3_MAX_VSA_SPARSITY);
-    if (r->ladder != H3_LADDER_RELEASE && r->ladder != H3_LADDER_A && r->ladder != H3_LADDER_B)
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "ladder %d: expected release, a or b", (int)r->ladder);
-    rc = check_image("first image", r->first_image, status);
+    h3_status_code rc = check_rows(H3_PARAM_IN_REQUEST, r, NULL, status);
+    if (rc == H3_OK) rc = check_image("first image", r->first_image, status);
     if (rc == H3_OK) rc = check_image("last image", r->last_image, status);
     return rc;
+}
+
+h3_status_code h3_engine_options_check(const h3_engine_options *o, h3_status *status) {
+    if (!o) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no engine options");
+    return check_rows(H3_PARAM_IN_OPTIONS, NULL, o, status);
 }
 
 static int compute_is_cuda(h3_compute c) { return c == H3_COMPUTE_CUDA || c == H3_COMPUTE_CUDA_F32; }

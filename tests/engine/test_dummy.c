@@ -329,16 +329,18 @@ static void test_engine(const char *dir) {
     /* what does not go with dummy weights */
     o.load_format = H3_LOAD_DUMMY;
     o.adapter_path = "/nowhere/adapter_model.safetensors";
-    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_UNSUPPORTED && strstr(st.message, "dummy_adapter"),
-          "an adapter file on dummy weights is refused: %s", st.message);
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_UNSUPPORTED && strstr(st.message, "dummy-adapter") &&
+              strstr(st.message, "load-format=dummy"),
+          "an adapter file on dummy weights is refused (in property names): %s", st.message);
     o.adapter_path = NULL;
     o.load_format = H3_LOAD_SAFETENSORS;
     o.dummy_adapter = H3_DUMMY_ADAPTER_DENSE;
-    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load_format dummy"),
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load-format=dummy") &&
+              !strstr(st.message, "load_format"),
           "a dummy adapter on real weights is refused: %s", st.message);
     o.dummy_adapter = H3_DUMMY_ADAPTER_NONE;
     o.load_format = (h3_load_format)7;
-    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load_format 7"),
+    CHECK(h3_engine_open(&o, &e, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "load-format 7"),
           "an unknown load format is refused: %s", st.message);
 }
 

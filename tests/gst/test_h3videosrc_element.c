@@ -987,6 +987,101 @@ GST_START_TEST (test_uri_handler)
 
 GST_END_TEST;
 
+/* The error an h3src posts when it is started alone (NULL if none). */
+static GError *
+start_error (GstElement * e)
+{
+  GstBus *bus = gst_bus_new ();
+  GstMessage *m;
+  GError *err = NULL;
+
+  gst_element_set_bus (e, bus);
+  if (gst_element_set_state (e, GST_STATE_PAUSED) != GST_STATE_CHANGE_FAILURE)
+    gst_element_get_state (e, NULL, NULL, GST_CLOCK_TIME_NONE);
+  m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  if (m) {
+    gst_message_parse_error (m, &err, NULL);
+    gst_message_unref (m);
+  }
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  return err;
+}
+
+/* Issue 31: a URI is data. By default it carries the clip's content only,
+ * within bounds; a path, device or memory key fails the start with a
+ * message that says how an application opts in (uri-policy=all), which
+ * then lets it through. Malformed URIs are errors at set_uri. */
+GST_START_TEST (test_uri_policy)
+{
+  const gchar *refused[] = {
+    "h3:?prompt=x&model-location=/etc",
+    "h3:?prompt=x&adapter-location=/etc/passwd",
+    "h3:?prompt=x&image-location=/home/me/secret.png",
+    "h3:?prompt=x&devices=0,1",
+    "h3:?prompt=x&memory=stream",
+    "h3:?prompt=x&engine-cache=false",
+    "h3:?prompt=x&keep-clip-max-bytes=18446744073709551615",
+    "h3:?prompt=x&width=4096&height=1024",
+    "h3:?prompt=x&width=1344&height=1344",
+    "h3:?prompt=x&steps=1000",
+    NULL
+  };
+  const gchar *malformed[] = {
+    "h3:?prompt=a%00b", "h3://evil.example/?prompt=x",
+    "h3:?prompt=a&prompt=b", "h3:x?prompt=y", "h3:?seed=-1",
+    "h3:?seed=%2B7", "h3:?prompt=x#t=5", "h3:?width=64&width=64",
+    "h3:?prompt=x&is-live=maybe", NULL
+  };
+  GError *err = NULL;
+  GstElement *e;
+
+  for (const gchar * const *u = refused; *u; u++) {
+    e = gst_element_make_from_uri (GST_URI_SRC, *u, NULL, &err);
+    fail_unless (e != NULL, "%s: %s", *u, err ? err->message : "");
+    err = start_error (e);
+    fail_unless (err != NULL, "%s started", *u);
+    GST_INFO ("%s: %s", *u, err->message);
+    fail_unless (g_error_matches (err, GST_RESOURCE_ERROR,
+            GST_RESOURCE_ERROR_NOT_AUTHORIZED), "%s: %s", *u, err->message);
+    fail_unless (strstr (err->message, "uri-policy=all") != NULL, "%s: %s",
+        *u, err->message);
+    g_clear_error (&err);
+    /* the application opts in: the policy lets it through (what fails
+     * then is the setting itself, or nothing linked) */
+    gst_util_set_object_arg (G_OBJECT (e), "uri-policy", "all");
+    err = start_error (e);
+    fail_unless (err == NULL || !g_error_matches (err, GST_RESOURCE_ERROR,
+            GST_RESOURCE_ERROR_NOT_AUTHORIZED), "%s with uri-policy=all: %s",
+        *u, err->message);
+    g_clear_error (&err);
+    gst_object_unref (e);
+  }
+
+  e = gst_element_make_from_uri (GST_URI_SRC, SMALL_URI, NULL, &err);
+  fail_unless (e != NULL);
+  for (const gchar * const *u = malformed; *u; u++) {
+    fail_if (gst_uri_handler_set_uri (GST_URI_HANDLER (e), *u, &err),
+        "%s accepted", *u);
+    GST_INFO ("%s: %s", *u, err->message);
+    fail_unless (err->domain == GST_URI_ERROR);
+    g_clear_error (&err);
+  }
+  /* the content of the release's largest clip is within the bounds */
+  fail_unless (gst_uri_handler_set_uri (GST_URI_HANDLER (e),
+          "h3:?prompt=x&width=768&height=1344&num-frames=362&steps=50&"
+          "backend=vsa&vsa-sparsity=0.95&seed=18446744073709551615", &err),
+      "%s", err ? err->message : "");
+  err = start_error (e);
+  fail_unless (err == NULL || !g_error_matches (err, GST_RESOURCE_ERROR,
+          GST_RESOURCE_ERROR_NOT_AUTHORIZED), "%s", err->message);
+  g_clear_error (&err);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
 static void
 count_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad,
     gpointer data)
@@ -1111,6 +1206,7 @@ h3videosrc_element_suite (void)
   tcase_add_test (tc, test_engine_shared_across_pipelines);
   tcase_add_test (tc, test_engine_shared_turns);
   tcase_add_test (tc, test_uri_handler);
+  tcase_add_test (tc, test_uri_policy);
   tcase_add_test (tc, test_uri_playbin_uridecodebin);
   return s;
 }

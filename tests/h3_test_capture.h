@@ -1,5 +1,5 @@
 /* h3_test_capture.h - what one h3_engine_generate call delivers, collected
- * for the engine tests (test_pipeline, test_fasth3, test_tp,
+ * for the engine tests (test_pipeline, test_fasth3, test_tp_*,
  * test_tiny_model): the RGB frames, the interleaved stereo samples, the
  * latents and the progress, with a count of callbacks that came out of order
  * (each must continue where the last one stopped). Header-only, like

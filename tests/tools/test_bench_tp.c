@@ -10,7 +10,7 @@
 #include "h3_bench_tp.h"
 #include "h3_test.h"
 
-/* The shapes of test_tp's "wide" model: 56 heads, so every release degree splits. */
+/* The shapes of the TP tests' "wide" model (tests/parallel/h3_test_tp.h): 56 heads, so every release degree splits. */
 static h3_dit_config wide_config(void) {
     return (h3_dit_config){.num_layers = 2, .num_refiner_layers = 1, .hidden_size = 56, .num_heads = 56,
                            .head_dim = 8, .ffn_dim = 112, .in_channels = 24, .audio_in_channels = 32, .patch_t = 1,

@@ -21,7 +21,7 @@
  * the application. By default (h3src's uri-policy=content) it may carry
  * only the clip's content, the rows flagged H3_PARAM_CONTENT (prompt, seed,
  * width, height, num-frames, steps, backend, vsa-sparsity), within the
- * bounds below; a key that names a file, a device, memory or the engine
+ * bounds of an untrusted request (h3_request_check_untrusted); a key that names a file, a device, memory or the engine
  * cache is refused when h3src starts, with a message that says how an
  * application opts in (uri-policy=all, from playbin's source-setup). */
 #ifdef HAVE_CONFIG_H
@@ -31,15 +31,6 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
-
-/* The bounds of a URI's content under uri-policy=content: the largest clip
- * the release serves (1344x768 or 768x1344, 362 frames) at the base model's
- * 49 steps plus one. Past them a URI asks for more work than any real clip
- * needs, which from a playlist is a denial of service; an application
- * that wants more sets uri-policy=all. */
-#define URI_MAX_SIDE 1344
-#define URI_MAX_PIXELS (1344 * 768)
-#define URI_MAX_STEPS 50
 
 /* The rows an element has (the tools' own rows are not properties). */
 static const h3_param *
@@ -284,13 +275,15 @@ gst_h3_uri_check_policy (const gchar * uri)
         "settings; an application that trusts the URI sets h3src's "
         "uri-policy=all (from playbin's or uridecodebin's source-setup "
         "signal)", refused->str);
-  } else if (r.width > URI_MAX_SIDE || r.height > URI_MAX_SIDE
-      || r.width * r.height > URI_MAX_PIXELS || r.steps > URI_MAX_STEPS) {
-    why = g_strdup_printf ("width %d x height %d at %d steps is past what an "
-        "h3: URI may ask for by default (sides up to %d, %d pixels, the "
-        "release's largest frame, and %d steps); an application that trusts "
-        "the URI sets h3src's uri-policy=all", r.width, r.height, r.steps,
-        URI_MAX_SIDE, URI_MAX_PIXELS, URI_MAX_STEPS);
+  } else {
+    /* the prompt may be missing here (the element's own is then used):
+     * the bounds are about the work asked for */
+    h3_status st = { 0 };
+    if (!r.prompt)
+      r.prompt = "-";
+    if (h3_request_check_untrusted (&r, &st) != H3_OK)
+      why = g_strdup_printf ("%s; an application that trusts the URI sets "
+          "h3src's uri-policy=all", st.message);
   }
 done:
   g_string_free (refused, TRUE);

@@ -426,6 +426,18 @@ char *h3_param_format(const h3_param *p, const void *home);
  * for messages and usage. Caller frees with free(). */
 char *h3_param_allowed(const h3_param *p);
 
+/* The bounds of a request from an untrusted source (an h3: URI under
+ * h3src's default uri-policy, h3-studio's API): the release's largest
+ * clip, 1344x768 (or 768x1344) pixels, and the base model's 49 steps plus
+ * one. Past them a request asks for more work than any real clip needs,
+ * which from a playlist or a web page is a denial of service; the front
+ * end's operator can lift them. h3_request_check_untrusted applies them
+ * (after h3_request_check's own rules). */
+#define H3_UNTRUSTED_MAX_SIDE 1344
+#define H3_UNTRUSTED_MAX_PIXELS (1344 * 768)
+#define H3_UNTRUSTED_MAX_STEPS 50
+h3_status_code h3_request_check_untrusted(const h3_request *request, h3_status *status);
+
 /* The model-free rules of the engine options (the devices grammar against
  * compute, the enums' values, the ranges): what h3_engine_open checks
  * first. */

@@ -547,6 +547,19 @@ h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
     return rc;
 }
 
+h3_status_code h3_request_check_untrusted(const h3_request *r, h3_status *status) {
+    h3_status_code rc = h3_request_check(r, status);
+    if (rc != H3_OK) return rc;
+    if (r->width > H3_UNTRUSTED_MAX_SIDE || r->height > H3_UNTRUSTED_MAX_SIDE ||
+        r->width * r->height > H3_UNTRUSTED_MAX_PIXELS || r->steps > H3_UNTRUSTED_MAX_STEPS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "width %d x height %d at %d steps is past what an untrusted request may ask for (sides up "
+                       "to %d, %d pixels: the release's largest frame; %d steps)",
+                       r->width, r->height, r->steps, H3_UNTRUSTED_MAX_SIDE, H3_UNTRUSTED_MAX_PIXELS,
+                       H3_UNTRUSTED_MAX_STEPS);
+    return H3_OK;
+}
+
 h3_status_code h3_engine_options_check(const h3_engine_options *o, h3_status *status) {
     if (!o) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no engine options");
     return check_rows(H3_PARAM_IN_OPTIONS, NULL, o, status);

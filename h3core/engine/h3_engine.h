@@ -49,6 +49,13 @@ void h3_engine_fake_gpu_free(uint64_t bytes);
  * planned. Process-wide; engines opened after the call see it. */
 void h3_engine_cap_cpu_memory(int on);
 
+/* How many times this process has fitted a request's keyframes onto its
+ * canvas and built their presentation (the Qwen3-VL processor's patches):
+ * once per request with keyframes that is prepared (h3_engine_prepare). For
+ * tests that a generation, the measuring twin's run included, prepares them
+ * once. Process-wide. */
+int h3_engine_keyframe_preparations(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -485,6 +485,30 @@ typedef struct h3_preflight {
 h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
                                    h3_preflight *out, h3_status *status);
 
+/* ---- prepare once, run (engine/h3_generate.c, h3_engine_api.c) -----------
+ * A request prepared once into a job: h3_engine_prepare checks it (what
+ * h3_engine_validate checks), fits its keyframes onto the canvas and builds
+ * their presentation (the Qwen3-VL processor's patches), tokenizes the
+ * prompt, and on an engine with a memory plan (a GPU) runs the job on the
+ * measuring twin with nothing computed, refusing (H3_ERR_NO_MEMORY) what
+ * does not fit and deciding whether the text encoder is freed after
+ * encoding. h3_engine_run then runs the job; no stage derives it again.
+ * h3_engine_generate is prepare, run and free. The job copies what it keeps
+ * of the request (the prompt; the keyframes fitted), so the request and its
+ * images may go once prepare returns. A job runs on the engine that prepared
+ * it, as often as asked (the same clip each time); its memory decision is
+ * that of prepare's moment. h3_engine_prepare clears the engine's cancel
+ * flag, as h3_engine_generate did: a cancel during prepare or run stops the
+ * run. Free a job before closing its engine. */
+typedef struct h3_job h3_job;
+
+h3_status_code h3_engine_prepare(h3_engine *engine, const h3_request *request, h3_job **job, h3_status *status);
+/* The plan of a prepared job (what h3_engine_validate fills); NULL for NULL. */
+const h3_plan *h3_job_plan(const h3_job *job);
+h3_status_code h3_engine_run(h3_engine *engine, const h3_job *job, const h3_callbacks *callbacks,
+                             h3_status *status);
+void h3_job_free(h3_job *job);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,169 +2,22 @@
  * components, the backends created (one, or one per tensor-parallel rank on
  * a team of rank threads), every rank's components loaded (from the files,
  * or with load-format dummy from each component's dummy checkpoint, drawn on
- * the rank's device), and all of it freed again. The requests are h3_generate.c's; the FastH3 rules
- * h3_fasth3.c's. */
+ * the rank's device), and all of it freed again. The requests are
+ * h3_generate.c's; the FastH3 rules h3_fasth3.c's; the model directory
+ * h3_model_dir.c's. The memory plan's check at open (h3_memory_check_open)
+ * runs between h3_engine_begin and h3_engine_load (h3_engine_api.c), so
+ * this file calls no memory plan, which opens engines of its own. */
 #include "engine/h3_engine_impl.h"
 
 #include "backend/h3_weight_stream.h"
 
 #include <glib.h>
 #include <glib/gstdio.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/h3_config.h"
 #include "engine/h3_engine.h"
-
-/* The text encoder layer the conditioner taps (see resolve_layout). */
-#define H3_DEFAULT_TEXT_LAYER 50
-
-void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (e->log) e->log(e->log_opaque, level, msg);
-    else if (level <= H3_LOG_WARNING) fprintf(stderr, "h3: %s\n", msg);
-}
-
-double h3_engine_now(void) { return (double)g_get_monotonic_time() / 1e6; }
-
-/* ---- model directory ------------------------------------------------------ */
-
-static gpointer find_default_model_dir(gpointer unused) {
-    (void)unused;
-    const char *env = g_getenv("H3_DEFAULT_MODEL_DIR");
-    if (env && *env) return g_strdup(env);
-#ifdef H3_DATADIR
-    char *installed = g_build_filename(H3_DATADIR, "tiny-h3", NULL);
-    if (g_file_test(installed, G_FILE_TEST_IS_DIR)) return installed;
-    g_free(installed);
-#endif
-#ifdef H3_BUILD_MODEL_DIR
-    return g_strdup(H3_BUILD_MODEL_DIR);
-#else
-    return g_strdup("tiny-h3");
-#endif
-}
-
-/* Resolved once per process (elements in several pipelines may ask at the
- * same time, hence GOnce); the string lives as long as the process. */
-const char *h3_default_model_dir(void) {
-    static GOnce once = G_ONCE_INIT;
-    return g_once(&once, find_default_model_dir, NULL);
-}
-
-static int is_dir(const char *base, const char *sub) {
-    char *p = g_build_filename(base, sub, NULL);
-    int r = g_file_test(p, G_FILE_TEST_IS_DIR);
-    g_free(p);
-    return r;
-}
-
-static int is_file(const char *base, const char *sub) {
-    char *p = g_build_filename(base, sub, NULL);
-    int r = g_file_test(p, G_FILE_TEST_IS_REGULAR);
-    g_free(p);
-    return r;
-}
-
-static h3_status_code read_shift(const char *dir, const char *sub, float *shift, h3_status *status) {
-    char *p = g_build_filename(dir, sub, "scheduler_config.json", NULL);
-    h3_config *c;
-    h3_status_code rc = h3_config_load(p, &c, status);
-    g_free(p);
-    if (rc != H3_OK) return rc;
-    double v = *shift;
-    rc = h3_config_double_range_or(c, "shift", H3_SHIFT_MIN, H3_SHIFT_MAX, &v, status);
-    h3_config_free(c);
-    *shift = (float)v;
-    return rc;
-}
-
-h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *status) {
-    *out = NULL;
-    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
-        return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
-    char *root = g_strdup(dir);
-    if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
-        g_free(root);
-        root = g_build_filename(dir, "FL2VA", NULL);
-    }
-    if (!is_dir(root, "transformer") || (!is_dir(root, "vae") && !is_dir(root, "video_vae"))) {
-        g_free(root);
-        return h3_fail(status, H3_ERR_NOT_FOUND,
-                       "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
-                       "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
-    }
-    *out = root;
-    return H3_OK;
-}
-
-/* Finds the components of a diffusers-layout root (model_index.json +
- * transformer/, vae/, ...) or of a native FL2VA/ directory. */
-static h3_status_code resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
-    char *root;
-    h3_status_code rc = h3_engine_model_root(dir, &root, status);
-    if (rc != H3_OK) return rc;
-    e->model_dir = root;
-    e->video_shift = H3_VIDEO_SHIFT;
-    e->audio_shift = H3_AUDIO_SHIFT;
-    if (is_dir(root, "vae")) {
-        e->native_layout = 0;
-        e->vae_dir = g_build_filename(root, "vae", NULL);
-        if (is_dir(root, "scheduler")) rc = read_shift(root, "scheduler", &e->video_shift, status);
-        if (rc == H3_OK && is_dir(root, "audio_scheduler")) rc = read_shift(root, "audio_scheduler", &e->audio_shift, status);
-    } else { /* video_vae/: h3_engine_model_root checked it */
-        e->native_layout = 1;
-        e->vae_dir = g_build_filename(root, "video_vae", NULL);
-        char *mi = g_build_filename(root, "model_index.json", NULL);
-        h3_config *c;
-        /* optional (the release's FL2VA/ has it), but one that is there is read or refused */
-        if (g_file_test(mi, G_FILE_TEST_EXISTS) && (rc = h3_config_load(mi, &c, status)) == H3_OK) {
-            double v = e->video_shift, a = e->audio_shift;
-            rc = h3_config_double_range_or(c, "_minimax_h3.sigma_shift_scales.video", H3_SHIFT_MIN, H3_SHIFT_MAX, &v,
-                                           status);
-            if (rc == H3_OK)
-                rc = h3_config_double_range_or(c, "_minimax_h3.sigma_shift_scales.audio", H3_SHIFT_MIN, H3_SHIFT_MAX,
-                                               &a, status);
-            e->video_shift = (float)v;
-            e->audio_shift = (float)a;
-            h3_config_free(c);
-        }
-        g_free(mi);
-    }
-    if (rc != H3_OK) return rc;
-    e->transformer_dir = g_build_filename(root, "transformer", NULL);
-    e->audio_vae_dir = g_build_filename(root, "audio_vae", NULL);
-    e->text_encoder_dir = g_build_filename(root, "text_encoder", NULL);
-    e->tokenizer_dir = g_build_filename(root, is_dir(root, "tokenizer") ? "tokenizer" : "processor", NULL);
-    const char *need[] = {e->audio_vae_dir, e->text_encoder_dir, e->tokenizer_dir};
-    for (size_t i = 0; i < G_N_ELEMENTS(need); i++)
-        if (!g_file_test(need[i], G_FILE_TEST_IS_DIR))
-            return h3_fail(status, H3_ERR_NOT_FOUND, "model '%s' lacks the component directory '%s'", dir, need[i]);
-
-    /* The conditioner tap: 50 for the release, which records it nowhere;
-     * test models carry it in golden_meta.json. */
-    e->text_layer = H3_DEFAULT_TEXT_LAYER;
-    char *meta = g_build_filename(root, "golden_meta.json", NULL);
-    if (g_file_test(meta, G_FILE_TEST_IS_REGULAR)) {
-        h3_config *c;
-        rc = h3_config_load(meta, &c, status);
-        if (rc == H3_OK) {
-            /* Ranged before the narrowing: 4294967297 used to become layer 1. */
-            int64_t layer = e->text_layer;
-            rc = h3_config_int_range_or(c, "text_encoder_layer", 0, H3_TEXT_ENCODER_MAX_LAYERS, &layer, status);
-            e->text_layer = (int)layer;
-            h3_config_free(c);
-        }
-    }
-    g_free(meta);
-    return rc;
-}
 
 /* ---- load format -------------------------------------------------------------- */
 
@@ -604,8 +457,8 @@ static void memory_stats(h3_engine *e) {
         h3_engine_log(e, H3_LOG_INFO, "memory=resident (%s)", e->stats.memory_reason);
 }
 
-static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_target *measure, h3_engine **out,
-                                  h3_status *status) {
+h3_status_code h3_engine_begin(const h3_engine_options *o, const h3_memory_target *measure, h3_engine **out,
+                               h3_status *status) {
     *out = NULL;
     h3_engine *e = calloc(1, sizeof *e);
     if (!e) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
@@ -638,17 +491,25 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
         if (n != 2 && n != 3) e->fault_rank = -1;
         if (n != 3) e->fault_ops = 0;
     }
-    double t0 = h3_engine_now();
+    e->open_started = h3_engine_now();
     const char *dir = o->model_dir && *o->model_dir ? o->model_dir : h3_default_model_dir();
     e->load_format = o->load_format;
     e->dummy_seed = o->dummy_seed;
     h3_status_code rc = check_load_options(o, status);
-    if (rc == H3_OK) rc = resolve_layout(e, dir, status);
+    if (rc == H3_OK) rc = h3_engine_resolve_layout(e, dir, status);
     if (rc == H3_OK && o->adapter_path && *o->adapter_path) rc = h3_fasth3_open_adapter(e, o->adapter_path, status);
     if (rc == H3_OK && o->load_format == H3_LOAD_DUMMY) rc = make_dummy(e, o, status);
     if (rc == H3_OK) rc = parse_devices(e, o, status);
-    if (rc == H3_OK && !measure) rc = h3_memory_check_open(e, o, status); /* before anything loads */
-    if (rc == H3_OK) rc = load_tokenizer(e, status);
+    if (rc != H3_OK) {
+        h3_engine_close(e);
+        return rc;
+    }
+    *out = e;
+    return H3_OK;
+}
+
+h3_status_code h3_engine_load(h3_engine *e, const h3_engine_options *o, h3_status *status) {
+    h3_status_code rc = load_tokenizer(e, status);
     if (rc == H3_OK) rc = load_processor(e, status);
     if (rc == H3_OK) rc = e->devices[0] == -2 ? open_single(e, o, status) : open_parallel(e, status);
     h3_adapter_free(e->adapter); /* FastH3: fused into every rank's weights by now */
@@ -659,11 +520,8 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     if (rc == H3_OK && e->text_hidden != h3_dit_get_config(e->dit)->text_dim)
         rc = h3_fail(status, H3_ERR_FORMAT, "text encoder width %d differs from the transformer's text_dim %d",
                      e->text_hidden, h3_dit_get_config(e->dit)->text_dim);
-    if (rc != H3_OK) {
-        h3_engine_close(e);
-        return rc;
-    }
-    e->stats.load = h3_engine_now() - t0;
+    if (rc != H3_OK) return rc;
+    e->stats.load = h3_engine_now() - e->open_started;
     describe_precision(e);
     memory_stats(e);
     h3_engine_log(e, H3_LOG_INFO, "opened %s (%s layout) on %s in %.2f s", e->model_dir,
@@ -671,17 +529,20 @@ static h3_status_code engine_open(const h3_engine_options *o, const h3_memory_ta
     if (e->load_format == H3_LOAD_DUMMY)
         h3_engine_log(e, H3_LOG_INFO, "weights are random (load-format dummy, seed %llu): the output is noise",
                       (unsigned long long)e->dummy_seed);
-    *out = e;
     return H3_OK;
-}
-
-h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_status *status) {
-    return engine_open(o, NULL, out, status);
 }
 
 h3_status_code h3_engine_open_measuring(const h3_engine_options *o, const h3_memory_target *target,
                                         h3_engine **out, h3_status *status) {
-    return engine_open(o, target, out, status);
+    h3_engine *e = NULL;
+    h3_status_code rc = h3_engine_begin(o, target, &e, status);
+    if (rc == H3_OK) rc = h3_engine_load(e, o, status);
+    if (rc != H3_OK) {
+        h3_engine_close(e);
+        e = NULL;
+    }
+    *out = e;
+    return rc;
 }
 
 void h3_engine_close(h3_engine *e) {
@@ -721,7 +582,7 @@ void h3_engine_get_stats(h3_engine *e, h3_stats *stats) {
     g_mutex_unlock(&e->lock);
 }
 
-void h3_engine_force_text_release(h3_engine *e, int on) { e->text_release = on != 0; }
+void h3_engine_force_text_release(h3_engine *e, int on) { e->force_text_release = on != 0; }
 
 void h3_engine_inject_fault(h3_engine *e, int rank, int step) { h3_engine_inject_fault_mid_forward(e, rank, step, 0); }
 

@@ -49,6 +49,15 @@ void h3_engine_fake_gpu_free(uint64_t bytes);
  * planned. Process-wide; engines opened after the call see it. */
 void h3_engine_cap_cpu_memory(int on);
 
+/* How many times this process has fitted a request's keyframes onto its
+ * canvas and built their presentation (the Qwen3-VL processor's patches):
+ * once for each job of a request with keyframes (h3_engine_prepare, and
+ * h3_engine_generate through it; h3_engine_validate and
+ * h3_memory_plan_make make one each too), never in a run. For tests that a
+ * generation, the measuring twin's runs included, prepares them once.
+ * Process-wide. */
+int h3_engine_keyframe_preparations(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,11 +1,19 @@
 /* h3_engine_impl.h - the engine's state and what its files share. Private
- * to engine/.
+ * to engine/. The files, each calling only those above it in this list
+ * (no circle: docs/ARCHITECTURE.md, "the twin"):
  *
- *   h3_engine.c     open / close: model directory, backends, ranks, loading
- *   h3_fasth3.c     FastH3: the adapter, the attention mode, the ladders
- *   h3_generate.c   a request: validation, text, denoising, decoding
- *   h3_memory_plan.c  the memory plan: engines on measuring backends, the
- *                   checks against free device memory, stats.peak_bytes */
+ *   h3_engine_log.c   the log and the clock
+ *   h3_model_dir.c    the model directory: default, layout, components
+ *   h3_memory_limit.c measuring backends, the CUDA reserves, max_gpu_memory
+ *   h3_fasth3.c       FastH3: the adapter, the attention mode, the ladders
+ *   h3_preflight.c    the checks without weights (and the precision rule)
+ *   h3_engine.c       open (begin, load) / close: backends, ranks, loading
+ *   h3_generate.c     a request: prepared once into a job, then run (text,
+ *                     denoising, decoding), stats.peak_bytes
+ *   h3_memory_plan.c  the memory plan: the measuring twin runs the job, the
+ *                     checks against free device memory
+ *   h3_engine_api.c   h3_engine_open, _prepare, _validate, _generate: the
+ *                     public calls that join the three above */
 #ifndef H3_ENGINE_IMPL_H
 #define H3_ENGINE_IMPL_H
 
@@ -51,16 +59,42 @@ typedef struct h3_memory_target {
 
 _Static_assert(H3_MAX_DEVICES == H3_COMM_MAX_RANKS, "a device list fills one tensor-parallel group");
 
+/* FL2VA: a request's keyframes on its canvas, in packed order (first,
+ * last), and the prompt's presentation with them (docs/spec/h3-transformer.md
+ * §6): host work made once per request (h3_job_make), read by every rank
+ * of the engine and of its twin. */
+typedef struct h3_job_keyframes {
+    int n;
+    h3_keyframe_anchor anchors[2];
+    h3_rgb_image fitted[2];
+    h3_text_presentation text; /* n > 0 only */
+} h3_job_keyframes;
+
+/* A prepared request (h3.h: h3_engine_prepare): what every stage of its
+ * generation reads, derived once. The twin runs it as the engine does. */
+struct h3_job {
+    const h3_engine *engine;  /* the engine that prepared it (h3_engine_run runs it there only) */
+    h3_request request;       /* the checked request: prompt is the job's copy, the images are NULL
+                                 (the job holds them fitted, in kf) */
+    char *prompt;
+    h3_plan plan;
+    h3_job_keyframes kf;
+    int32_t *ids;             /* T2VA: the prompt's tokens (FL2VA: kf.text) */
+    size_t n_ids;
+    int text_release;         /* free the text encoder after encoding: the memory plan's decision
+                                 (h3_memory_check_request), else h3_engine_force_text_release's */
+};
+
 /* h3_engine.c: the calling rank's share of the text conditioner, loaded
  * (again: the files, or the dummy draw) when it has none; and its language
  * model's weights freed (the config and vision tower stay, so presentations
  * can still be built). Ranks outside the conditioner's group hold none and
  * do nothing. */
 h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
-/* h3_memory_plan.c: max_gpu_memory as a limit on a GPU backend's tally (the
- * plan's reserve for the context taken off); applied to real backends. */
-void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
 void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp);
+/* h3_memory_limit.c: max_gpu_memory as a limit on a GPU backend's tally
+ * (the plan's reserve for the context taken off); applied to real backends. */
+void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
 /* h3_preflight.c: the precision setting on its own and against compute
  * (fp8 refused with compute=cuda-f32); open and preflight both refuse it. */
 h3_status_code h3_engine_check_precision(const h3_engine_options *o, h3_status *status);
@@ -114,11 +148,13 @@ struct h3_engine {
     const h3_memory_target *measure;
     h3_engine *shadow;
     /* The text encoder between requests: when a request does not fit with
-     * it resident, h3_memory_check_request sets text_release, and
+     * it resident, h3_memory_check_request sets its job's text_release, and
      * h3_generate.c frees its weights after the text stage (after giving the
      * arena and scratch back, so they load beside the weights alone); the
-     * next request loads them again. text_released_last: the last request did. */
-    int text_release, text_released_last;
+     * next request loads them again. force_text_release: the test hook's
+     * h3_engine_force_text_release, every job's default; text_released_last:
+     * the last run did. */
+    int force_text_release, text_released_last;
     int text_hidden; /* the text encoder's width, known while its weights are away */
     int64_t text_positions; /* its max_position_embeddings: the prompt's limit in tokens (likewise) */
     uint64_t max_gpu_memory; /* h3_engine_options.max_gpu_memory */
@@ -133,40 +169,74 @@ struct h3_engine {
     int has_processor;
     h3_memory_target shadow_target; /* what the shadow stands for */
     int generated;        /* a generation ran: the backends' peaks are its */
+    double open_started;  /* h3_engine_begin's clock, for stats.load */
 
     volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
     GMutex lock;          /* one generation at a time; guards stats */
     h3_stats stats;
 };
 
-/* ---- h3_engine.c ---------------------------------------------------------- */
+/* ---- h3_engine_log.c ---------------------------------------------------------- */
 /* To the application's log callback, else warnings and errors to stderr. */
 void h3_engine_log(h3_engine *e, h3_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* Monotonic seconds, for the stats. */
+double h3_engine_now(void);
+
+/* ---- h3_model_dir.c ---------------------------------------------------------- */
 /* The model's root as the engine opens it (a diffusers root, or a native
  * FL2VA/ folder given itself or its parent), or an error in the engine's
  * words when dir is not a model. The one owner of the layout rule (open and
  * preflight). Caller frees *out with g_free. */
 h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *status);
-/* Monotonic seconds, for the stats. */
-double h3_engine_now(void);
+/* The root's components into e (model_dir and the *_dir paths), the
+ * scheduler shifts and the conditioner's tap layer. */
+h3_status_code h3_engine_resolve_layout(h3_engine *e, const char *dir, h3_status *status);
 
+/* ---- h3_memory_limit.c ---------------------------------------------------------- */
+/* Rank `rank`'s measuring backend, as e->measure says. */
+h3_status_code h3_memory_backend_create(const h3_engine *e, int rank, h3_backend **out, h3_status *status);
+/* What a rank on `device` (-1: the CPU) uses beyond its tally: the CUDA
+ * context, NCCL's buffers, the FP8 kernels. */
+uint64_t h3_memory_reserve(const h3_engine *e, int device);
+/* Whether max_gpu_memory holds a rank on `device` (-1: the CPU, only under
+ * h3_engine_cap_cpu_memory, which h3_memory_cpu_capped reports). */
+int h3_memory_capped(const h3_engine *e, int device);
+int h3_memory_cpu_capped(void);
+
+/* ---- h3_engine.c ---------------------------------------------------------- */
+/* An engine's open in two halves, so that the memory plan can decide the
+ * memory mode between them (h3_engine_api.c): begin checks the options and
+ * resolves the model and devices, reading only configs (measure: the
+ * engine stands for that target on measuring backends); load reads the
+ * tokenizer and the processor and loads every rank. On a failure of load
+ * the caller closes the engine; begin closes its own. */
+h3_status_code h3_engine_begin(const h3_engine_options *options, const h3_memory_target *measure, h3_engine **out,
+                               h3_status *status);
+h3_status_code h3_engine_load(h3_engine *e, const h3_engine_options *options, h3_status *status);
 /* An engine on measuring backends standing for `target`: everything
  * h3_engine_open does, reading only configs and headers. */
 h3_status_code h3_engine_open_measuring(const h3_engine_options *options, const h3_memory_target *target,
                                         h3_engine **out, h3_status *status);
 
+/* ---- h3_generate.c ---------------------------------------------------------- */
+/* The request r checked (h3_request_check, the FastH3 rules, the model's
+ * limits) and prepared once: its plan, its keyframes fitted and presented,
+ * its tokens. The memory plan is not consulted (h3_engine_prepare does). */
+h3_status_code h3_job_make(const h3_engine *e, const h3_request *r, h3_job **out, h3_status *status);
+/* The job on e, which may be the engine that made it or its measuring twin
+ * (nothing computed there), the text encoder freed after encoding when
+ * text_release is set. Calls no memory plan. */
+h3_status_code h3_job_run(h3_engine *e, const h3_job *job, const h3_callbacks *cb, int text_release,
+                          h3_status *status);
+
 /* ---- h3_memory_plan.c ---------------------------------------------------------- */
-/* Rank `rank`'s measuring backend, as e->measure says. */
-h3_status_code h3_memory_backend_create(const h3_engine *e, int rank, h3_backend **out, h3_status *status);
 /* At open, before loading: the weights and workspace of every CUDA rank
  * against its free memory; keeps the measuring twin for the requests. */
 h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *options, h3_status *status);
-/* At generate, before any costly step: the request on the twin, then its
- * needs against what each CUDA rank holds and what is free. */
-h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_status *status);
-/* Around a generation: the backends' peak windows, then stats.peak_bytes. */
-void h3_memory_begin(h3_engine *e);
-void h3_memory_end(h3_engine *e);
+/* At prepare, before any costly step: the job on the twin, then its needs
+ * against what each CUDA rank holds and what is free; sets
+ * job->text_release when it fits only with the text encoder freed. */
+h3_status_code h3_memory_check_request(h3_engine *e, h3_job *job, h3_status *status);
 
 /* ---- h3_fasth3.c (docs/spec/fasth3-vsa.md §1, §2) ---------------------------- */
 /* Opens the adapter at path, checks that it was trained on this model and

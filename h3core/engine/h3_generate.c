@@ -1,5 +1,8 @@
-/* h3_generate.c - one request through the engine: its validation, then
- * text states -> denoising loop -> decoded media on every rank.
+/* h3_generate.c - one request through the engine: prepared once into a job
+ * (its validation, its keyframes fitted and presented, its tokens), then
+ * run: text states -> denoising loop -> decoded media on every rank. The
+ * measuring twin (h3_memory_plan.c) runs the same job with nothing
+ * computed; this file calls neither the twin nor the memory plan.
  *
  * Data flow of one request (see docs/ARCHITECTURE.md):
  *   prompt --tokenizer--> ids --text encoder (tap layer)--> text states
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "base/h3_random.h"
+#include "engine/h3_engine.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_video_vae_encoder.h"
 
@@ -48,26 +52,24 @@ static h3_status_code validate_settings(const h3_engine *e, const h3_request *r,
 
 /* ---- keyframes (FL2VA) ----------------------------------------------------------- */
 
-/* A request's keyframes on its canvas, in packed order (first, last), and
- * the prompt's presentation with them (docs/spec/h3-transformer.md §6):
- * host work made once per request, read by every rank. */
-typedef struct keyframes {
-    int n;
-    h3_keyframe_anchor anchors[2];
-    h3_rgb_image fitted[2];
-    h3_text_presentation text; /* n > 0 only */
-} keyframes;
-
-static void keyframes_clear(keyframes *k) {
+static void keyframes_clear(h3_job_keyframes *k) {
     for (int i = 0; i < k->n; i++) h3_rgb_image_clear(&k->fitted[i]);
     h3_text_presentation_clear(&k->text);
     memset(k, 0, sizeof *k);
 }
 
-static h3_status_code keyframes_prepare(h3_engine *e, const h3_request *r, keyframes *k, h3_status *status) {
+/* h3_engine_keyframe_preparations (engine/h3_engine.h): the keyframes
+ * fitted and presented, counted once per request that has any. */
+static gint keyframe_preparations;
+
+int h3_engine_keyframe_preparations(void) { return g_atomic_int_get(&keyframe_preparations); }
+
+static h3_status_code keyframes_prepare(const h3_engine *e, const h3_request *r, h3_job_keyframes *k,
+                                        h3_status *status) {
     memset(k, 0, sizeof *k);
     const h3_image *in[2] = {r->first_image, r->last_image};
     if (!in[0] && !in[1]) return H3_OK;
+    g_atomic_int_inc(&keyframe_preparations);
     if (!e->has_processor)
         return h3_fail(status, H3_ERR_UNSUPPORTED,
                        "keyframes need the Qwen3-VL image processor's config (processor/preprocessor_config.json), "
@@ -96,38 +98,65 @@ static h3_status_code keyframes_prepare(h3_engine *e, const h3_request *r, keyfr
     return rc;
 }
 
-h3_status_code h3_engine_validate(h3_engine *e, const h3_request *r, h3_plan *p, h3_status *status) {
-    h3_status_code rc = validate_settings(e, r, p, status);
-    if (rc != H3_OK) return rc;
-    size_t n = 0;
-    int n_keyframes = 0;
-    if (r->first_image || r->last_image) {
-        keyframes k;
-        rc = keyframes_prepare(e, r, &k, status);
-        n = (size_t)k.text.n;
-        n_keyframes = k.n;
-        keyframes_clear(&k);
-    } else {
-        int32_t *ids = NULL;
-        rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &ids, &n, status);
-        free(ids);
+/* The prompt's rows: the presentation's with keyframes, else its tokens
+ * (tokenized here, once); refused past the text encoder's positions, in
+ * tokens, before any costly stage (and as a setting: the prompt is at
+ * fault). */
+static h3_status_code job_text(const h3_engine *e, h3_job *j, h3_status *status) {
+    size_t n = (size_t)j->kf.text.n;
+    if (!j->kf.n) {
+        h3_status_code rc = h3_tokenizer_encode(e->tokenizer, j->prompt, &j->ids, &j->n_ids, status);
+        if (rc != H3_OK) return rc;
+        n = j->n_ids;
     }
-    if (rc != H3_OK) return rc;
-    /* The text encoder has no positions past this; refused here, in tokens,
-     * before any costly stage (and as a setting: the prompt is at fault). */
     int64_t limit = e->text_positions;
     if ((int64_t)n > limit)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                        "prompt: %zu tokens, more than the %lld this model's text encoder takes "
                        "(max_position_embeddings); shorten the prompt",
                        n, (long long)limit);
+    h3_plan *p = &j->plan;
     p->text_tokens = (int)n;
     const h3_dit_config *c = h3_dit_get_config(e->dit);
     int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
-    p->sequence_length =
-        (int64_t)n + 2 * p->audio_latents + ((int64_t)n_keyframes + p->latent_frames) * rows_per_frame;
+    p->sequence_length = (int64_t)n + 2 * p->audio_latents + ((int64_t)j->kf.n + p->latent_frames) * rows_per_frame;
     return H3_OK;
 }
+
+void h3_job_free(h3_job *j) {
+    if (!j) return;
+    keyframes_clear(&j->kf);
+    free(j->ids);
+    g_free(j->prompt);
+    free(j);
+}
+
+h3_status_code h3_job_make(const h3_engine *e, const h3_request *r, h3_job **out, h3_status *status) {
+    *out = NULL;
+    if (!r) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "no request");
+    h3_job *j = calloc(1, sizeof *j);
+    if (!j) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
+    j->engine = e;
+    h3_status_code rc = validate_settings(e, r, &j->plan, status);
+    if (rc == H3_OK) {
+        j->prompt = g_strdup(r->prompt);
+        j->request = *r;
+        j->request.prompt = j->prompt;
+        /* the job holds the images fitted onto the canvas (kf), not the caller's */
+        j->request.first_image = j->request.last_image = NULL;
+        rc = keyframes_prepare(e, r, &j->kf, status);
+    }
+    if (rc == H3_OK) rc = job_text(e, j, status);
+    if (rc != H3_OK) {
+        h3_job_free(j);
+        return rc;
+    }
+    j->text_release = e->force_text_release;
+    *out = j;
+    return H3_OK;
+}
+
+const h3_plan *h3_job_plan(const h3_job *job) { return job ? &job->plan : NULL; }
 
 /* ---- generation ---------------------------------------------------------------- */
 
@@ -141,7 +170,7 @@ typedef struct generation {
     h3_tp tp;                 /* this rank in the group (H3_TP_SINGLE with one rank) */
     const h3_callbacks *cb;   /* NULL on ranks other than 0 */
     h3_plan plan;
-    int32_t *ids;
+    const int32_t *ids;       /* the prompt's tokens (the job's; T2VA) */
     size_t n_ids;
     h3_dit_layout *layout;
     int dit_begun;
@@ -150,8 +179,10 @@ typedef struct generation {
     h3_sigma_grid video_grid, audio_grid;
     size_t arena_mark;
     int fault_fired;          /* the test hook's fault was armed on this rank (h3_engine_inject_fault) */
-    const h3_request *request;
-    const keyframes *kf;      /* the request's keyframes (kf->n == 0: T2VA) */
+    const h3_job *job;
+    const h3_request *request; /* the job's checked copy */
+    const h3_job_keyframes *kf; /* the job's keyframes (kf->n == 0: T2VA) */
+    int text_release;         /* free the text encoder's weights after encoding */
     const int32_t *text_tags; /* the text rows' tags; NULL: every row a text token */
     float *condition;         /* [n, C, 1, h, w]: the keyframes' condition latents */
     int64_t condition_values; /* offset of the target rows in video_rows (the keyframes' rows first) */
@@ -226,7 +257,7 @@ static h3_status_code check_samples(const float *x, size_t n, h3_status *status)
                    n);
 }
 
-static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor *text_states, h3_status *status) {
+static h3_status_code encode_text(generation *g, const h3_job *job, h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
     h3_backend *b = g->r->backend;
     progress(g, H3_PHASE_TEXT, 0, 1);
@@ -234,10 +265,10 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
     if (g->kf->n) { /* FL2VA: the presentation with its vision blocks */
         g->n_ids = (size_t)g->kf->text.n;
         g->text_tags = g->kf->text.tags;
-    } else {
-        rc = h3_tokenizer_encode(e->tokenizer, r->prompt, &g->ids, &g->n_ids, status);
+    } else { /* tokenized when the job was made */
+        g->ids = job->ids;
+        g->n_ids = job->n_ids;
     }
-    if (rc != H3_OK) return rc;
     if (g->n_ids == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt produced no tokens");
     *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids, e->text_hidden);
     rc = h3_backend_check(b, status);
@@ -260,7 +291,7 @@ static h3_status_code encode_text(generation *g, const h3_request *r, h3_tensor 
  * the weights load beside the other weights alone, as at open. */
 static h3_status_code text_encoder_ready(generation *g, h3_status *status) {
     h3_engine *e = g->e;
-    if (e->text_release) {
+    if (g->text_release) {
         h3_backend_trim(g->r->backend);
         h3_backend_memory_mark(g->r->backend); /* this generation's peak starts from what is left */
     }
@@ -275,10 +306,11 @@ static h3_status_code text_encoder_ready(generation *g, h3_status *status) {
 }
 
 /* After the text stage of a request that does not fit with the text
- * encoder resident (h3_memory_check_request): its weights make room for the
- * denoising. Every rank of its group frees its own share. */
+ * encoder resident (the job's memory plan, h3_memory_check_request): its
+ * weights make room for the denoising. Every rank of its group frees its
+ * own share. */
 static void text_encoder_done(generation *g) {
-    if (!g->e->text_release || !h3_text_encoder_has_weights(g->r->text_encoder)) return;
+    if (!g->text_release || !h3_text_encoder_has_weights(g->r->text_encoder)) return;
     h3_engine_text_encoder_free(g->e, &g->tp);
 }
 
@@ -287,7 +319,7 @@ static void text_encoder_done(generation *g) {
  * generator seeded 42, as the pipeline does). Every rank encodes (the VAE
  * splits its tiles over the ranks), so every rank holds them. */
 static h3_status_code encode_keyframes(generation *g, h3_status *status) {
-    const keyframes *k = g->kf;
+    const h3_job_keyframes *k = g->kf;
     if (!k->n) return H3_OK;
     const h3_plan *p = &g->plan;
     size_t per = (size_t)h3_dit_get_config(g->e->dit)->in_channels * p->latent_height * p->latent_width;
@@ -543,7 +575,6 @@ static void generation_clear(generation *g) {
     h3_dit_layout_free(g->layout);
     h3_sigma_grid_free(&g->video_grid);
     h3_sigma_grid_free(&g->audio_grid);
-    free(g->ids);
     free(g->video_rows);
     free(g->audio_rows);
     free(g->video_velocity);
@@ -558,16 +589,17 @@ static void generation_clear(generation *g) {
     if (h3_backend_check(g->r->backend, &sticky) != H3_OK) h3_backend_clear_error(g->r->backend);
 }
 
-/* The whole request on one rank; with a team, on every rank at once. */
+/* The whole job on one rank; with a team, on every rank at once. */
 static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *status) {
     generation *g = (generation *)user + tp->rank;
     const h3_request *r = g->request;
+    const h3_job *job = g->job;
     g->tp = *tp;
     g->arena_mark = h3_arena_mark(g->r->backend);
     g->times[0] = h3_engine_now();
     h3_tensor text_states;
     h3_status_code rc = text_encoder_ready(g, status);
-    if (rc == H3_OK) rc = encode_text(g, r, &text_states, status);
+    if (rc == H3_OK) rc = encode_text(g, job, &text_states, status);
     if (rc == H3_OK) text_encoder_done(g);
     g->times[1] = h3_engine_now();
     if (rc == H3_OK) rc = check_cancel(g, status);
@@ -586,44 +618,55 @@ static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *stat
     return rc;
 }
 
-h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_callbacks *cb, h3_status *status) {
-    g_atomic_int_set(&e->cancel, 0);
-    h3_plan plan;
-    h3_status_code rc = h3_engine_validate(e, r, &plan, status);
-    if (rc == H3_OK) rc = h3_memory_check_request(e, r, status); /* what does not fit fails here */
-    if (rc != H3_OK) return rc;
-    keyframes kf;
-    rc = keyframes_prepare(e, r, &kf, status);
-    if (rc != H3_OK) return rc;
+/* ---- the peak of a generation ------------------------------------------------------------- */
+
+static void peaks_begin(h3_engine *e) {
+    for (int r = 0; r < e->n_ranks; r++) h3_backend_memory_mark(e->ranks[r].backend);
+}
+
+/* stats.peak_bytes: rank 0's backend tally at its highest during the
+ * generation (weights + arena + its own buffers, as asked of the
+ * allocator; the CUDA context and the driver's rounding are not in it). */
+static void peaks_end(h3_engine *e) {
+    h3_backend_memory m;
+    h3_backend_memory_get(e->ranks[0].backend, &m);
+    g_mutex_lock(&e->lock);
+    e->generated = 1;
+    e->stats.peak_bytes = m.peak;
+    g_mutex_unlock(&e->lock);
+}
+
+h3_status_code h3_job_run(h3_engine *e, const h3_job *job, const h3_callbacks *cb, int text_release,
+                          h3_status *status) {
     generation *gens = calloc((size_t)e->n_ranks, sizeof *gens);
-    if (!gens) {
-        keyframes_clear(&kf);
-        return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
-    }
+    if (!gens) return h3_fail(status, H3_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < e->n_ranks; i++) {
         gens[i].e = e;
         gens[i].r = &e->ranks[i];
         gens[i].cb = i == 0 ? cb : NULL;
-        gens[i].plan = plan;
-        gens[i].request = r;
-        gens[i].kf = &kf;
+        gens[i].plan = job->plan;
+        gens[i].job = job;
+        gens[i].request = &job->request;
+        gens[i].kf = &job->kf;
+        gens[i].text_release = text_release;
     }
-    h3_memory_begin(e);
+    h3_status_code rc;
+    peaks_begin(e);
     if (e->team) {
         rc = h3_tp_team_run(e->team, generate_rank, gens, status);
     } else {
         h3_tp single = H3_TP_SINGLE;
         rc = generate_rank(&single, gens, status);
     }
-    h3_memory_end(e);
-    e->text_released_last = e->text_release;
+    peaks_end(e);
+    e->text_released_last = text_release;
     /* The test hook is one shot: the request it failed disarms it, so the
      * next one shows that the engine recovered. */
     for (int i = 0; i < e->n_ranks; i++)
         if (gens[i].fault_fired) e->fault_rank = -1;
     const double *t = gens[0].times;
     g_mutex_lock(&e->lock);
-    e->stats.text_encoder_released = e->text_release;
+    e->stats.text_encoder_released = text_release;
     e->stats.text = t[1] - t[0];
     e->stats.decode_audio = t[3] - t[2];
     e->stats.decode_video = t[4] - t[3];
@@ -631,6 +674,13 @@ h3_status_code h3_engine_generate(h3_engine *e, const h3_request *r, const h3_ca
     g_mutex_unlock(&e->lock);
     if (rc == H3_OK) progress(&gens[0], H3_PHASE_DONE, 1, 1);
     free(gens);
-    keyframes_clear(&kf);
     return rc;
+}
+
+h3_status_code h3_engine_run(h3_engine *e, const h3_job *job, const h3_callbacks *cb, h3_status *status) {
+    if (!e || !job) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "h3_engine_run: no %s", e ? "job" : "engine");
+    if (job->engine != e)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "h3_engine_run: the job was prepared by another engine (h3_engine_prepare)");
+    return h3_job_run(e, job, cb, job->text_release, status);
 }

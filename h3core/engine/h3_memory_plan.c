@@ -9,7 +9,7 @@
  * capability. The loaders read configs and checkpoint headers and skip
  * every weight byte (h3_backend_holds_data); the request then runs whole
  * (text encoder, every denoising forward, both decoders) with nothing
- * computed. Every persistent allocation, arena chunk and scratch buffer is
+ * computed (the job of h3_generate.c, prepared once). Every persistent allocation, arena chunk and scratch buffer is
  * tallied as the real backend would make it (h3_backend_memory), so the
  * numbers are the real code path's, per rank:
  *   weights    what loading each component took (its shard on that rank)
@@ -23,9 +23,11 @@
  *
  * A CUDA engine keeps such a measuring twin (e->shadow): h3_engine_open
  * checks the weights and workspace of each GPU against its free memory
- * before loading anything, and h3_engine_generate runs each request on the
- * twin first and checks its arena and scratch against what the GPU has
- * left. Free memory comes from NVML, without a CUDA context. */
+ * before loading anything, and h3_engine_prepare runs each request's job on
+ * the twin (h3_job_run, the engine's own run) and checks its arena and
+ * scratch against what the GPU has left. Free memory comes from NVML,
+ * without a CUDA context. This file opens engines (h3_engine.c) and runs
+ * jobs (h3_generate.c); neither calls it. */
 #include "engine/h3_engine_impl.h"
 
 #include "backend/h3_weight_stream.h"
@@ -40,35 +42,14 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* Device memory a CUDA rank uses that no allocation of ours shows, added to
- * its workspace:
- *  - the CUDA context with h3core's kernels and cuBLASLt's, loaded lazily
- *    (CUDA 12's default): about 0.5 GiB on Hopper; 768 MiB leaves room for
- *    the driver's rounding of our allocations;
- *  - with tensor parallelism over GPUs, NCCL's buffers: its default 4 MiB
- *    per channel and peer, both directions, for the ring and tree channels
- *    of an NVLink host (NVLink SHARP off): 512 MiB per rank;
- *  - with precision=fp8, cuBLASLt's FP8 GEMM kernels and our quantisers,
- *    loaded into the context on first use: measured through gst-launch-1.0
- *    (FastH3 VSA 1280x736x124) as 1.10 GiB of nvidia-smi's peak outside our
- *    tally, on an H200 and an H100, against 0.46 GiB in bf16, so 640 MiB
- *    more. Without it the fp8 plan was 0.35 GiB under that peak. */
-#define CUDA_CONTEXT_BYTES ((uint64_t)768 << 20)
-#define NCCL_BYTES ((uint64_t)512 << 20)
-#define FP8_KERNELS_BYTES ((uint64_t)640 << 20)
 /* A CUDA plan made where NVML cannot say which GPU it is for: the H200's. */
 #define DEFAULT_SM 90
 
 /* ---- what the engine would run on ------------------------------------------------- */
 
 static uint64_t fake_free; /* h3_engine_fake_gpu_free (tests): 0, or what every GPU reports free */
-static int cpu_capped;     /* h3_engine_cap_cpu_memory (tests): max_gpu_memory holds the CPU ranks too */
 
 void h3_engine_fake_gpu_free(uint64_t bytes) { fake_free = bytes; }
-void h3_engine_cap_cpu_memory(int on) { cpu_capped = on != 0; }
-
-/* Whether max_gpu_memory holds a rank on `device` (-1: the CPU). */
-static int capped(const h3_engine *e, int device) { return e->max_gpu_memory && (device >= 0 || cpu_capped); }
 
 static int nvml_gpu(int device, const h3_gpu_info *gpus, int n) {
     int i = h3_gpus_nvml_index(device);
@@ -124,17 +105,6 @@ static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *
     return H3_OK;
 }
 
-h3_status_code h3_memory_backend_create(const h3_engine *e, int rank, h3_backend **out, h3_status *status) {
-    if (e->measure->device[rank] < 0) return h3_backend_cpu_create_measure(out, status);
-#ifdef H3_HAVE_CUDA
-    return h3_backend_cuda_create_measure(e->measure->sm[rank], e->measure->exact, out, status);
-#else
-    *out = NULL;
-    return h3_fail(status, H3_ERR_UNSUPPORTED,
-                   "compute=cuda: this build of h3core has no CUDA backend (rebuild with -Dcuda=enabled)");
-#endif
-}
-
 /* ---- what a rank holds ---------------------------------------------------------------- */
 
 static int rank_device(const h3_engine *e, int rank) {
@@ -175,19 +145,6 @@ h3_status_code h3_engine_memory(h3_engine *e, int rank, h3_memory_device *out, h
     return H3_OK;
 }
 
-/* What a CUDA rank uses beyond its tally. */
-static uint64_t reserve(const h3_engine *e, int device) {
-    if (device < 0) return 0;
-    return CUDA_CONTEXT_BYTES + (e->n_ranks > 1 ? NCCL_BYTES : 0) +
-           (e->precision == H3_PRECISION_FP8 ? FP8_KERNELS_BYTES : 0);
-}
-
-void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device) {
-    uint64_t r = reserve(e, device);
-    if (!capped(e, device) || e->measure) return;
-    h3_backend_set_memory_limit(b, e->max_gpu_memory > r ? e->max_gpu_memory - r : 1);
-}
-
 /* The plan of a measuring engine: each rank's tally, the reserves, and the
  * free memory NVML reports now (at most max_gpu_memory). */
 static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
@@ -200,11 +157,11 @@ static void fill_plan(const h3_engine *m, h3_memory_plan *plan) {
     for (int r = 0; r < m->n_ranks; r++) {
         h3_memory_device *d = &plan->devices[r];
         measured(m, r, d);
-        d->workspace += reserve(m, d->device);
-        d->total += reserve(m, d->device);
+        d->workspace += h3_memory_reserve(m, d->device);
+        d->total += h3_memory_reserve(m, d->device);
         int g = d->device >= 0 ? nvml_gpu(d->device, gpus, n_gpus) : -1;
         d->available = g >= 0 ? gpus[g].free_bytes : 0;
-        if (capped(m, d->device) && (!d->available || d->available > m->max_gpu_memory))
+        if (h3_memory_capped(m, d->device) && (!d->available || d->available > m->max_gpu_memory))
             d->available = m->max_gpu_memory;
         if (d->available && d->total > d->available) plan->fits = 0;
     }
@@ -224,8 +181,8 @@ static uint64_t room(const h3_engine *e, int i, const h3_memory_device *d) {
     if (!e) return d->available;
     h3_backend_memory held;
     h3_backend_memory_get(e->ranks[i].backend, &held);
-    uint64_t r = d->available + held.weights + held.arena + held.scratch + reserve(e, d->device);
-    return capped(e, d->device) && r > e->max_gpu_memory ? e->max_gpu_memory : r;
+    uint64_t r = d->available + held.weights + held.arena + held.scratch + h3_memory_reserve(e, d->device);
+    return h3_memory_capped(e, d->device) && r > e->max_gpu_memory ? e->max_gpu_memory : r;
 }
 
 static int fits_in(const h3_engine *e, const h3_memory_plan *plan) {
@@ -236,20 +193,18 @@ static int fits_in(const h3_engine *e, const h3_memory_plan *plan) {
     return 1;
 }
 
-/* The request on the measuring engine m as the engine e (NULL: one not yet
+/* The job on the measuring engine m as the engine e (NULL: one not yet
  * open) would run it: with the text encoder resident when that fits, else
  * freed after the text stage. m is left as after the run that was chosen,
  * so a twin follows its engine. */
-static h3_status_code plan_request(h3_engine *m, const h3_engine *e, const h3_request *request,
-                                   h3_memory_plan *plan, h3_status *status) {
-    m->text_release = 0;
-    h3_status_code rc = h3_engine_generate(m, request, NULL, status);
+static h3_status_code plan_request(h3_engine *m, const h3_engine *e, const h3_job *job, h3_memory_plan *plan,
+                                   h3_status *status) {
+    h3_status_code rc = h3_job_run(m, job, NULL, 0, status);
     if (rc != H3_OK) return rc;
     fill_plan(m, plan);
     plan->fits = fits_in(e, plan);
     if (plan->fits || !has_text_weights(m)) return H3_OK;
-    m->text_release = 1;
-    rc = h3_engine_generate(m, request, NULL, status);
+    rc = h3_job_run(m, job, NULL, 1, status);
     if (rc != H3_OK) return rc;
     fill_plan(m, plan);
     plan->fits = fits_in(e, plan);
@@ -271,8 +226,14 @@ h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_re
         mo.memory = stream ? H3_MEMORY_STREAM : H3_MEMORY_RESIDENT;
         h3_engine *m = NULL;
         rc = h3_engine_open_measuring(&mo, &t, &m, status);
-        if (rc == H3_OK && request) rc = plan_request(m, NULL, request, plan, status);
-        else if (rc == H3_OK) fill_plan(m, plan);
+        if (rc == H3_OK && request) {
+            h3_job *job = NULL;
+            rc = h3_job_make(m, request, &job, status);
+            if (rc == H3_OK) rc = plan_request(m, NULL, job, plan, status);
+            h3_job_free(job);
+        } else if (rc == H3_OK) {
+            fill_plan(m, plan);
+        }
         h3_engine_close(m);
         plan->memory = mo.memory;
         if (rc != H3_OK || plan->fits || stream || options->memory != H3_MEMORY_AUTO) break;
@@ -334,7 +295,8 @@ static h3_status_code refuse_open(const h3_engine *e, const h3_memory_device *d,
     where(d, w, sizeof w);
     weights_text(d, ws, sizeof ws);
     size_text(d->available, a, sizeof a);
-    if (capped(e, d->device) && d->available == e->max_gpu_memory) snprintf(cap, sizeof cap, "max-gpu-memory %s", a);
+    if (h3_memory_capped(e, d->device) && d->available == e->max_gpu_memory)
+        snprintf(cap, sizeof cap, "max-gpu-memory %s", a);
     else snprintf(cap, sizeof cap, "the %s free on %s", a, w);
     if (!stream)
         return h3_fail(status, H3_ERR_NO_MEMORY,
@@ -366,7 +328,8 @@ h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *o, h3
     if (rc != H3_OK) return rc;
     int cuda = 0, planned = 0;
     for (int r = 0; r < t->n_ranks; r++) cuda |= t->device[r] >= 0;
-    for (int r = 0; r < t->n_ranks; r++) planned |= t->device[r] >= 0 || (cpu_capped && o->max_gpu_memory);
+    for (int r = 0; r < t->n_ranks; r++)
+        planned |= t->device[r] >= 0 || (h3_memory_cpu_capped() && o->max_gpu_memory);
     if (!planned) { /* host memory: the plan has no free count to hold it to */
         unplanned(e, o, "auto: host memory is not planned, resident");
         return H3_OK;
@@ -417,17 +380,18 @@ h3_status_code h3_memory_check_open(h3_engine *e, const h3_engine_options *o, h3
     return H3_OK;
 }
 
-h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_status *status) {
+h3_status_code h3_memory_check_request(h3_engine *e, h3_job *job, h3_status *status) {
     if (e->measure || !e->shadow) return H3_OK;
-    if (rank_device(e, 0) < 0 && !cpu_capped) { /* compute=auto fell back to the CPU after the twin was made */
+    /* compute=auto fell back to the CPU after the twin was made */
+    if (rank_device(e, 0) < 0 && !h3_memory_cpu_capped()) {
         h3_engine_close(e->shadow);
         e->shadow = NULL;
         return H3_OK;
     }
     h3_memory_plan plan;
-    h3_status_code rc = plan_request(e->shadow, e, r, &plan, status);
+    h3_status_code rc = plan_request(e->shadow, e, job, &plan, status);
     if (rc != H3_OK) return h3_status_prefix(status, "memory plan of the request");
-    e->text_release = plan.text_encoder_released;
+    job->text_release = plan.text_encoder_released;
     for (int i = 0; i < plan.n_devices; i++) {
         const h3_memory_device *d = &plan.devices[i];
         uint64_t have = room(e, i, d);
@@ -451,24 +415,6 @@ h3_status_code h3_memory_check_request(h3_engine *e, const h3_request *r, h3_sta
                       "rank 0) are freed after encoding and loaded again for the next request (peak %.2f GiB)",
                       (double)plan.devices[0].text_encoder / GIB, (double)plan.devices[0].total / GIB);
     return H3_OK;
-}
-
-/* ---- the peak of a generation ------------------------------------------------------------- */
-
-void h3_memory_begin(h3_engine *e) {
-    for (int r = 0; r < e->n_ranks; r++) h3_backend_memory_mark(e->ranks[r].backend);
-}
-
-/* stats.peak_bytes: rank 0's backend tally at its highest during the
- * generation (weights + arena + its own buffers, as asked of the
- * allocator; the CUDA context and the driver's rounding are not in it). */
-void h3_memory_end(h3_engine *e) {
-    h3_backend_memory m;
-    h3_backend_memory_get(e->ranks[0].backend, &m);
-    g_mutex_lock(&e->lock);
-    e->generated = 1;
-    e->stats.peak_bytes = m.peak;
-    g_mutex_unlock(&e->lock);
 }
 
 /* ---- the description ------------------------------------------------------------------------ */

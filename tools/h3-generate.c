@@ -197,10 +197,13 @@ static int generate(const h3_engine_options *options, h3_request *request, const
                 (unsigned long long)opt.dummy_seed);
     clip c = {0};
     c.quiet = quiet;
-    if (h3_engine_validate(engine, &req, &c.plan, &st) != H3_OK) {
+    /* prepared once: checked, keyframes fitted, the memory plan decided */
+    h3_job *job = NULL;
+    if (h3_engine_prepare(engine, &req, &job, &st) != H3_OK) {
         h3_engine_close(engine);
         return die("%s", st.message);
     }
+    c.plan = *h3_job_plan(job);
     if (!quiet)
         fprintf(stderr, "h3-generate: %dx%d, %d frames (requested %d), %lld audio samples at %d Hz, %d steps, %d text tokens\n",
                 c.plan.width, c.plan.height, c.plan.num_frames, req.num_frames, (long long)c.plan.audio_samples,
@@ -209,11 +212,14 @@ static int generate(const h3_engine_options *options, h3_request *request, const
     c.video = calloc((size_t)c.plan.num_frames, frame);
     c.audio = calloc((size_t)(2 * c.plan.audio_samples), sizeof(float));
     if (!c.video || !c.audio) {
+        free(c.video);
+        free(c.audio);
+        h3_job_free(job);
         h3_engine_close(engine);
         return die("%s", "out of memory for the output clip");
     }
     h3_callbacks cb = {.progress = on_progress, .video_frames = on_video, .audio_samples = on_audio, .opaque = &c};
-    if (h3_engine_generate(engine, &req, &cb, &st) != H3_OK) {
+    if (h3_engine_run(engine, job, &cb, &st) != H3_OK) {
         fprintf(stderr, "h3-generate: %s\n", st.message);
         rc = st.code == H3_ERR_INVALID_ARGUMENT ? 2 : 1;
     } else if (c.frames_seen != c.plan.num_frames || c.samples_seen != c.plan.audio_samples) {
@@ -247,6 +253,7 @@ static int generate(const h3_engine_options *options, h3_request *request, const
     }
     free(c.video);
     free(c.audio);
+    h3_job_free(job);
     h3_engine_close(engine);
     return rc;
 }

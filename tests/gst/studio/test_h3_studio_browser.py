@@ -66,7 +66,9 @@ opts.add_experimental_option("prefs", {"download.default_directory": downloads, 
 s = Studio(exe)
 browser = None
 try:
-    browser = webdriver.Chrome(service=Service(driver_exe), options=opts)
+    # the sanitizer build preloads ASan for h3-studio: not for the browser
+    browser_env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
+    browser = webdriver.Chrome(service=Service(driver_exe, env=browser_env), options=opts)
     browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
     browser.get(s.url + "/")
     check("h3-studio" in browser.title, "title: %s" % browser.title)

@@ -4,7 +4,7 @@
 # (stripped) and every shared library they load but glibc's and CUDA's, in one
 # tar.xz that stays under the device tool's 64 MiB carry limit.
 #
-#   tools/gpu-bundle.sh [--gst] BUILD_DIR DEST.tar.xz [PROGRAM...]
+#   tools/gpu-bundle.sh [--gst] [--studio] BUILD_DIR DEST.tar.xz [PROGRAM...]
 #
 # PROGRAM: paths under BUILD_DIR (default: h3-bench, h3-generate and the GPU
 # tests). --gst adds the element and what tools/bench/h3_e2e.py's pipeline needs
@@ -14,9 +14,13 @@
 #   /tmp/g/bin/h3-bench ...        (tests: H3_TEST_DATA=$PWD/tests/data /tmp/g/bin/test_gpu_goldens)
 #   with --gst also: export PATH=/tmp/g/bin:$PATH GST_PLUGIN_SYSTEM_PATH_1_0=/tmp/g/plugins \
 #     GST_PLUGIN_SCANNER_1_0=/tmp/g/bin/gst-plugin-scanner GST_REGISTRY_1_0=/tmp/g/registry.bin
+# --studio (with --gst) adds h3-studio and the plugins of its pipeline (h264parse, avenc_aac), for
+# tools/bench/h3_studio_bench.py.
 set -eu
 gst=0
+studio=0
 [ "${1:-}" = --gst ] && { gst=1; shift; }
+[ "${1:-}" = --studio ] && { studio=1; shift; }
 [ $# -ge 2 ] || { sed -n '2,16p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 out=$2
@@ -40,8 +44,13 @@ if [ $gst = 1 ]; then
   cp "$(command -v gst-launch-1.0)" "$(command -v gst-discoverer-1.0)" "$scanner" "$tmp/bin/"
   # h3_e2e.py's pipeline: queue, videoconvert, x264enc, mp4mux, filesink, audioconvert,
   # audioresample, lamemp3enc; typefind and playback for gst-discoverer-1.0
-  for p in coreelements videoconvertscale x264 isomp4 audioconvert audioresample lame app \
-    typefindfunctions playback; do
+  plugins="coreelements videoconvertscale x264 isomp4 audioconvert audioresample lame app typefindfunctions playback"
+  if [ $studio = 1 ]; then
+    [ -x "$build/tools/studio/h3-studio" ] || { echo "gpu-bundle.sh: $build/tools/studio/h3-studio is not built" >&2; exit 2; }
+    strip -o "$tmp/bin/h3-studio" "$build/tools/studio/h3-studio"
+    plugins="$plugins videoparsersbad libav"
+  fi
+  for p in $plugins; do
     [ -f "$gstlib/libgst$p.so" ] || { echo "gpu-bundle.sh: $gstlib/libgst$p.so missing (install gstreamer1.0-plugins-good/-ugly)" >&2; exit 2; }
     cp "$gstlib/libgst$p.so" "$tmp/plugins/"
   done

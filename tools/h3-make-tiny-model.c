@@ -1326,7 +1326,8 @@ static h3_status_code write_golden_meta(const char *dir, const profile *prof, ui
     m_string(b, "profile", prof->name);
     m_bool(b, "public", 1);
     m_begin_object(b, "seeds");
-    for (size_t i = 0; i < N_META_COMPONENTS; i++) m_int(b, components[i].name, (int64_t)(seed + (uint64_t)components[i].seed_offset));
+    for (size_t i = 0; i < N_META_COMPONENTS; i++)
+        m_int(b, components[i].name, (int64_t)(seed + (uint64_t)components[i].seed_offset));
     json_builder_end_object(b);
     m_begin_object(b, "param_counts");
     for (size_t i = 0; i < N_META_COMPONENTS; i++) m_int(b, components[i].name, params[i]);

@@ -846,7 +846,8 @@ int main(void) {
                         H3_DIT_NATIVE, 535);
     /* the Ref2VA partition: the same class, config and names, its own weights */
     test_official_names("official/transformer_ref",
-                        "official/transformer_ref/diffusion_pytorch_model.safetensors.index.json", H3_DIT_DIFFUSERS, 638);
+                        "official/transformer_ref/diffusion_pytorch_model.safetensors.index.json", H3_DIT_DIFFUSERS,
+                        638);
     test_tiny_names(diffusers_dir(), H3_DIT_DIFFUSERS);
     test_tiny_names(native_dir(), H3_DIT_NATIVE);
     test_tiny_names(h3_test_data("models/tiny-h3/transformer_ref"), H3_DIT_DIFFUSERS);

@@ -198,7 +198,8 @@ static void expect_refused(const char *label, h3_dit_reference r, int with_keyfr
 }
 
 static void test_refusals(void) {
-    expect_refused("image with 2 frames", (h3_dit_reference){H3_DIT_REFERENCE_IMAGE, 2, 4, 6, 0}, 0, "image reference 1");
+    expect_refused("image with 2 frames", (h3_dit_reference){H3_DIT_REFERENCE_IMAGE, 2, 4, 6, 0}, 0,
+                   "image reference 1");
     expect_refused("odd image grid", (h3_dit_reference)IMG(3, 6), 0, "latent grid 3x6");
     expect_refused("image with audio", (h3_dit_reference){H3_DIT_REFERENCE_IMAGE, 1, 4, 6, 5}, 0, "audio latents");
     expect_refused("empty audio", (h3_dit_reference)AUD(0), 0, "audio reference 1");

@@ -194,6 +194,32 @@ static void test_release_configs(void) {
     }
 }
 
+/* On a measuring backend (the memory plan's twin) the encoder loads and
+ * runs through every op with nothing computed, and its arena is measured. */
+static void test_measure(void) {
+    h3_backend *m = NULL;
+    h3_status st = {0};
+    h3_status_code rc = h3_backend_cpu_create_measure(&m, &st);
+    CHECK(rc == H3_OK, "measuring backend: %s", st.message);
+    if (rc != H3_OK) return;
+    h3_audio_vae_encoder *enc = NULL;
+    rc = h3_audio_vae_encoder_load(m, h3_test_data("models/tiny-h3/audio_vae"), NULL, &enc, &st);
+    CHECK(rc == H3_OK, "measured load: %s", st.message);
+    if (rc == H3_OK) {
+        float x[2 * 1467] = {0}, mean[2 * 32 * 37];
+        h3_backend_memory_mark(m);
+        rc = h3_audio_vae_encode(enc, x, 2, 1467, mean, NULL, &st);
+        h3_backend_memory mem;
+        h3_backend_memory_get(m, &mem);
+        CHECK(rc == H3_OK && mem.peak_activations > 0, "measured encode: %s (peak activations %llu)", st.message,
+              (unsigned long long)mem.peak_activations);
+        printf("audio VAE encoder, measured: weights %llu B, peak activations %llu B for 2 x 1467 samples\n",
+               (unsigned long long)mem.weights, (unsigned long long)mem.peak_activations);
+    }
+    h3_audio_vae_encoder_free(enc);
+    h3_backend_destroy(m);
+}
+
 int main(void) {
     h3_backend *b = NULL;
     h3_status st = {0};
@@ -205,6 +231,7 @@ int main(void) {
     test_release_configs();
     test_load_errors(b);
     test_goldens(b);
+    test_measure();
     h3_backend_destroy(b);
     return h3_test_finish("test_audio_vae_encoder");
 }

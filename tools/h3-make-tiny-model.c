@@ -5,8 +5,9 @@
  *
  * The output directory holds everything the engine (and diffusers) loads:
  * model_index.json, modular_model_index.json, golden_meta.json,
- * transformer/, vae/, audio_vae/, text_encoder/, tokenizer/, processor/,
- * scheduler/, audio_scheduler/.
+ * transformer/, transformer_ref/ (the Ref2VA partition: transformer/'s
+ * config, its own weights), vae/, audio_vae/, text_encoder/, tokenizer/,
+ * processor/, scheduler/, audio_scheduler/.
  *
  * Profiles:
  *   golden   the configs of tests/data/models/tiny-h3, value for value, so the
@@ -24,8 +25,8 @@
  * disagree, nor the files and the loaders.
  *
  * Values are deterministic in the seed (torch's CPU randn, h3_random.h),
- * one generator per component seeded with seed + 1/3/4/5 (transformer, vae,
- * audio_vae, text_encoder; the pattern of the golden model's seeds), drawn
+ * one generator per component seeded with seed + 1/3/4/5/21 (transformer, vae,
+ * audio_vae, text_encoder, transformer_ref; the pattern of the golden model's seeds), drawn
  * tensor by tensor in module order. Scales keep activations O(1) so the
  * random model gives finite, non-constant output: weights N(0, 1/fan_in),
  * biases 0.02·N, norm weights 1 and biases 0, weight-norm g = ‖v‖ (so w = v
@@ -292,7 +293,8 @@ static h3_status_code write_json(const char *dir, const char *rel, JsonBuilder *
 
 /* ---- configs ----------------------------------------------------------------- */
 
-static h3_status_code write_transformer_config(const char *dir, h3_status *status) {
+/* rel: transformer/config.json, or transformer_ref/config.json (the same). */
+static h3_status_code write_transformer_config(const char *dir, const char *rel, h3_status *status) {
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
     m_string(b, "_class_name", "MiniMaxH3Transformer3DModel");
@@ -316,7 +318,7 @@ static h3_status_code write_transformer_config(const char *dir, h3_status *statu
     m_int(b, "time_embed_dim", 24);
     m_int(b, "time_embed_hidden_dim", 48);
     json_builder_end_object(b);
-    return write_json(dir, "transformer/config.json", b, 2, status);
+    return write_json(dir, rel, b, 2, status);
 }
 
 static h3_status_code write_vae_config(const char *dir, h3_status *status) {
@@ -492,8 +494,10 @@ static h3_status_code write_processor_config(const char *dir, int video, h3_stat
 }
 
 /* model_index.json and modular_model_index.json (the same content, as in
- * the release). */
-static h3_status_code write_model_index(const char *dir, const char *rel, h3_status *status) {
+ * the release), the modular one with the Ref2VA workflow's additions when
+ * ref2va is set: transformer_ref and the tiny Ref2VA canvas configs (the
+ * release's 768 / 768·1344 / 2048 made tiny, as the golden model has them). */
+static h3_status_code write_model_index(const char *dir, const char *rel, int ref2va, h3_status *status) {
     static const char *const components[][3] = {
         {"text_encoder", "transformers", "Qwen3VLForConditionalGeneration"},
         {"tokenizer", "transformers", "Qwen2TokenizerFast"},
@@ -501,6 +505,7 @@ static h3_status_code write_model_index(const char *dir, const char *rel, h3_sta
         {"vae", "diffusers", "AutoencoderKLMiniMaxH3"},
         {"audio_vae", "diffusers", "AutoencoderKLMiniMaxH3Audio"},
         {"transformer", "diffusers", "MiniMaxH3Transformer3DModel"},
+        {"transformer_ref", "diffusers", "MiniMaxH3Transformer3DModel"},
         {"scheduler", "diffusers", "MiniMaxH3Scheduler"},
         {"audio_scheduler", "diffusers", "MiniMaxH3Scheduler"},
     };
@@ -510,6 +515,7 @@ static h3_status_code write_model_index(const char *dir, const char *rel, h3_sta
     m_string(b, "_diffusers_version", DIFFUSERS_VERSION);
     m_string(b, "_blocks_class_name", "MiniMaxH3Blocks");
     for (size_t i = 0; i < G_N_ELEMENTS(components); i++) {
+        if (!ref2va && !strcmp(components[i][0], "transformer_ref")) continue;
         json_builder_set_member_name(b, components[i][0]);
         json_builder_begin_array(b);
         json_builder_add_string_value(b, components[i][1]);
@@ -528,6 +534,11 @@ static h3_status_code write_model_index(const char *dir, const char *rel, h3_sta
         m_null(b, "revision");
         json_builder_end_object(b);
         json_builder_end_array(b);
+    }
+    if (ref2va) {
+        m_int(b, "canvas_short_edge", 32);
+        m_int(b, "canvas_max_pixels", 2048);
+        m_int(b, "reference_image_short_edge", 64);
     }
     json_builder_end_object(b);
     return write_json(dir, rel, b, 1, status);
@@ -1216,7 +1227,7 @@ typedef h3_status_code (*enumerate_fn)(config *c, tensor_file *f, h3_status *sta
 typedef struct component {
     const char *name;       /* subfolder */
     const char *weights;    /* safetensors file name */
-    int seed_offset;        /* the golden model's seeds are base + 1/3/4/5 */
+    int seed_offset;        /* the golden model's seeds are base + 1/3/4/5, and 21 for transformer_ref */
     h3_st_dtype dtype;
     const char *const *f32_prefixes;
     enumerate_fn enumerate;
@@ -1226,14 +1237,19 @@ typedef struct component {
 static const char *const transformer_f32[] = {"proj_in.", "audio_proj_in.", "time_embedder.", "proj_out.",
                                               "audio_proj_out.", NULL};
 
-enum { TRANSFORMER, VAE, AUDIO_VAE, TEXT_ENCODER }; /* indices into components[] */
+enum { TRANSFORMER, VAE, AUDIO_VAE, TEXT_ENCODER, TRANSFORMER_REF }; /* indices into components[] */
 static const component components[] = {
     {"transformer", "diffusion_pytorch_model.safetensors", 1, H3_ST_BF16, transformer_f32, enumerate_transformer},
     {"vae", "diffusion_pytorch_model.safetensors", 3, H3_ST_F32, NULL, enumerate_vae},
     {"audio_vae", "diffusion_pytorch_model.safetensors", 4, H3_ST_F32, NULL, enumerate_audio_vae},
     {"text_encoder", "model.safetensors", 5, H3_ST_BF16, NULL, enumerate_text_encoder},
+    /* the Ref2VA partition, seeded as the golden's (1021 = 1000 + 21) */
+    {"transformer_ref", "diffusion_pytorch_model.safetensors", 21, H3_ST_BF16, transformer_f32, enumerate_transformer},
 };
 #define N_COMPONENTS G_N_ELEMENTS(components)
+/* golden_meta.json describes the T2VA/FL2VA components, the first four (the
+ * golden model records transformer_ref in a file of its own). */
+#define N_META_COMPONENTS 4
 
 /* Reads the component's config back, walks it, writes its safetensors. */
 static h3_status_code make_weights(const char *dir, const component *comp, uint64_t seed, int64_t *params,
@@ -1291,10 +1307,10 @@ static void add_config_pick(JsonBuilder *b, const char *key, config *src, const 
  * counts, file checksums, the conditioner tap and a summary of the configs. */
 static h3_status_code write_golden_meta(const char *dir, const profile *prof, uint64_t seed,
                                         const int64_t *params, h3_status *status) {
-    config cfg[N_COMPONENTS];
+    config cfg[N_META_COMPONENTS];
     memset(cfg, 0, sizeof cfg);
     h3_status_code rc = H3_OK;
-    for (size_t i = 0; i < N_COMPONENTS && rc == H3_OK; i++) {
+    for (size_t i = 0; i < N_META_COMPONENTS && rc == H3_OK; i++) {
         char *rel = g_build_filename(components[i].name, "config.json", NULL);
         rc = config_open(&cfg[i], dir, rel, status);
         g_free(rel);
@@ -1310,13 +1326,14 @@ static h3_status_code write_golden_meta(const char *dir, const profile *prof, ui
     m_string(b, "profile", prof->name);
     m_bool(b, "public", 1);
     m_begin_object(b, "seeds");
-    for (size_t i = 0; i < N_COMPONENTS; i++) m_int(b, components[i].name, (int64_t)(seed + (uint64_t)components[i].seed_offset));
+    for (size_t i = 0; i < N_META_COMPONENTS; i++)
+        m_int(b, components[i].name, (int64_t)(seed + (uint64_t)components[i].seed_offset));
     json_builder_end_object(b);
     m_begin_object(b, "param_counts");
-    for (size_t i = 0; i < N_COMPONENTS; i++) m_int(b, components[i].name, params[i]);
+    for (size_t i = 0; i < N_META_COMPONENTS; i++) m_int(b, components[i].name, params[i]);
     json_builder_end_object(b);
     m_begin_object(b, "files_sha256");
-    for (size_t i = 0; i < N_COMPONENTS && rc == H3_OK; i++) {
+    for (size_t i = 0; i < N_META_COMPONENTS && rc == H3_OK; i++) {
         char *rel = g_build_filename(components[i].name, components[i].weights, NULL);
         char *path = g_build_filename(dir, rel, NULL);
         gchar *data = NULL;
@@ -1391,7 +1408,7 @@ static h3_status_code write_golden_meta(const char *dir, const profile *prof, ui
     json_builder_end_object(b);
     if (rc == H3_OK) rc = write_json(dir, "golden_meta.json", b, 1, status);
     else g_object_unref(b);
-    for (size_t i = 0; i < N_COMPONENTS; i++) config_close(&cfg[i]);
+    for (size_t i = 0; i < N_META_COMPONENTS; i++) config_close(&cfg[i]);
     return rc;
 }
 
@@ -1400,7 +1417,8 @@ static h3_status_code write_golden_meta(const char *dir, const profile *prof, ui
 static h3_status_code make_model(const char *dir, const profile *prof, uint64_t seed, h3_status *status) {
     if (g_mkdir_with_parents(dir, 0755) != 0)
         return h3_fail(status, H3_ERR_IO, "%s: %s", dir, g_strerror(errno));
-    h3_status_code rc = write_transformer_config(dir, status);
+    h3_status_code rc = write_transformer_config(dir, "transformer/config.json", status);
+    if (rc == H3_OK) rc = write_transformer_config(dir, "transformer_ref/config.json", status);
     if (rc == H3_OK) rc = write_vae_config(dir, status);
     if (rc == H3_OK) rc = write_audio_vae_config(dir, &prof->audio, status);
     if (rc == H3_OK) rc = write_text_encoder_configs(dir, status);
@@ -1409,8 +1427,8 @@ static h3_status_code make_model(const char *dir, const profile *prof, uint64_t 
     if (rc == H3_OK) rc = write_processor_config(dir, 0, status);
     if (rc == H3_OK) rc = write_processor_config(dir, 1, status);
     if (rc == H3_OK) rc = write_tokenizer(dir, status);
-    if (rc == H3_OK) rc = write_model_index(dir, "model_index.json", status);
-    if (rc == H3_OK) rc = write_model_index(dir, "modular_model_index.json", status);
+    if (rc == H3_OK) rc = write_model_index(dir, "model_index.json", 0, status);
+    if (rc == H3_OK) rc = write_model_index(dir, "modular_model_index.json", 1, status);
     int64_t params[N_COMPONENTS] = {0};
     for (size_t i = 0; i < N_COMPONENTS && rc == H3_OK; i++)
         rc = make_weights(dir, &components[i], seed, &params[i], status);

@@ -91,6 +91,7 @@ typedef struct h3_backend_ops {
     void (*downsample1d)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
     void (*snake_beta)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                        const h3_tensor *beta);
+    void (*snake)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha); /* the encoder's Snake1d */
     void (*snake_beta_antialiased)(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                                    const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
                                    int ratio);

@@ -1,4 +1,5 @@
-/* h3_ops_audio_vae.h - the 1-D signal ops of the audio VAE (BigVGAN).
+/* h3_ops_audio_vae.h - the 1-D signal ops of the audio VAE (BigVGAN decoder,
+ * DAC encoder).
  * Part of the op interface: h3_backend.h includes it. */
 #ifndef H3_OPS_AUDIO_VAE_H
 #define H3_OPS_AUDIO_VAE_H
@@ -41,6 +42,11 @@ void h3_op_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
  *   y = x + sin²(e^alpha[c] · x) / (e^beta[c] + 1e-9) */
 void h3_op_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                       const h3_tensor *beta);
+/* Snake1d of the encoder (DAC), alpha in linear scale, x and y [B, C, L],
+ * alpha [C] elements (the checkpoint's [1, C, 1]):
+ *   y = x + sin²(alpha[c] · x) · (1 / (alpha[c] + 1e-9))
+ * y may alias x. */
+void h3_op_snake(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha);
 /* BigVGAN Activation1d fused: upsample1d(ratio, up_filter) -> snake_beta ->
  * downsample1d(ratio, down_filter). x, y [B, C, L]; y may alias x. */
 void h3_op_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,

@@ -121,6 +121,13 @@ void h3_op_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_
     b->ops->snake_beta(b, y, x, alpha, beta);
 }
 
+void h3_op_snake(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha) {
+    GUARD(b);
+    NEED_IMPL(b, "snake", snake);
+    if (!check_snake(b, "snake", y, x, alpha, alpha)) return;
+    b->ops->snake(b, y, x, alpha);
+}
+
 void h3_op_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                                   const h3_tensor *beta, const h3_tensor *up_filter, const h3_tensor *down_filter,
                                   int ratio) {

@@ -10,6 +10,7 @@
  * all dims but 0: per output channel for Conv1d, per input channel for
  * ConvTranspose1d, whose weight is [Cin, Cout, K]) is folded once here. */
 #include "model/h3_audio_vae.h"
+#include "model/h3_audio_vae_impl.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -57,6 +58,8 @@ struct h3_audio_vae {
 #define MAX_WIDTH (1 << 16)   /* latent_dim, decoder_dim */
 #define MAX_KERNEL (1 << 16)  /* a rate, a kernel size */
 #define MAX_HOP (1 << 20)
+/* DacAudioVAE builds its attention head with 8 heads; metadata.json does not say. */
+#define NATIVE_ENCODER_HEADS 8
 
 static h3_status_code int_in_range(const h3_config *c, const char *key, int lo, int hi, int *out, h3_status *status) {
     int64_t v = 0;
@@ -145,6 +148,32 @@ static h3_status_code read_latent_stats(const h3_config *c, h3_audio_vae_config 
     return H3_OK;
 }
 
+/* The encoder's width and rates (key prefix: "" for diffusers, the
+ * metadata's kwargs for the native layout). The reference refuses a VAE
+ * whose encoder hop differs from the decoder's; so does this. */
+static h3_status_code read_encoder(const h3_config *c, const char *prefix, h3_audio_vae_config *cfg,
+                                   h3_status *status) {
+    char dim_key[96], rates_key[96];
+    snprintf(dim_key, sizeof dim_key, "%sencoder_dim", prefix);
+    snprintf(rates_key, sizeof rates_key, "%sencoder_rates", prefix);
+    int64_t hop = 1, dec = 1;
+    h3_status_code rc = int_in_range(c, dim_key, 1, MAX_WIDTH, &cfg->encoder_dim, status);
+    if (rc == H3_OK)
+        rc = int_list(c, rates_key, H3_AUDIO_VAE_MAX_STAGES, cfg->encoder_rates, &cfg->n_encoder_stages, status);
+    if (rc == H3_OK) rc = rate_product(h3_config_path(c), rates_key, cfg->encoder_rates, cfg->n_encoder_stages, &hop,
+                                       status);
+    if (rc == H3_OK) rc = rate_product(h3_config_path(c), "decoder_rates", cfg->rates, cfg->n_stages, &dec, status);
+    if (rc != H3_OK) return rc;
+    if (hop != dec)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_rates upsample by %lld but %s hop is %lld",
+                       h3_config_path(c), (long long)dec, rates_key, (long long)hop);
+    /* each stage doubles the width, up to latent_dim's conv (block 7) */
+    if ((int64_t)cfg->encoder_dim << cfg->n_encoder_stages > MAX_WIDTH)
+        return h3_fail(status, H3_ERR_FORMAT, "%s: %s %d doubled %d times is too wide", h3_config_path(c), dim_key,
+                       cfg->encoder_dim, cfg->n_encoder_stages);
+    return H3_OK;
+}
+
 /* diffusers layout: everything is in config.json. */
 static h3_status_code config_diffusers(const h3_config *c, h3_audio_vae_config *cfg, h3_status *status) {
     h3_status_code rc;
@@ -165,16 +194,10 @@ static h3_status_code config_diffusers(const h3_config *c, h3_audio_vae_config *
     if (rc != H3_OK) return rc;
     rc = read_dilations(h3_config_path(c), cfg, status);
     if (rc != H3_OK) return rc;
-    if (h3_config_has(c, "encoder_rates")) { /* the reference refuses a VAE whose hops differ */
-        int enc[64], ne;
-        int64_t hop = 1, dec = 1;
-        rc = int_list(c, "encoder_rates", 64, enc, &ne, status);
-        if (rc == H3_OK) rc = rate_product(h3_config_path(c), "encoder_rates", enc, ne, &hop, status);
-        if (rc == H3_OK) rc = rate_product(h3_config_path(c), "decoder_rates", cfg->rates, cfg->n_stages, &dec, status);
+    if (h3_config_has(c, "encoder_rates")) {
+        rc = read_encoder(c, "", cfg, status);
+        if (rc == H3_OK) rc = int_in_range(c, "num_attention_heads", 1, MAX_WIDTH, &cfg->num_attention_heads, status);
         if (rc != H3_OK) return rc;
-        if (hop != dec)
-            return h3_fail(status, H3_ERR_FORMAT, "%s: decoder_rates upsample by %lld but encoder_rates hop is %lld",
-                           h3_config_path(c), (long long)dec, (long long)hop);
     }
     return read_latent_stats(c, cfg, status);
 }
@@ -238,7 +261,11 @@ static h3_status_code config_native(const h3_config *c, const char *meta_path, h
         cfg->n_dilations[j] = 3;
         cfg->dilations[j][0] = 1, cfg->dilations[j][1] = 3, cfg->dilations[j][2] = 5;
     }
-    rc = read_latent_stats(c, cfg, status);
+    if (h3_config_has(m, "metadata.kwargs.encoder_rates")) {
+        rc = read_encoder(m, "metadata.kwargs.", cfg, status);
+        cfg->num_attention_heads = NATIVE_ENCODER_HEADS;
+    }
+    if (rc == H3_OK) rc = read_latent_stats(c, cfg, status);
 done:
     h3_config_free(m);
     return rc;
@@ -479,8 +506,8 @@ h3_status_code h3_audio_vae_dummy_checkpoint(const char *dir, uint64_t seed, h3_
 
 /* w = g · v / ‖v‖ per slice of dim 0: the norm in double, then g/‖v‖ and the
  * product in float32 as torch's _weight_norm does. */
-static h3_status_code fold_weight_norm(h3_backend *b, const h3_st_tensor *v, const h3_st_tensor *g, h3_tensor *out,
-                                       h3_status *status) {
+h3_status_code h3_audio_vae_fold_weight_norm(h3_backend *b, const h3_st_tensor *v, const h3_st_tensor *g,
+                                            h3_tensor *out, h3_status *status) {
     const int64_t *shape = v->shape;
     if (!h3_backend_holds_data(b)) /* a measuring backend: the folded weight's place alone */
         return h3_weight_from_f32(b, NULL, H3_F32, 3, shape, out, status);
@@ -541,7 +568,7 @@ static h3_status_code load_one(tensor_walk *w, const h3_audio_vae_tensor *t, h3_
         w->pending_v = src;
         return H3_OK;
     }
-    if (t->role == H3_AUDIO_VAE_WN_G) return fold_weight_norm(w->vae->b, w->pending_v, src, dst, status);
+    if (t->role == H3_AUDIO_VAE_WN_G) return h3_audio_vae_fold_weight_norm(w->vae->b, w->pending_v, src, dst, status);
     return h3_weight_load(w->vae->b, src, H3_WEIGHT_F32, dst, status);
 }
 

@@ -38,6 +38,12 @@ typedef struct h3_audio_vae_config {
     int n_dilations[H3_AUDIO_VAE_MAX_KERNELS];
     int dilations[H3_AUDIO_VAE_MAX_KERNELS][H3_AUDIO_VAE_MAX_DILATIONS];
     int hop;                                   /* product of rates */
+    /* The encoder (DAC blocks + attention head), for reference audio; 0 /
+     * empty when the config does not describe one (encoder_rates absent). */
+    int encoder_dim;                                 /* width of the first conv: 64 */
+    int n_encoder_stages;
+    int encoder_rates[H3_AUDIO_VAE_MAX_STAGES];      /* downsampling strides, product = hop */
+    int num_attention_heads;                         /* of the encoder's causal attention: 8 */
     double latents_mean[H3_AUDIO_VAE_MAX_LATENT_CHANNELS];
     double latents_std[H3_AUDIO_VAE_MAX_LATENT_CHANNELS];
 } h3_audio_vae_config;

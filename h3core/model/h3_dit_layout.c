@@ -84,6 +84,71 @@ void h3_dit_layout_free(h3_dit_layout *layout) {
     free(layout);
 }
 
+/* ---- Ref2VA references --------------------------------------------------------------- */
+
+static int is_visual(const h3_dit_reference *r) { return r->kind != H3_DIT_REFERENCE_AUDIO; }
+
+static int64_t reference_video_rows(const h3_dit_reference *r, const h3_dit_layout_params *p) {
+    if (!is_visual(r)) return 0;
+    return (int64_t)r->num_latent_frames * (r->latent_height / p->patch_h) * (r->latent_width / p->patch_w);
+}
+
+/* Audio rows: both channels of an audio reference or of a video's soundtrack. */
+static int64_t reference_audio_rows(const h3_dit_reference *r) {
+    return r->kind == H3_DIT_REFERENCE_IMAGE ? 0 : (int64_t)H3_DIT_AUDIO_CHANNELS * r->num_audio_latents;
+}
+
+static const char *reference_kind_name(h3_dit_reference_kind k) {
+    return k == H3_DIT_REFERENCE_IMAGE ? "image" : k == H3_DIT_REFERENCE_VIDEO ? "video" : "audio";
+}
+
+/* Sizes are bounded so that no row count or clock can overflow: 2^20
+ * latents or latent frames per reference, a latent grid side of 2^16. */
+#define MAX_REFERENCE_LATENTS (1 << 20)
+#define MAX_REFERENCE_SIDE (1 << 16)
+
+static h3_status_code check_reference(const h3_dit_reference *r, int i, const h3_dit_layout_params *p,
+                                      h3_status *status) {
+    if (r->kind != H3_DIT_REFERENCE_IMAGE && r->kind != H3_DIT_REFERENCE_VIDEO && r->kind != H3_DIT_REFERENCE_AUDIO)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: reference %d has kind %d", i + 1, (int)r->kind);
+    const char *kind = reference_kind_name(r->kind);
+    int want_frames_ok = r->kind == H3_DIT_REFERENCE_IMAGE   ? r->num_latent_frames == 1
+                         : r->kind == H3_DIT_REFERENCE_VIDEO ? r->num_latent_frames >= 1 &&
+                                                                    r->num_latent_frames <= MAX_REFERENCE_LATENTS
+                                                             : r->num_latent_frames == 0;
+    if (!want_frames_ok)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: %s reference %d has %d latent frames", kind,
+                       i + 1, r->num_latent_frames);
+    int audio_ok = r->kind == H3_DIT_REFERENCE_IMAGE   ? r->num_audio_latents == 0
+                   : r->kind == H3_DIT_REFERENCE_VIDEO ? r->num_audio_latents >= 0
+                                                       : r->num_audio_latents >= 1;
+    if (!audio_ok || r->num_audio_latents > MAX_REFERENCE_LATENTS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: %s reference %d has %d audio latents", kind,
+                       i + 1, r->num_audio_latents);
+    if (!is_visual(r)) return H3_OK;
+    if (r->latent_height <= 0 || r->latent_width <= 0 || r->latent_height > MAX_REFERENCE_SIDE ||
+        r->latent_width > MAX_REFERENCE_SIDE || r->latent_height % p->patch_h || r->latent_width % p->patch_w)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "dit layout: %s reference %d has latent grid %dx%d (needs 1..%d, divisible by the patch %dx%d)",
+                       kind, i + 1, r->latent_height, r->latent_width, MAX_REFERENCE_SIDE, p->patch_h, p->patch_w);
+    return H3_OK;
+}
+
+static h3_status_code check_references(const h3_dit_layout_params *p, h3_status *status) {
+    if (p->num_references < 0 || p->num_references > H3_DIT_MAX_REFERENCES)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: %d references (max %d)", p->num_references,
+                       H3_DIT_MAX_REFERENCES);
+    if (p->num_references > 0 && p->num_keyframes > 0)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "dit layout: %d keyframes and %d references (Ref2VA takes references only)", p->num_keyframes,
+                       p->num_references);
+    for (int i = 0; i < p->num_references; i++) {
+        h3_status_code rc = check_reference(&p->references[i], i, p, status);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
 static h3_status_code check_params(const h3_dit_layout_params *p, h3_status *status) {
     if (p->num_text < 0 || (p->num_text > 0 && !p->text_token_tags))
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: %d text rows without tags", p->num_text);
@@ -110,10 +175,14 @@ static h3_status_code check_params(const h3_dit_layout_params *p, h3_status *sta
         if (p->anchors[i] != H3_ANCHOR_FIRST && p->anchors[i] != H3_ANCHOR_LAST)
             return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: keyframe %d has anchor %d", i,
                            (int)p->anchors[i]);
+    h3_status_code rc = check_references(p, status);
+    if (rc != H3_OK) return rc;
     int64_t rows = (int64_t)p->num_text +
                    (int64_t)(p->num_keyframes + p->num_latent_frames) * (p->latent_height / p->patch_h) *
                        (p->latent_width / p->patch_w) +
                    2 * (int64_t)p->num_audio_latents;
+    for (int i = 0; i < p->num_references; i++)
+        rows += reference_video_rows(&p->references[i], p) + reference_audio_rows(&p->references[i]);
     if (rows > INT32_MAX)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit layout: %lld rows do not fit int32 indices", (long long)rows);
     return H3_OK;
@@ -125,12 +194,13 @@ static void set_position(h3_dit_layout *l, int64_t row, double t, double h, doub
     l->position_ids[row * 3 + 2] = w;
 }
 
-/* The (t, h, w) of every row (docs/spec/h3-transformer.md §3.3). Text length L is the media clock origin. */
-static void build_positions(h3_dit_layout *l) {
+/* The (t, h, w) of the text, keyframe and target rows (docs/spec/h3-transformer.md §3.3). The
+ * target media's clock origin is the text length L, or in Ref2VA the clock
+ * after the references (build_references). */
+static void build_positions(h3_dit_layout *l, double origin) {
     const h3_dit_layout_params *p = &l->params;
     int64_t L = l->num_text, Hp = p->latent_height / p->patch_h, Wp = p->latent_width / p->patch_w;
     int64_t Na = p->num_audio_latents;
-    double origin = (double)L;
 
     for (int64_t i = 0; i < L; i++) set_position(l, i, (double)i, 0.0, 0.0);
 
@@ -163,11 +233,84 @@ static void build_positions(h3_dit_layout *l) {
     }
 }
 
+/* Video time of latent frame t from a clock origin: origin + cat([0],
+ * cumsum(spans[:-1])), the cumsum sequential; *clock carries the cumsum. */
+static double frame_time(double origin, int t, double *clock) {
+    if (t > 0) *clock += frame_span(t - 1);
+    return origin + *clock;
+}
+
+/* One audio block: channel-major rows at clock + n, h 0, w pinned to w0
+ * (channel 0) or w1 (channel 1). Returns the next row. */
+static int64_t audio_block(h3_dit_layout *l, int64_t row, int64_t *a, double clock, int64_t n_latents, double w0,
+                           double w1) {
+    for (int ch = 0; ch < H3_DIT_AUDIO_CHANNELS; ch++)
+        for (int64_t n = 0; n < n_latents; n++, row++) {
+            set_position(l, row, clock + (double)n, 0.0, ch == 0 ? w0 : w1);
+            l->audio_indices[(*a)++] = (int32_t)row;
+        }
+    return row;
+}
+
+/* The reference blocks of a Ref2VA layout, in request order from row L:
+ * their rows' positions and their places in video_indices and
+ * audio_indices. An image sits at the clock on its own grid and advances
+ * it by 1; an audio reference runs one unit per latent from the clock,
+ * pinned to the ends of the TARGET width grid, and advances it by its
+ * length; a video's soundtrack runs from the clock pinned to the ends of
+ * the video's own width grid, its frames follow the video clock from the
+ * same origin, and the clock advances by the longer of the two (the
+ * frames' spans summed sequentially). Returns the final clock, the target
+ * media's origin, in *origin. */
+static h3_status_code build_references(h3_dit_layout *l, double *origin, h3_status *status) {
+    const h3_dit_layout_params *p = &l->params;
+    int64_t row = l->num_text, v = 0, a = 0, target_wp = p->latent_width / p->patch_w;
+    double clock = (double)l->num_text;
+    for (int i = 0; i < p->num_references; i++) {
+        const h3_dit_reference *r = &p->references[i];
+        if (!is_visual(r)) {
+            row = audio_block(l, row, &a, clock, r->num_audio_latents, l->width_grid[0], l->width_grid[target_wp - 1]);
+            clock += (double)r->num_audio_latents;
+            continue;
+        }
+        int64_t Hp = r->latent_height / p->patch_h, Wp = r->latent_width / p->patch_w;
+        double *hg = malloc((size_t)(Hp + Wp) * sizeof *hg), *wg = hg + Hp;
+        if (!hg) return h3_fail(status, H3_ERR_NO_MEMORY, "dit layout: out of memory for reference %d's grid", i + 1);
+        double sqrt_area = sqrt((double)r->latent_height * (double)r->latent_width);
+        spatial_grid(r->latent_height, p->patch_h, sqrt_area, hg);
+        spatial_grid(r->latent_width, p->patch_w, sqrt_area, wg);
+        if (r->kind == H3_DIT_REFERENCE_VIDEO && r->num_audio_latents > 0)
+            row = audio_block(l, row, &a, clock, r->num_audio_latents, wg[0], wg[Wp - 1]);
+        double cum = 0.0;
+        for (int t = 0; t < r->num_latent_frames; t++) {
+            double time = r->kind == H3_DIT_REFERENCE_IMAGE ? clock : frame_time(clock, t, &cum);
+            for (int64_t y = 0; y < Hp; y++)
+                for (int64_t x = 0; x < Wp; x++, row++) {
+                    set_position(l, row, time, hg[y], wg[x]);
+                    l->video_indices[v++] = (int32_t)row;
+                }
+        }
+        free(hg);
+        if (r->kind == H3_DIT_REFERENCE_IMAGE) {
+            clock += 1.0;
+        } else {
+            double span = 0.0;
+            for (int t = 0; t < r->num_latent_frames; t++) span += frame_span(t);
+            clock += (double)r->num_audio_latents > span ? (double)r->num_audio_latents : span;
+        }
+    }
+    *origin = clock;
+    return H3_OK;
+}
+
+/* Indices of the text and target rows (the keyframe rows too; Ref2VA's
+ * reference rows come first, from build_references), then every row's tag. */
 static void build_indices(h3_dit_layout *l) {
-    int64_t v = 0;
-    for (int64_t r = l->condition_start; r < l->audio_start; r++) l->video_indices[v++] = (int32_t)r;
+    int64_t v = l->num_condition_rows, a = l->num_condition_audio_rows;
+    if (l->params.num_references == 0)
+        for (int64_t r = l->condition_start, i = 0; r < l->audio_start; r++) l->video_indices[i++] = (int32_t)r;
     for (int64_t r = l->video_start; r < l->seq_len; r++) l->video_indices[v++] = (int32_t)r;
-    for (int64_t i = 0; i < l->num_audio_rows; i++) l->audio_indices[i] = (int32_t)(l->audio_start + i);
+    for (int64_t r = l->audio_start; r < l->video_start; r++) l->audio_indices[a++] = (int32_t)r;
     for (int64_t i = 0; i < l->num_text; i++) l->text_indices[i] = (int32_t)i;
 
     for (int64_t i = 0; i < l->num_text; i++) l->token_tags[i] = l->params.text_token_tags[i];
@@ -191,11 +334,15 @@ h3_status_code h3_dit_layout_build(const h3_dit_layout_params *params, h3_dit_la
     l->num_text = p.num_text;
     l->rows_per_frame = Hp * Wp;
     l->num_condition_rows = (int64_t)p.num_keyframes * l->rows_per_frame;
-    l->num_audio_rows = (int64_t)H3_DIT_AUDIO_CHANNELS * p.num_audio_latents;
+    for (int i = 0; i < p.num_references; i++) {
+        l->num_condition_rows += reference_video_rows(&p.references[i], &p);
+        l->num_condition_audio_rows += reference_audio_rows(&p.references[i]);
+    }
+    l->num_audio_rows = l->num_condition_audio_rows + (int64_t)H3_DIT_AUDIO_CHANNELS * p.num_audio_latents;
     l->num_video_rows = l->num_condition_rows + (int64_t)p.num_latent_frames * l->rows_per_frame;
     l->condition_start = l->num_text;
-    l->audio_start = l->condition_start + l->num_condition_rows;
-    l->video_start = l->audio_start + l->num_audio_rows;
+    l->audio_start = l->condition_start + l->num_condition_rows + l->num_condition_audio_rows;
+    l->video_start = l->audio_start + (int64_t)H3_DIT_AUDIO_CHANNELS * p.num_audio_latents;
     l->seq_len = l->video_start + (int64_t)p.num_latent_frames * l->rows_per_frame;
 
     size_t S = (size_t)l->seq_len;
@@ -215,9 +362,14 @@ h3_status_code h3_dit_layout_build(const h3_dit_layout_params *params, h3_dit_la
     spatial_grid(p.latent_height, p.patch_h, sqrt_area, l->height_grid);
     spatial_grid(p.latent_width, p.patch_w, sqrt_area, l->width_grid);
 
+    double origin = (double)l->num_text;
+    if (p.num_references > 0 && (rc = build_references(l, &origin, status)) != H3_OK) {
+        h3_dit_layout_free(l);
+        return rc;
+    }
     build_indices(l);
     l->params.text_token_tags = l->token_tags; /* rows [0, L) hold the text tags */
-    build_positions(l);
+    build_positions(l, origin);
     *out = l;
     return H3_OK;
 }
@@ -226,13 +378,15 @@ h3_status_code h3_dit_layout_timesteps(const h3_dit_layout *l, float t_video, fl
                                        float timesteps[H3_DIT_MAX_TIMESTEPS], int *n_timesteps, int32_t *row_index,
                                        h3_status *status) {
     float cond = t_video > H3_DIT_CONDITION_TIMESTEP ? t_video : H3_DIT_CONDITION_TIMESTEP;
-    float candidates[3] = {t_video, t_audio, cond};
-    int has[3] = {1, l->num_audio_rows > 0, l->num_condition_rows > 0};
+    enum { N_CANDIDATES = 4 };
+    float candidates[N_CANDIDATES] = {t_video, t_audio, cond, H3_DIT_REFERENCE_AUDIO_TIMESTEP};
+    int has[N_CANDIDATES] = {1, l->num_audio_rows > l->num_condition_audio_rows, l->num_condition_rows > 0,
+                             l->num_condition_audio_rows > 0};
     if (!isfinite(t_video) || !isfinite(t_audio))
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "dit timesteps: t_video %g, t_audio %g", t_video, t_audio);
     /* Distinct values, sorted ascending (torch.unique). */
     int n = 0;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < N_CANDIDATES; c++) {
         if (!has[c]) continue;
         int dup = 0;
         for (int i = 0; i < n; i++) dup |= timesteps[i] == candidates[c];
@@ -244,15 +398,16 @@ h3_status_code h3_dit_layout_timesteps(const h3_dit_layout *l, float t_video, fl
             timesteps[j] = timesteps[j - 1];
             timesteps[j - 1] = tmp;
         }
-    int index[3];
-    for (int c = 0; c < 3; c++) {
+    int index[N_CANDIDATES];
+    for (int c = 0; c < N_CANDIDATES; c++) {
         index[c] = 0;
         for (int i = 0; i < n; i++)
             if (timesteps[i] == candidates[c]) index[c] = i;
     }
     *n_timesteps = n;
     for (int64_t s = 0; s < l->num_text; s++) row_index[s] = index[0];
-    for (int64_t s = l->condition_start; s < l->audio_start; s++) row_index[s] = index[2];
+    for (int64_t s = l->condition_start; s < l->audio_start; s++) /* keyframe / reference rows */
+        row_index[s] = l->token_tags[s] == H3_TAG_AUDIO ? index[3] : index[2];
     for (int64_t s = l->audio_start; s < l->video_start; s++) row_index[s] = index[1];
     for (int64_t s = l->video_start; s < l->seq_len; s++) row_index[s] = index[0];
     return H3_OK;

@@ -4,6 +4,15 @@
  *
  *     [ text (L) | keyframe cond rows (K·Hp·Wp) | audio (2·Na) | target video (T·Hp·Wp) ]
  *
+ * and a Ref2VA request (references, no keyframes) is
+ *
+ *     [ text (L) | reference blocks, in request order | target audio (2·Na) | target video ]
+ *
+ * where an image block is its latent frame's rows, an audio block its
+ * 2·Na_ref rows (channel-major) and a video block its soundtrack's rows (if
+ * any) right before its frames' rows, each visual reference on its own
+ * latent grid (docs/ARCHITECTURE.md, "Ref2VA").
+ *
  * with, per row, a modality tag (0 video, 1 text, 2 audio), a 3-axis RoPE
  * position (t, h, w) and the indices that place each modality's rows. The
  * positions are built in float64 exactly like the reference pipeline
@@ -44,7 +53,25 @@ extern "C" {
 #define H3_DIT_MAX_TIMESTEPS 4   /* distinct timesteps in one forward */
 #define H3_DIT_CONDITION_TIMESTEP 0.999f /* keyframe rows are pinned here (docs/spec/h3-transformer.md §4.3) */
 
+#define H3_DIT_MAX_REFERENCES 12         /* Ref2VA: at most 9 images, 3 videos, 3 audio, 12 in all */
+#define H3_DIT_REFERENCE_AUDIO_TIMESTEP 1.0f /* Ref2VA reference audio rows are clean */
+
 typedef enum h3_keyframe_anchor { H3_ANCHOR_FIRST = 0, H3_ANCHOR_LAST = 1 } h3_keyframe_anchor;
+
+typedef enum h3_dit_reference_kind {
+    H3_DIT_REFERENCE_IMAGE = 0,
+    H3_DIT_REFERENCE_VIDEO = 1,
+    H3_DIT_REFERENCE_AUDIO = 2
+} h3_dit_reference_kind;
+
+/* One Ref2VA reference as its latents shape it. */
+typedef struct h3_dit_reference {
+    h3_dit_reference_kind kind;
+    int num_latent_frames; /* image 1; video its latent frames; audio 0 */
+    int latent_height;     /* a visual reference's own latent grid (its condition latents' H, W) */
+    int latent_width;
+    int num_audio_latents; /* audio: its latents per channel; video: its soundtrack's (0: silent) */
+} h3_dit_reference;
 
 typedef struct h3_dit_layout_params {
     /* Tag of every text row: 1 for text tokens, 0 for the Qwen vision tokens
@@ -58,6 +85,8 @@ typedef struct h3_dit_layout_params {
     int patch_t, patch_h, patch_w; /* (1, 2, 2); 0 means the default */
     int num_keyframes;       /* 0 = T2VA */
     h3_keyframe_anchor anchors[H3_DIT_MAX_KEYFRAMES]; /* packed order */
+    int num_references;      /* Ref2VA (0: none; excludes keyframes) */
+    h3_dit_reference references[H3_DIT_MAX_REFERENCES]; /* request order */
 } h3_dit_layout_params;
 
 typedef struct h3_dit_layout {
@@ -65,10 +94,11 @@ typedef struct h3_dit_layout {
     int64_t seq_len;             /* S */
     int64_t num_text;            /* L */
     int64_t rows_per_frame;      /* Hp·Wp */
-    int64_t num_condition_rows;  /* K·Hp·Wp, the first rows of video_indices */
-    int64_t num_audio_rows;      /* 2·Na */
+    int64_t num_condition_rows;  /* K·Hp·Wp (Ref2VA: the references' video rows), the first rows of video_indices */
+    int64_t num_condition_audio_rows; /* Ref2VA: the references' audio rows, the first rows of audio_indices */
+    int64_t num_audio_rows;      /* reference audio rows + 2·Na */
     int64_t num_video_rows;      /* condition + target video rows */
-    int64_t condition_start, audio_start, video_start; /* row offsets of the blocks */
+    int64_t condition_start, audio_start, video_start; /* row offsets of the blocks (target audio, target video) */
     double *position_ids;        /* [S, 3] (t, h, w), float64 */
     int32_t *token_tags;         /* [S] */
     int32_t *video_indices;      /* [num_video_rows]: condition rows first, then target rows */
@@ -85,9 +115,10 @@ void h3_dit_layout_free(h3_dit_layout *layout);
  * (pairwise), as the reference does for the "last" keyframe anchor. */
 double h3_dit_temporal_span_pairwise(int num_latent_frames);
 
-/* Per-row timesteps of one T2VA/FL2VA denoising step (docs/spec/h3-transformer.md §4.3): text and target
- * video rows at t_video, audio rows at t_audio, keyframe rows at
- * max(t_video, 0.999). Returns the distinct values sorted ascending
+/* Per-row timesteps of one denoising step (docs/spec/h3-transformer.md §4.3): text and target
+ * video rows at t_video, audio rows at t_audio, keyframe rows and Ref2VA
+ * reference video rows at max(t_video, 0.999), Ref2VA reference audio rows
+ * at 1.0. Returns the distinct values sorted ascending
  * (timesteps[], *n_timesteps <= H3_DIT_MAX_TIMESTEPS) and each row's index
  * into them (row_index[S]), i.e. torch.unique(..., return_inverse=True). */
 h3_status_code h3_dit_layout_timesteps(const h3_dit_layout *layout, float t_video, float t_audio,

@@ -6,7 +6,8 @@
  * - the forward (T2VA and FL2VA) on the CPU backend from both checkpoint
  *   layouts (diffusers and native), 1e-4 relative L2, and bit-identical
  *   between the layouts; the end-to-end goldens' two transformer calls;
- * - the loader's name mapping against the real release's index files;
+ * - the loader's name mapping against the real release's index files (transformer/, Ref2VA's
+ *   transformer_ref/ and the native FL2VA/);
  * - config and checkpoint errors name the file and the tensor or key. */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -843,8 +844,13 @@ int main(void) {
                         H3_DIT_DIFFUSERS, 638);
     test_official_names("official/FL2VA/transformer", "official/FL2VA/transformer/model.safetensors.index.json",
                         H3_DIT_NATIVE, 535);
+    /* the Ref2VA partition: the same class, config and names, its own weights */
+    test_official_names("official/transformer_ref",
+                        "official/transformer_ref/diffusion_pytorch_model.safetensors.index.json", H3_DIT_DIFFUSERS,
+                        638);
     test_tiny_names(diffusers_dir(), H3_DIT_DIFFUSERS);
     test_tiny_names(native_dir(), H3_DIT_NATIVE);
+    test_tiny_names(h3_test_data("models/tiny-h3/transformer_ref"), H3_DIT_DIFFUSERS);
 
     test_pairwise_span();
     test_transformer_layout("transformer_t2va");

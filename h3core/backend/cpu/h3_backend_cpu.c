@@ -397,6 +397,7 @@ static const h3_backend_ops cpu_ops = {
     .upsample1d = h3_cpu_upsample1d,
     .downsample1d = h3_cpu_downsample1d,
     .snake_beta = h3_cpu_snake_beta,
+    .snake = h3_cpu_snake,
     .snake_beta_antialiased = h3_cpu_snake_beta_antialiased,
     .clamp = h3_cpu_clamp,
     .count_nonfinite = cpu_count_nonfinite,

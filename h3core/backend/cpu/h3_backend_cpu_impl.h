@@ -45,6 +45,7 @@ void h3_cpu_upsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3
 void h3_cpu_downsample1d(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *filter, int ratio);
 void h3_cpu_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                        const h3_tensor *beta);
+void h3_cpu_snake(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha);
 void h3_cpu_snake_beta_antialiased(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha,
                                    const h3_tensor *beta, const h3_tensor *up_filter,
                                    const h3_tensor *down_filter, int ratio);

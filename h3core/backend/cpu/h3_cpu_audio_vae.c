@@ -224,6 +224,20 @@ void h3_cpu_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3
     }
 }
 
+/* Snake1d: SnakeBeta's row with a = alpha, inv = 1/(alpha + 1e-9), both
+ * linear-scale, as DAC's snake computes them in float32. */
+void h3_cpu_snake(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha) {
+    if (!h3_cpu_need_f32(b, "snake", y) || !h3_cpu_need_f32(b, "snake", x) || !h3_cpu_need_f32(b, "snake", alpha))
+        return;
+    int64_t B = x->shape[0], C = x->shape[1], L = x->shape[2];
+    const float *A = alpha->data;
+    for (int64_t r = 0; r < B * C; r++) {
+        float *yr = (float *)y->data + r * L;
+        if (yr != (const float *)x->data + r * L) memcpy(yr, (const float *)x->data + r * L, (size_t)L * sizeof(float));
+        snake_row(yr, L, A[r % C], 1.0f / (A[r % C] + 1e-9f));
+    }
+}
+
 /* Per row: upsample into phase rows, SnakeBeta on them (elementwise, so the
  * phase order does not matter), fill the margins, downsample. One row of
  * scratch, so y may alias x. */

@@ -230,6 +230,9 @@ static void op_snake_beta(h3_backend *b, h3_tensor *y, const h3_tensor *x, const
                           const h3_tensor *beta) {
     (void)b, (void)y, (void)x, (void)alpha, (void)beta;
 }
+static void op_snake(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *alpha) {
+    (void)b, (void)y, (void)x, (void)alpha;
+}
 static void op_clamp(h3_backend *b, h3_tensor *y, const h3_tensor *x, float lo, float hi) {
     (void)b, (void)y, (void)x, (void)lo, (void)hi;
 }
@@ -279,6 +282,7 @@ static void mirror_ops(h3_backend_ops *ops, const h3_backend_ops *target) {
     MIRROR(upsample1d, op_resample1d);
     MIRROR(downsample1d, op_resample1d);
     MIRROR(snake_beta, op_snake_beta);
+    MIRROR(snake, op_snake);
     MIRROR(snake_beta_antialiased, op_snake_beta_antialiased);
     MIRROR(clamp, op_clamp);
     MIRROR(count_nonfinite, op_count_nonfinite);

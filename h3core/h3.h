@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/h3_api.h"
 #include "base/h3_status.h"
 
 #ifdef __cplusplus
@@ -100,9 +101,9 @@ typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENS
  * float32, value for value. About half the weight memory of those layers. */
 typedef enum h3_precision { H3_PRECISION_BF16 = 0, H3_PRECISION_FP8 } h3_precision;
 /* "bf16", "fp8" (NULL for a value outside the enum). */
-const char *h3_precision_name(h3_precision p);
+H3_API const char *h3_precision_name(h3_precision p);
 /* "bf16" or "fp8" into *out; H3_ERR_INVALID_ARGUMENT naming the text otherwise. */
-h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
+H3_API h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
 /* Where the big weights live (memory, docs/ARCHITECTURE.md "Weight
  * streaming"). RESIDENT: every weight on the device, as loaded. STREAM:
  * the DiT's blocks and the text encoder's layers in host memory, copied
@@ -116,10 +117,10 @@ h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status
  * numbers. */
 typedef enum h3_memory_mode { H3_MEMORY_AUTO = 0, H3_MEMORY_RESIDENT, H3_MEMORY_STREAM } h3_memory_mode;
 /* "auto", "resident", "stream"; NULL for a value outside the enum. */
-const char *h3_memory_mode_name(h3_memory_mode mode);
+H3_API const char *h3_memory_mode_name(h3_memory_mode mode);
 /* The inverse (the front ends' option and property); H3_ERR_INVALID_ARGUMENT
  * naming the value otherwise. */
-h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status);
+H3_API h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status);
 
 typedef struct h3_engine_options {
     const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
@@ -212,7 +213,7 @@ typedef enum h3_phase {
     H3_PHASE_DONE
 } h3_phase;
 
-const char *h3_phase_name(h3_phase phase);
+H3_API const char *h3_phase_name(h3_phase phase);
 
 typedef struct h3_callbacks {
     /* Called from the generating thread (with tensor parallelism: rank 0's
@@ -295,37 +296,38 @@ typedef struct h3_memory_plan {
 /* The plan for `request` on the engine `options` would open, reading only
  * configs and checkpoint headers (or, with H3_LOAD_DUMMY, configs alone);
  * no weight is loaded and no device memory is taken. */
-h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
-                                   h3_memory_plan *plan, h3_status *status);
+H3_API h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
+                                          h3_memory_plan *plan, h3_status *status);
 /* `key: value` lines, one block per device, byte counts in GiB with two
  * decimals (h3-generate --plan prints it, the element puts it in stats).
  * Caller frees with free(). */
-char *h3_memory_plan_describe(const h3_memory_plan *plan);
+H3_API char *h3_memory_plan_describe(const h3_memory_plan *plan);
 
 
-h3_engine_options h3_engine_options_default(void);
-h3_request h3_request_default(void);
+H3_API h3_engine_options h3_engine_options_default(void);
+H3_API h3_request h3_request_default(void);
 
-h3_status_code h3_engine_open(const h3_engine_options *options, h3_engine **out, h3_status *status);
-void h3_engine_close(h3_engine *engine);
+H3_API h3_status_code h3_engine_open(const h3_engine_options *options, h3_engine **out, h3_status *status);
+H3_API void h3_engine_close(h3_engine *engine);
 
 /* Checks a request against the rules and the loaded model and fills plan.
  * Cheap: tokenizes the prompt but runs no model. */
-h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, h3_plan *plan, h3_status *status);
+H3_API h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, h3_plan *plan,
+                                         h3_status *status);
 /* Runs the whole pipeline. Not re-entrant on one engine: one generation at a time. */
-h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request, const h3_callbacks *callbacks,
-                                  h3_status *status);
+H3_API h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request,
+                                         const h3_callbacks *callbacks, h3_status *status);
 /* Thread-safe, async-signal-unsafe. Cancels the generation in progress at its
  * next step, tile or window. A cancel issued before h3_engine_generate starts
  * is cleared by it: use h3_callbacks.cancel_flag to stop a generation that
  * may not have started yet. */
-void h3_engine_cancel(h3_engine *engine);
-void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
+H3_API void h3_engine_cancel(h3_engine *engine);
+H3_API void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
 
 /* The model-free rules of a request (prompt, sides, aspect, frames, steps,
  * mode, sparsity, ladder): the first thing h3_engine_validate checks, and
  * callable without an engine so that a bad setting fails before any load. */
-h3_status_code h3_request_check(const h3_request *request, h3_status *status);
+H3_API h3_status_code h3_request_check(const h3_request *request, h3_status *status);
 
 /* A parsed `devices` setting (h3_engine_options.devices). */
 typedef struct h3_device_list {
@@ -338,18 +340,18 @@ typedef struct h3_device_list {
  * 1..H3_MAX_DEVICES) or a comma-separated list of CUDA ordinals, checked
  * against `compute` and against this build (a GPU list without the CUDA
  * backend is H3_ERR_UNSUPPORTED). h3_engine_open uses exactly this. */
-h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
+H3_API h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
 
 /* Frame-count alignment without an engine: 17n+5 >= requested (>= 22). */
-int h3_align_frames(int requested);
+H3_API int h3_align_frames(int requested);
 
 /* Where the embedded default model lives (installed data dir or the build tree). */
-const char *h3_default_model_dir(void);
+H3_API const char *h3_default_model_dir(void);
 
 /* A short human-readable description of what this build and machine can run
  * (compute backends, GPUs, fa/vsa availability), without creating a CUDA
  * context. Caller frees with free(). */
-char *h3_capabilities_describe(void);
+H3_API char *h3_capabilities_describe(void);
 
 /* ---- preflight (engine/h3_preflight.c) -------------------------------------
  * What h3_engine_open and h3_engine_validate would refuse that needs no
@@ -366,8 +368,8 @@ typedef struct h3_preflight {
     int adapter_vsa;          /* with a request: the adapter sets VSA gates (backend=vsa only) */
 } h3_preflight;
 
-h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
-                                   h3_preflight *out, h3_status *status);
+H3_API h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
+                                          h3_preflight *out, h3_status *status);
 
 #ifdef __cplusplus
 }

@@ -8,8 +8,10 @@ non-zero and name the fault):
     engine/ header in angle brackets, and the element including a model/
     header the same way;
   - check_symbols.py on an ar archive of two tiny objects compiled here: a
-    function defined weak in one and strong in the other.
-Usage: test_checkers.py CHECK_LAYERS CHECK_SYMBOLS NM AR CC [CC ARGS...]
+    function defined weak in one and strong in the other;
+  - check_exports.py on a tiny shared object that exports a function
+    besides gst_plugin_<name>_get_desc.
+Usage: test_checkers.py CHECK_LAYERS CHECK_SYMBOLS CHECK_EXPORTS NM AR CC [CC ARGS...]
 """
 import os
 import subprocess
@@ -98,12 +100,26 @@ def symbols(check, nm, ar, cc, tmp):
             'weak symbol h3_pick in weak_0.c.o is also defined strongly in weak_1.c.o')
 
 
+def exports(check, nm, cc, tmp):
+    entry = ('__attribute__((visibility("default"))) const void *gst_plugin_x_get_desc(void);\n'
+             'const void *gst_plugin_x_get_desc(void) { return 0; }\n')
+    internal = 'int h3_internal(void);\nint h3_internal(void) { return 4; }\n'
+    src = write(tmp, 'plugin.c', entry + internal)
+    for flags, want_fail in ((['-fvisibility=hidden'], False), ([], True)):
+        so = os.path.join(tmp, 'libplugin%d.so' % want_fail)
+        rc, out = run(cc + ['-shared', '-fPIC'] + flags + [src, '-o', so])
+        if rc != 0:
+            raise SystemExit('cannot link %s: %s' % (so, out))
+        checked('check_exports', [sys.executable, check, nm, so], want_fail, 'exports h3_internal')
+
+
 def main():
-    check_layers, check_symbols, nm, ar = sys.argv[1:5]
-    cc = sys.argv[5:]
+    check_layers, check_symbols, check_exports, nm, ar = sys.argv[1:6]
+    cc = sys.argv[6:]
     with tempfile.TemporaryDirectory() as tmp:
         layers(check_layers, tmp)
         symbols(check_symbols, nm, ar, cc, tmp)
+        exports(check_exports, nm, cc, tmp)
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 

@@ -10,8 +10,10 @@ non-zero and name the fault):
   - check_symbols.py on an ar archive of two tiny objects compiled here: a
     function defined weak in one and strong in the other;
   - check_exports.py on a tiny shared object that exports a function
-    besides gst_plugin_<name>_get_desc.
-Usage: test_checkers.py CHECK_LAYERS CHECK_SYMBOLS CHECK_EXPORTS NM AR CC [CC ARGS...]
+    besides gst_plugin_<name>_get_desc;
+  - check_api.py on a fake public header and an archive compiled hidden:
+    a declaration without H3_API, and an internal function left visible.
+Usage: test_checkers.py CHECK_LAYERS CHECK_SYMBOLS CHECK_EXPORTS CHECK_API NM AR READELF CC [CC ARGS...]
 """
 import os
 import subprocess
@@ -113,13 +115,31 @@ def exports(check, nm, cc, tmp):
         checked('check_exports', [sys.executable, check, nm, so], want_fail, 'exports h3_internal')
 
 
+def api(check, readelf, ar, cc, tmp):
+    header = write(tmp, 'api/h3.h', '#define H3_API __attribute__((visibility("default")))\n'
+                   'H3_API int h3_pub(void);\n')
+    pub = '#include "%s"\nint h3_pub(void) { return 5; }\n' % header
+    internal = 'int h3_internal(void);\nint h3_internal(void) { return 6; }\n'
+    hidden = cc + ['-fvisibility=hidden']
+    clean = archive(ar, hidden, tmp, 'api', [pub, internal])
+    checked('check_api', [sys.executable, check, readelf, clean, header], False)
+    leaky = archive(ar, hidden, tmp, 'leaky', [pub, '__attribute__((visibility("default"))) ' + internal])
+    checked('check_api', [sys.executable, check, readelf, leaky, header], True,
+            'h3_internal (leaky_1.c.o) is default-visible but not declared H3_API')
+    with open(header, 'a') as f:
+        f.write('int h3_plain(void);\n')
+    checked('check_api', [sys.executable, check, readelf, clean, header], True,
+            'declares h3_plain without H3_API')
+
+
 def main():
-    check_layers, check_symbols, check_exports, nm, ar = sys.argv[1:6]
-    cc = sys.argv[6:]
+    check_layers, check_symbols, check_exports, check_api, nm, ar, readelf = sys.argv[1:8]
+    cc = sys.argv[8:]
     with tempfile.TemporaryDirectory() as tmp:
         layers(check_layers, tmp)
         symbols(check_symbols, nm, ar, cc, tmp)
         exports(check_exports, nm, cc, tmp)
+        api(check_api, readelf, ar, cc, tmp)
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 

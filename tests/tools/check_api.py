@@ -53,18 +53,22 @@ def main():
     readelf, lib, headers = sys.argv[1], sys.argv[2], sys.argv[3:]
     marked, unmarked = declared(headers)
     visible = default_visible(readelf, lib)
-    errors = []
+    errors, wrong = [], set()
     for path, name in unmarked:
         errors.append('%s declares %s without H3_API: mark it, or move it out of the public header' %
                       (path, name))
+        wrong.add(name)
     for name in sorted(set(visible) - marked):
         errors.append('%s (%s) is default-visible but not declared H3_API in %s: internal functions '
                       'stay hidden' % (name, visible[name], ', '.join(headers)))
+        wrong.add(name)
     for name in sorted(marked - set(visible)):
         errors.append('%s is declared H3_API but %s does not define it' % (name, lib))
+        wrong.add(name)
     for e in errors:
         print('api: ' + e)
-    print('%d passed, %d failed' % (len(marked) - len(errors), len(errors)))
+    names = marked | set(visible) | {name for _, name in unmarked}
+    print('%d passed, %d failed' % (len(names - wrong), len(errors)))
     return 1 if errors else 0
 
 

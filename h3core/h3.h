@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/h3_api.h"
 #include "base/h3_status.h"
 
 #ifdef __cplusplus
@@ -94,9 +95,9 @@ typedef enum h3_dummy_adapter { H3_DUMMY_ADAPTER_NONE = 0, H3_DUMMY_ADAPTER_DENS
  * float32, value for value. About half the weight memory of those layers. */
 typedef enum h3_precision { H3_PRECISION_BF16 = 0, H3_PRECISION_FP8 } h3_precision;
 /* "bf16", "fp8" (NULL for a value outside the enum): the precision row's choices. */
-const char *h3_precision_name(h3_precision p);
+H3_API const char *h3_precision_name(h3_precision p);
 /* "bf16" or "fp8" into *out; H3_ERR_INVALID_ARGUMENT naming the text otherwise. */
-h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
+H3_API h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status *status);
 /* Where the big weights live (memory, docs/ARCHITECTURE.md "Weight
  * streaming"). RESIDENT: every weight on the device, as loaded. STREAM:
  * the DiT's blocks and the text encoder's layers in host memory, copied
@@ -110,10 +111,10 @@ h3_status_code h3_precision_parse(const char *text, h3_precision *out, h3_status
  * numbers. */
 typedef enum h3_memory_mode { H3_MEMORY_AUTO = 0, H3_MEMORY_RESIDENT, H3_MEMORY_STREAM } h3_memory_mode;
 /* "auto", "resident", "stream"; NULL for a value outside the enum. */
-const char *h3_memory_mode_name(h3_memory_mode mode);
+H3_API const char *h3_memory_mode_name(h3_memory_mode mode);
 /* The inverse (the front ends' option and property); H3_ERR_INVALID_ARGUMENT
  * naming the value otherwise. */
-h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status);
+H3_API h3_status_code h3_memory_mode_parse(const char *name, h3_memory_mode *out, h3_status *status);
 
 typedef struct h3_engine_options {
     const char *model_dir;    /* diffusers layout root or native FL2VA/ dir; NULL = embedded tiny model */
@@ -206,7 +207,7 @@ typedef enum h3_phase {
     H3_PHASE_DONE
 } h3_phase;
 
-const char *h3_phase_name(h3_phase phase);
+H3_API const char *h3_phase_name(h3_phase phase);
 
 typedef struct h3_callbacks {
     /* Called from the generating thread (with tensor parallelism: rank 0's
@@ -289,37 +290,38 @@ typedef struct h3_memory_plan {
 /* The plan for `request` on the engine `options` would open, reading only
  * configs and checkpoint headers (or, with H3_LOAD_DUMMY, configs alone);
  * no weight is loaded and no device memory is taken. */
-h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
-                                   h3_memory_plan *plan, h3_status *status);
+H3_API h3_status_code h3_memory_plan_make(const h3_engine_options *options, const h3_request *request,
+                                          h3_memory_plan *plan, h3_status *status);
 /* `key: value` lines, one block per device, byte counts in GiB with two
  * decimals (h3-generate --plan prints it, the element puts it in stats).
  * Caller frees with free(). */
-char *h3_memory_plan_describe(const h3_memory_plan *plan);
+H3_API char *h3_memory_plan_describe(const h3_memory_plan *plan);
 
 
-h3_engine_options h3_engine_options_default(void);
-h3_request h3_request_default(void);
+H3_API h3_engine_options h3_engine_options_default(void);
+H3_API h3_request h3_request_default(void);
 
-h3_status_code h3_engine_open(const h3_engine_options *options, h3_engine **out, h3_status *status);
-void h3_engine_close(h3_engine *engine);
+H3_API h3_status_code h3_engine_open(const h3_engine_options *options, h3_engine **out, h3_status *status);
+H3_API void h3_engine_close(h3_engine *engine);
 
 /* Checks a request against the rules and the loaded model and fills plan.
  * Cheap: tokenizes the prompt but runs no model. */
-h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, h3_plan *plan, h3_status *status);
+H3_API h3_status_code h3_engine_validate(h3_engine *engine, const h3_request *request, h3_plan *plan,
+                                         h3_status *status);
 /* Runs the whole pipeline. Not re-entrant on one engine: one generation at a time. */
-h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request, const h3_callbacks *callbacks,
-                                  h3_status *status);
+H3_API h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *request,
+                                         const h3_callbacks *callbacks, h3_status *status);
 /* Thread-safe, async-signal-unsafe. Cancels the generation in progress at its
  * next step, tile or window. A cancel issued before h3_engine_generate starts
  * is cleared by it: use h3_callbacks.cancel_flag to stop a generation that
  * may not have started yet. */
-void h3_engine_cancel(h3_engine *engine);
-void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
+H3_API void h3_engine_cancel(h3_engine *engine);
+H3_API void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
 
 /* The model-free rules of a request (prompt, sides, aspect, frames, steps,
  * mode, sparsity, ladder): the first thing h3_engine_validate checks, and
  * callable without an engine so that a bad setting fails before any load. */
-h3_status_code h3_request_check(const h3_request *request, h3_status *status);
+H3_API h3_status_code h3_request_check(const h3_request *request, h3_status *status);
 
 /* ---- the request schema (engine/h3_request.c) -----------------------------
  * Every parameter a front end sets, one row each: the fields of h3_request
@@ -390,17 +392,17 @@ typedef struct h3_param {
 } h3_param;
 
 /* The engine's rows (request and options), ended by a NULL name. */
-const h3_param *h3_params(void);
+H3_API const h3_param *h3_params(void);
 /* The row named `name` in `table` (h3_params() when NULL), or NULL. */
-const h3_param *h3_param_find(const h3_param *table, const char *name);
+H3_API const h3_param *h3_param_find(const h3_param *table, const char *name);
 /* The row of h3-generate's option `option` (without the dashes: "model",
  * "vsa-sparsity") in `table`, or NULL. */
-const h3_param *h3_param_find_option(const h3_param *table, const char *option);
+H3_API const h3_param *h3_param_find_option(const h3_param *table, const char *option);
 /* The field a row describes in `home` (its home struct), as bytes. */
-void *h3_param_field(const h3_param *p, void *home);
+H3_API void *h3_param_field(const h3_param *p, void *home);
 /* The choice of an ENUM row by nick or value, or NULL. */
-const h3_param_choice *h3_param_choice_by_nick(const h3_param *p, const char *nick);
-const h3_param_choice *h3_param_choice_by_value(const h3_param *p, int value);
+H3_API const h3_param_choice *h3_param_choice_by_nick(const h3_param *p, const char *nick);
+H3_API const h3_param_choice *h3_param_choice_by_value(const h3_param *p, int value);
 
 /* How h3_param_parse reads a value. */
 #define H3_PARSE_GIB (1u << 0) /* BYTES: the number is GiB (h3-generate), not bytes */
@@ -410,21 +412,21 @@ const h3_param_choice *h3_param_choice_by_value(const h3_param *p, int value);
  * later): H3_ERR_INVALID_ARGUMENT naming the parameter, the text and what
  * is allowed, and the field untouched. STRING rows keep a pointer to
  * `text`. */
-h3_status_code h3_param_parse(const h3_param *p, const char *text, unsigned how, void *home, h3_status *status);
+H3_API h3_status_code h3_param_parse(const h3_param *p, const char *text, unsigned how, void *home, h3_status *status);
 /* The range and choices check of the value in `home` (not the row's
  * check, which may need the whole request). */
-h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_status *status);
+H3_API h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_status *status);
 /* Sets the row's field of `home` to its default (STRING: the static
  * default text, not a copy). */
-void h3_param_set_default(const h3_param *p, void *home);
+H3_API void h3_param_set_default(const h3_param *p, void *home);
 /* 1 when the field of `home` holds the row's default. */
-int h3_param_is_default(const h3_param *p, const void *home);
+H3_API int h3_param_is_default(const h3_param *p, const void *home);
 /* The value as the front ends write it ("vsa", "0.9", "42"; NULL for an
  * unset string). Caller frees with free(). */
-char *h3_param_format(const h3_param *p, const void *home);
+H3_API char *h3_param_format(const h3_param *p, const void *home);
 /* "1..362 (15 s at 24 fps)", "fa, vsa", "[0, 0.99]": what the row allows,
  * for messages and usage. Caller frees with free(). */
-char *h3_param_allowed(const h3_param *p);
+H3_API char *h3_param_allowed(const h3_param *p);
 
 /* The bounds of a request from an untrusted source (an h3: URI under
  * h3src's default uri-policy, h3-studio's API): the release's largest
@@ -436,12 +438,12 @@ char *h3_param_allowed(const h3_param *p);
 #define H3_UNTRUSTED_MAX_SIDE 1344
 #define H3_UNTRUSTED_MAX_PIXELS (1344 * 768)
 #define H3_UNTRUSTED_MAX_STEPS 50
-h3_status_code h3_request_check_untrusted(const h3_request *request, h3_status *status);
+H3_API h3_status_code h3_request_check_untrusted(const h3_request *request, h3_status *status);
 
 /* The model-free rules of the engine options (the devices grammar against
  * compute, the enums' values, the ranges): what h3_engine_open checks
  * first. */
-h3_status_code h3_engine_options_check(const h3_engine_options *options, h3_status *status);
+H3_API h3_status_code h3_engine_options_check(const h3_engine_options *options, h3_status *status);
 
 /* A parsed `devices` setting (h3_engine_options.devices). */
 typedef struct h3_device_list {
@@ -454,18 +456,18 @@ typedef struct h3_device_list {
  * 1..H3_MAX_DEVICES) or a comma-separated list of CUDA ordinals, checked
  * against `compute` and against this build (a GPU list without the CUDA
  * backend is H3_ERR_UNSUPPORTED). h3_engine_open uses exactly this. */
-h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
+H3_API h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
 
 /* Frame-count alignment without an engine: 17n+5 >= requested (>= 22). */
-int h3_align_frames(int requested);
+H3_API int h3_align_frames(int requested);
 
 /* Where the embedded default model lives (installed data dir or the build tree). */
-const char *h3_default_model_dir(void);
+H3_API const char *h3_default_model_dir(void);
 
 /* A short human-readable description of what this build and machine can run
  * (compute backends, GPUs, fa/vsa availability), without creating a CUDA
  * context. Caller frees with free(). */
-char *h3_capabilities_describe(void);
+H3_API char *h3_capabilities_describe(void);
 
 /* ---- preflight (engine/h3_preflight.c) -------------------------------------
  * What h3_engine_open and h3_engine_validate would refuse that needs no
@@ -482,8 +484,8 @@ typedef struct h3_preflight {
     int adapter_vsa;          /* with a request: the adapter sets VSA gates (backend=vsa only) */
 } h3_preflight;
 
-h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
-                                   h3_preflight *out, h3_status *status);
+H3_API h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_request *request,
+                                          h3_preflight *out, h3_status *status);
 
 /* ---- prepare once, run (engine/h3_generate.c, h3_engine_api.c) -----------
  * A request prepared once into a job: h3_engine_prepare checks it (what
@@ -502,12 +504,12 @@ h3_status_code h3_engine_preflight(const h3_engine_options *options, const h3_re
  * run. Free a job before closing its engine. */
 typedef struct h3_job h3_job;
 
-h3_status_code h3_engine_prepare(h3_engine *engine, const h3_request *request, h3_job **job, h3_status *status);
+H3_API h3_status_code h3_engine_prepare(h3_engine *engine, const h3_request *request, h3_job **job, h3_status *status);
 /* The plan of a prepared job (what h3_engine_validate fills); NULL for NULL. */
-const h3_plan *h3_job_plan(const h3_job *job);
-h3_status_code h3_engine_run(h3_engine *engine, const h3_job *job, const h3_callbacks *callbacks,
+H3_API const h3_plan *h3_job_plan(const h3_job *job);
+H3_API h3_status_code h3_engine_run(h3_engine *engine, const h3_job *job, const h3_callbacks *callbacks,
                              h3_status *status);
-void h3_job_free(h3_job *job);
+H3_API void h3_job_free(h3_job *job);
 
 #ifdef __cplusplus
 }

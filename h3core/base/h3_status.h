@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "base/h3_api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,21 +37,21 @@ typedef struct h3_status {
 
 /* Sets status (if non-NULL) and returns code, so callers can write
  *   return h3_fail(status, H3_ERR_FORMAT, "%s: bad header", path); */
-h3_status_code h3_fail(h3_status *status, h3_status_code code, const char *fmt, ...)
+H3_API h3_status_code h3_fail(h3_status *status, h3_status_code code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
 /* Prefixes an existing message with context ("loading vae: ..."). */
-h3_status_code h3_status_prefix(h3_status *status, const char *fmt, ...)
+H3_API h3_status_code h3_status_prefix(h3_status *status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
-void h3_status_clear(h3_status *status);
-const char *h3_status_code_name(h3_status_code code);
+H3_API void h3_status_clear(h3_status *status);
+H3_API const char *h3_status_code_name(h3_status_code code);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@ layers before it, never one after it:
     base  <-  backend  <-  parallel  <-  model  <-  engine  (h3.h is engine's face)
 
 and within that:
+  - an include in angle brackets of a project folder or header
+    (#include <engine/h3_x.h>, <h3.h>) is judged like a quoted one;
   - every include of an h3core header carries its folder ("model/h3_dit.h");
   - backend/*.{c,h} (the interface) include neither cpu/ nor cuda/, and the
     two backends do not include each other;
@@ -27,12 +29,25 @@ import re
 import sys
 
 LAYERS = ['base', 'backend', 'parallel', 'model', 'engine']
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The project's top folders: an angle include under one of them is the project's, not the system's.
+PROJECT_FOLDERS = set(LAYERS) | {'h3core', 'media', 'gst-plugin', 'tools', 'tests', 'examples'}
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 
 
-def includes(path):
+def includes(path, names):
+    """The project includes of a file: every quoted one, and an angle one
+    (#include <engine/h3_x.h>, <h3.h>) that names a project folder or a
+    project header (names: the project's header base names), so that the
+    brackets are no way around the rules; <glib.h>, <gst/gst.h> are the system's."""
     with open(path, encoding='utf-8', errors='replace') as f:
-        return INCLUDE.findall(f.read())
+        found = INCLUDE.findall(f.read())
+    out = []
+    for quoted, angle in found:
+        if quoted:
+            out.append(quoted)
+        elif angle.split('/')[0] in PROJECT_FOLDERS or ('/' not in angle and angle in names):
+            out.append(angle)
+    return out
 
 
 def layer_of(rel):
@@ -132,10 +147,20 @@ def main():
             if f.endswith(('.c', '.h', '.cu', '.cuh')):
                 files.append(os.path.relpath(os.path.join(d, f), core))
     headers = {f for f in files if f.endswith(('.h', '.cuh'))}
+    # Every header of the project outside gst-plugin/ by its base name (tools/, tests/, examples/...).
+    project = set()
+    for d, _, fs in os.walk(root):
+        rel = os.path.relpath(d, root)
+        if rel.split(os.sep)[0] in ('.git', 'gst-plugin') or rel.startswith('build'):
+            continue
+        project.update(f for f in fs if f.endswith(('.h', '.cuh')))
+    plugin = os.path.join(root, 'gst-plugin')
+    own = set(os.listdir(plugin)) if os.path.isdir(plugin) else set()
+    names = project | {f for f in own if f.endswith('.h')}
     errors = []
     edges = {}
     for rel in sorted(files):
-        incs = includes(os.path.join(core, rel))
+        incs = includes(os.path.join(core, rel), names)
         if rel != 'h3.h' and layer_of(rel) is None:
             errors.append('%s: every h3core file lives in a layer folder (%s)' % (rel, ', '.join(LAYERS)))
             continue
@@ -145,20 +170,11 @@ def main():
                 edges.setdefault(module_of(rel), set()).add(module_of(inc))
     for comp in find_cycles(edges):
         errors.append('include cycle between modules: %s' % ' <-> '.join(comp))
-    plugin = os.path.join(root, 'gst-plugin')
     media = os.path.join(root, 'media')
     media_headers = {f for f in os.listdir(media) if f.endswith('.h')} if os.path.isdir(media) else set()
-    own = set(os.listdir(plugin)) if os.path.isdir(plugin) else set()
-    # Every header of the project outside gst-plugin/ by its base name (tools/, tests/, examples/...).
-    project = set()
-    for d, _, fs in os.walk(root):
-        rel = os.path.relpath(d, root)
-        if rel.split(os.sep)[0] in ('.git', 'gst-plugin') or rel.startswith('build'):
-            continue
-        project.update(f for f in fs if f.endswith('.h'))
     for f in sorted(own):
         if f.endswith(('.c', '.h')):
-            for inc in includes(os.path.join(plugin, f)):
+            for inc in includes(os.path.join(plugin, f), names):
                 if inc == 'h3.h' or inc in media_headers or inc in own or inc == 'config.h':
                     continue
                 if inc in headers or any(inc.startswith(l + '/') for l in LAYERS) or \

@@ -122,17 +122,18 @@ h3_status_code h3_vsa_plan_make(const int64_t *segments, int num_segments, int64
     pl->padded_len = pl->num_tiles * pl->tile_elems;
     pl->topk = h3_vsa_topk(params->sparsity, pl->num_video_tiles);
     if (pl->padded_len > INT32_MAX || pl->seq_len > INT32_MAX) {
+        long long rows = (long long)pl->padded_len; /* read before the plan is freed */
         h3_vsa_plan_free(pl);
-        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa: %lld padded rows do not fit int32 indices",
-                       (long long)pl->padded_len);
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "vsa: %lld padded rows do not fit int32 indices", rows);
     }
     pl->tile_sizes = malloc((size_t)pl->num_tiles * sizeof *pl->tile_sizes);
     pl->tile_start = malloc((size_t)(pl->num_tiles + 1) * sizeof *pl->tile_start);
     pl->tile_order = malloc((size_t)pl->seq_len * sizeof *pl->tile_order);
     pl->untile_index = malloc((size_t)pl->seq_len * sizeof *pl->untile_index);
     if (!pl->tile_sizes || !pl->tile_start || !pl->tile_order || !pl->untile_index) {
+        long long rows = (long long)pl->seq_len; /* read before the plan is freed */
         h3_vsa_plan_free(pl);
-        return h3_fail(status, H3_ERR_NO_MEMORY, "vsa: out of memory for a plan of %lld rows", (long long)pl->seq_len);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "vsa: out of memory for a plan of %lld rows", rows);
     }
     fill_sizes(pl);
     fill_order(pl);

@@ -39,8 +39,9 @@
 
 /* Parses len bytes (-1: NUL-terminated) into parser. FALSE with *err set:
  * not JSON, or past H3_JSON_MAX_DEPTH / H3_JSON_MAX_VALUES (checked
- * before json-glib parses anything; the message names the bound). FALSE with *dup set (g_free it): a member name repeated in one
- * object, the first such name. For callers with their own messages. */
+ * before json-glib parses anything; the message names the bound). FALSE
+ * with *dup set (g_free it): a member name repeated in one object, the
+ * first such name. For callers with their own messages. */
 gboolean h3_json_load(JsonParser *parser, const char *data, gssize len, char **dup, GError **err);
 
 /* Parses len bytes (-1: NUL-terminated) into a new parser (*out, the

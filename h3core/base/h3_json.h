@@ -26,15 +26,17 @@
 /* The deepest real file a model has needs 5 levels (tokenizer.json: root,
  * pre_tokenizer, its pretokenizers list, one of them, its pattern; the
  * golden files of tests/data as much); configs, index files and safetensors
- * headers need 2 or 3. 256 is 50 times that, and 256 levels of
- * json-glib's recursion take about 100 KB of stack (under ASan), well
+ * headers need 2 or 3. 256 is 50 times that. json-glib 1.6 takes about
+ * 120 bytes of stack a level (60,000 levels fit in 8 MiB, 80,000 do not),
+ * so 256 levels take about 30 KB (a few times that under ASan), well
  * inside a GStreamer streaming thread's or a worker thread's stack. */
 #define H3_JSON_MAX_DEPTH 256
 /* The largest real file, the Qwen3 tokenizer.json (11 MB), counts 606,053
  * ([ { and , outside strings); a safetensors header of the release's
  * largest shard a few thousand. 2,000,000 is 3.3 times the tokenizer's, and
- * keeps the worst text ("{},{},...": 300 bytes of json-glib nodes per
- * value) to about 600 MB, where a 32 MB file of it would take 3 GB. */
+ * keeps the worst text measured ({"":{}} repeated: 260 bytes of json-glib
+ * nodes per value counted) to about 520 MB, where a 32 MB file of it would
+ * take 3 GB. */
 #define H3_JSON_MAX_VALUES 2000000u
 
 /* Parses len bytes (-1: NUL-terminated) into parser. FALSE with *err set:

@@ -69,9 +69,11 @@ static void test_strings(void) {
     expect_parsed("brackets in strings", s->str);
     g_string_free(s, TRUE);
     /* An escaped backslash ends before the quote: the string closes there. */
-    char *after = g_strconcat("[\"\\\\\",", nested("[", "]", 300), "]", NULL);
+    char *deep = nested("[", "]", 300);
+    char *after = g_strconcat("[\"\\\\\",", deep, "]", NULL);
     expect_refused("nesting after an escaped backslash", after, "256 levels");
     g_free(after);
+    g_free(deep);
 }
 
 static void test_values(void) {

@@ -100,9 +100,10 @@ static h3_status_code check_reachable(const char *base, const char *sub, h3_stat
     char *p = sub ? g_build_filename(base, sub, NULL) : g_strdup(base);
     GStatBuf st;
     h3_status_code rc = H3_OK;
-    if (g_stat(p, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
-        rc = h3_fail(status, H3_ERR_IO, "model folder entry '%s': %s%s", p, g_strerror(errno),
-                     errno == ELOOP ? " (a symlink loop)" : "");
+    int err = g_stat(p, &st) == 0 ? 0 : errno;
+    if (err && err != ENOENT && err != ENOTDIR)
+        rc = h3_fail(status, H3_ERR_IO, "model folder entry '%s': %s%s", p, g_strerror(err),
+                     err == ELOOP ? " (a symlink loop)" : "");
     g_free(p);
     return rc;
 }
@@ -139,7 +140,8 @@ h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *stat
     if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
         g_free(root);
         root = g_build_filename(dir, "FL2VA", NULL);
-        if ((rc = check_layout_entries(root, status)) != H3_OK) goto fail;
+        if ((rc = check_component(dir, root, status)) != H3_OK || (rc = check_layout_entries(root, status)) != H3_OK)
+            goto fail;
     }
     if (!is_dir(root, "transformer") || (!is_dir(root, "vae") && !is_dir(root, "video_vae"))) {
         g_free(root);

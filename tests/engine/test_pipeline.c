@@ -534,6 +534,19 @@ static void test_model_folder(void) {
         g_free(p);
         g_free(dir);
     }
+    /* The native layout's FL2VA/ is the model folder's too. */
+    dir = g_build_filename(tmp, "native", NULL);
+    g_mkdir(dir, 0700);
+    p = g_build_filename(dir, "FL2VA", NULL);
+    char *out = g_canonicalize_filename(h3_test_data("models/tiny-h3-native/FL2VA"), NULL);
+    CHECK(symlink(out, p) == 0, "symlink %s", p);
+    rc = open_folder(dir, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "component folder FL2VA/") &&
+              strstr(st.message, "outside the model folder"),
+          "FL2VA/ linked out: %s %s", h3_status_code_name(rc), st.message);
+    g_free(out);
+    g_free(p);
+    g_free(dir);
     remove_tree(tmp);
     g_free(tmp);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h3_json.h"
 #include "model/h3_tokenizer.h"
 
 static void usage(FILE *f) {
@@ -65,14 +66,17 @@ static char *decode_json_string(const char *p, size_t *len) {
 }
 
 /* Parses one line as a JSON string; returns a newly allocated copy and its
- * length, or NULL and a message. */
+ * length, or NULL and a message. Through h3_json_load, as every JSON text
+ * is: a line of 100,000 '[' is refused before json-glib recurses on it. */
 static char *parse_line(const char *line, size_t *len, char **error) {
     GError *err = NULL;
+    char *dup = NULL;
     JsonParser *p = json_parser_new();
     char *out = NULL;
-    if (!json_parser_load_from_data(p, line, -1, &err)) {
-        *error = g_strdup(err->message);
-        g_error_free(err);
+    if (!h3_json_load(p, line, -1, &dup, &err)) {
+        *error = err ? g_strdup(err->message) : g_strdup_printf("the key \"%s\" appears twice in one object", dup);
+        if (err) g_error_free(err);
+        g_free(dup);
     } else {
         JsonNode *n = json_parser_get_root(p);
         if (n && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING) {

@@ -11,6 +11,7 @@
 
 #include "backend/h3_weight_stream.h"
 
+#include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <stdio.h>

@@ -5,9 +5,12 @@
  * (h3_preflight.c); it calls no other engine/ file. */
 #include "engine/h3_engine_impl.h"
 
+#include <errno.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "base/h3_config.h"
+#include "base/h3_file.h"
 
 /* The text encoder layer the conditioner taps (see h3_engine_resolve_layout). */
 #define H3_DEFAULT_TEXT_LAYER 50
@@ -49,10 +52,16 @@ static int is_file(const char *base, const char *sub) {
     return r;
 }
 
+static h3_status_code check_component(const char *root, const char *path, h3_status *status);
+
 static h3_status_code read_shift(const char *dir, const char *sub, float *shift, h3_status *status) {
+    char *folder = g_build_filename(dir, sub, NULL);
+    h3_status_code rc = check_component(dir, folder, status);
+    g_free(folder);
+    if (rc != H3_OK) return rc;
     char *p = g_build_filename(dir, sub, "scheduler_config.json", NULL);
     h3_config *c;
-    h3_status_code rc = h3_config_load(p, &c, status);
+    rc = h3_config_load(p, &c, status);
     g_free(p);
     if (rc != H3_OK) return rc;
     double v = *shift;
@@ -62,14 +71,55 @@ static h3_status_code read_shift(const char *dir, const char *sub, float *shift,
     return rc;
 }
 
+/* An entry the layout is told by must be there or missing: a symlink loop
+ * (or a folder that cannot be searched) made g_file_test say "no", and the
+ * folder was reported as not a MiniMax-H3 model (issue 31). */
+static h3_status_code check_reachable(const char *base, const char *sub, h3_status *status) {
+    char *p = sub ? g_build_filename(base, sub, NULL) : g_strdup(base);
+    GStatBuf st;
+    h3_status_code rc = H3_OK;
+    int err = g_stat(p, &st) == 0 ? 0 : errno;
+    if (err && err != ENOENT && err != ENOTDIR)
+        rc = h3_fail(status, H3_ERR_IO, "model folder entry '%s': %s%s", p, g_strerror(err),
+                     err == ELOOP ? " (a symlink loop)" : "");
+    g_free(p);
+    return rc;
+}
+
+static h3_status_code check_layout_entries(const char *root, h3_status *status) {
+    static const char *const entries[] = {"model_index.json", "modular_model_index.json", "FL2VA", "transformer",
+                                          "vae", "video_vae"};
+    h3_status_code rc = check_reachable(root, NULL, status);
+    for (size_t i = 0; i < G_N_ELEMENTS(entries) && rc == H3_OK; i++) rc = check_reachable(root, entries[i], status);
+    return rc;
+}
+
+/* A component folder (transformer/, vae/, ...) resolves inside the model
+ * folder, every symlink included, as a config's source_path must (a vae/
+ * linked elsewhere read files the folder does not hold; issue 31). The files
+ * in it may be links: a Hugging Face snapshot's files link to blobs/. */
+static h3_status_code check_component(const char *root, const char *path, h3_status *status) {
+    char *name = g_path_get_basename(path);
+    char *what = g_strdup_printf("the component folder %s/", name);
+    h3_status_code rc = h3_path_check_inside(root, path, what, status);
+    g_free(what);
+    g_free(name);
+    return rc;
+}
+
 h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *status) {
     *out = NULL;
+    h3_status_code rc = check_reachable(dir, NULL, status);
+    if (rc != H3_OK) return rc;
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
         return h3_fail(status, H3_ERR_NOT_FOUND, "model directory '%s' does not exist", dir);
     char *root = g_strdup(dir);
+    if ((rc = check_layout_entries(root, status)) != H3_OK) goto fail;
     if (!is_file(root, "model_index.json") && !is_file(root, "modular_model_index.json") && is_dir(root, "FL2VA")) {
         g_free(root);
         root = g_build_filename(dir, "FL2VA", NULL);
+        if ((rc = check_component(dir, root, status)) != H3_OK || (rc = check_layout_entries(root, status)) != H3_OK)
+            goto fail;
     }
     if (!is_dir(root, "transformer") || (!is_dir(root, "vae") && !is_dir(root, "video_vae"))) {
         g_free(root);
@@ -77,8 +127,33 @@ h3_status_code h3_engine_model_root(const char *dir, char **out, h3_status *stat
                        "'%s' is not a MiniMax-H3 model: expected model_index.json with transformer/ and vae/ "
                        "(diffusers layout) or FL2VA/ with transformer/ and video_vae/ (native layout)", dir);
     }
+    /* The diffusers layout is told by its index (transformer/ and vae/ alone
+     * were accepted: issue 31); the native FL2VA/ may lack one. */
+    if (is_dir(root, "vae")) {
+        char *mi = g_build_filename(root, "model_index.json", NULL);
+        char *mmi = g_build_filename(root, "modular_model_index.json", NULL);
+        int has = g_file_test(mi, G_FILE_TEST_EXISTS) || g_file_test(mmi, G_FILE_TEST_EXISTS);
+        g_free(mi);
+        g_free(mmi);
+        if (!has) {
+            rc = h3_fail(status, H3_ERR_NOT_FOUND,
+                         "'%s' is not a MiniMax-H3 model: it has transformer/ and vae/ but no model_index.json "
+                         "(the diffusers layout's index)", dir);
+            goto fail;
+        }
+    }
+    char *parts[] = {g_build_filename(root, "transformer", NULL),
+                     g_build_filename(root, is_dir(root, "vae") ? "vae" : "video_vae", NULL)};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        if (rc == H3_OK) rc = check_component(root, parts[i], status);
+        g_free(parts[i]);
+    }
+    if (rc != H3_OK) goto fail;
     *out = root;
     return H3_OK;
+fail:
+    g_free(root);
+    return rc;
 }
 
 /* Finds the components of a diffusers-layout root (model_index.json +
@@ -120,9 +195,12 @@ h3_status_code h3_engine_resolve_layout(h3_engine *e, const char *dir, h3_status
     e->text_encoder_dir = g_build_filename(root, "text_encoder", NULL);
     e->tokenizer_dir = g_build_filename(root, is_dir(root, "tokenizer") ? "tokenizer" : "processor", NULL);
     const char *need[] = {e->audio_vae_dir, e->text_encoder_dir, e->tokenizer_dir};
-    for (size_t i = 0; i < G_N_ELEMENTS(need); i++)
+    for (size_t i = 0; i < G_N_ELEMENTS(need); i++) {
+        if ((rc = check_reachable(need[i], NULL, status)) != H3_OK) return rc;
         if (!g_file_test(need[i], G_FILE_TEST_IS_DIR))
             return h3_fail(status, H3_ERR_NOT_FOUND, "model '%s' lacks the component directory '%s'", dir, need[i]);
+        if ((rc = check_component(root, need[i], status)) != H3_OK) return rc;
+    }
 
     /* The conditioner tap: 50 for the release, which records it nowhere;
      * test models carry it in golden_meta.json. */

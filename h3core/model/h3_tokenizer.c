@@ -131,8 +131,13 @@ static JsonArray *get_array(JsonObject *o, const char *name) {
 
 /* Every tokenizer file is read through h3_file_read: a regular file (a FIFO
  * in its place is refused before a read that could block), at most this
- * size (the Qwen3 tokenizer.json is 11 MB, its merges.txt 1.7 MB). */
-#define H3_TOKENIZER_FILE_MAX_BYTES (256u << 20)
+ * size, checked before a byte is read: the Qwen3 tokenizer.json is 11 MB
+ * (102 MB of RSS once parsed and loaded), its vocab.json 2.8 MB, its
+ * merges.txt 1.7 MB; 32 MiB is three times the largest. It was 256 MiB,
+ * which let an 83 MB tokenizer.json take 1.7 GB of json-glib nodes before
+ * it was refused (issue 31). What json-glib may build from a file under
+ * the limit is bounded by h3_json_load's value count (H3_JSON_MAX_VALUES). */
+#define H3_TOKENIZER_FILE_MAX_BYTES (32u << 20)
 
 /* Parses a JSON file whose root must be an object. */
 static h3_status_code parse_json_file(const char *path, JsonParser **parser, JsonObject **root,

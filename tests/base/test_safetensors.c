@@ -87,6 +87,18 @@ static void test_bad_files(void) {
 }
 
 /* Issue 14: what the header check let through before. */
+/* Issue 31: a 200 KB header of 100,000 levels (far under the 100 MB header
+ * limit) overflowed json-glib's recursion, SIGSEGV before any error. */
+static void test_deep_header(void) {
+    GString *h = g_string_new("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                              "\"__metadata__\":{\"x\":");
+    for (int i = 0; i < 100000; i++) g_string_append_c(h, '[');
+    for (int i = 0; i < 100000; i++) g_string_append_c(h, ']');
+    g_string_append(h, "}}");
+    expect_error("100,000-deep header", h->str, 4, -1, "256 levels");
+    g_string_free(h, TRUE);
+}
+
 static void test_header_hardening(void) {
     /* A name twice: json-glib kept the last one silently. */
     expect_error("duplicate name",
@@ -324,6 +336,7 @@ int main(void) {
     test_real_checkpoints();
     test_bad_index();
     test_header_hardening();
+    test_deep_header();
     test_not_regular();
     test_dummy_sizes();
     test_config_duplicates();

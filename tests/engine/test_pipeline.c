@@ -342,16 +342,19 @@ static void test_open_errors(void) {
     CHECK(e == NULL, "engine returned on error");
 }
 
-/* to/ mirrors from/ by symlinks, except the path `except` (relative to
- * from/), whose folders are made and whose file is left out. */
+/* to/ mirrors from/: folders made, files symlinked (as a Hugging Face
+ * snapshot's are; a component folder linked out of the model folder is
+ * refused since issue 31), except the path `except` (relative to from/),
+ * whose file is left out. */
 static void link_all(const char *from, const char *to, const char *except) {
     g_mkdir_with_parents(to, 0700);
     GDir *d = g_dir_open(from, 0, NULL);
     for (const char *n; d && (n = g_dir_read_name(d));) {
         char *src = g_build_filename(from, n, NULL), *dst = g_build_filename(to, n, NULL);
         int on_path = except && (strcmp(except, n) == 0 || (g_str_has_prefix(except, n) && except[strlen(n)] == '/'));
-        if (!on_path) CHECK(symlink(src, dst) == 0, "symlink %s", dst);
-        else if (strcmp(except, n) != 0) link_all(src, dst, except + strlen(n) + 1);
+        if (g_file_test(src, G_FILE_TEST_IS_DIR) && (!on_path || strcmp(except, n) != 0))
+            link_all(src, dst, on_path ? except + strlen(n) + 1 : NULL);
+        else if (!on_path) CHECK(symlink(src, dst) == 0, "symlink %s", dst);
         g_free(src);
         g_free(dst);
     }
@@ -472,6 +475,82 @@ static void test_native_index(void) {
     g_free(tmp);
 }
 
+/* Issue 31: the model folder's layout. A diffusers folder without
+ * model_index.json was accepted; a symlink loop in place of transformer/
+ * was reported as "not a MiniMax-H3 model"; a vae/ (or audio_vae/) linked
+ * out of the folder was followed, though a config's source_path may not
+ * leave it. Each is refused before any component loads. */
+static h3_status_code open_folder(const char *dir, h3_status *st) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = dir;
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *e = NULL;
+    h3_status_code rc = h3_engine_open(&o, &e, st);
+    CHECK(rc != H3_OK && !e, "%s opened", dir);
+    if (e) h3_engine_close(e);
+    return rc;
+}
+
+static void test_model_folder(void) {
+    char *tmp = g_dir_make_tmp("h3pipe-XXXXXX", NULL);
+    const char *orig = h3_test_data("models/tiny-h3");
+    h3_status st = {0};
+    char *dir = g_build_filename(tmp, "no-index", NULL);
+    link_all(orig, dir, "model_index.json");
+    char *p = g_build_filename(dir, "modular_model_index.json", NULL);
+    g_unlink(p);
+    g_free(p);
+    h3_status_code rc = open_folder(dir, &st);
+    CHECK(rc == H3_ERR_NOT_FOUND && strstr(st.message, "no model_index.json") && strstr(st.message, dir),
+          "no model_index.json: %s %s", h3_status_code_name(rc), st.message);
+    g_free(dir);
+
+    dir = g_build_filename(tmp, "loop", NULL);
+    link_all(orig, dir, NULL);
+    p = g_build_filename(dir, "transformer", NULL);
+    remove_tree(p);
+    CHECK(symlink("transformer", p) == 0, "symlink %s", p);
+    rc = open_folder(dir, &st);
+    CHECK(rc == H3_ERR_IO && strstr(st.message, "symlink loop") && strstr(st.message, p) &&
+              !strstr(st.message, "not a MiniMax-H3 model"),
+          "a symlink loop: %s %s", h3_status_code_name(rc), st.message);
+    g_free(p);
+    g_free(dir);
+
+    const char *linked[] = {"vae", "audio_vae", "scheduler"};
+    for (size_t i = 0; i < G_N_ELEMENTS(linked); i++) {
+        dir = g_build_filename(tmp, linked[i], NULL);
+        link_all(orig, dir, NULL);
+        p = g_build_filename(dir, linked[i], NULL);
+        char *out = g_build_filename(orig, linked[i], NULL);
+        remove_tree(p);
+        CHECK(symlink(out, p) == 0, "symlink %s", p);
+        rc = open_folder(dir, &st);
+        char *want = g_strdup_printf("component folder %s/", linked[i]);
+        CHECK(rc == H3_ERR_FORMAT && strstr(st.message, want) && strstr(st.message, "outside the model folder"),
+              "%s/ linked out: %s %s", linked[i], h3_status_code_name(rc), st.message);
+        g_free(want);
+        g_free(out);
+        g_free(p);
+        g_free(dir);
+    }
+    /* The native layout's FL2VA/ is the model folder's too. */
+    dir = g_build_filename(tmp, "native", NULL);
+    g_mkdir(dir, 0700);
+    p = g_build_filename(dir, "FL2VA", NULL);
+    char *out = g_canonicalize_filename(h3_test_data("models/tiny-h3-native/FL2VA"), NULL);
+    CHECK(symlink(out, p) == 0, "symlink %s", p);
+    rc = open_folder(dir, &st);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "component folder FL2VA/") &&
+              strstr(st.message, "outside the model folder"),
+          "FL2VA/ linked out: %s %s", h3_status_code_name(rc), st.message);
+    g_free(out);
+    g_free(p);
+    g_free(dir);
+    remove_tree(tmp);
+    g_free(tmp);
+}
+
 int main(void) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data("models/tiny-h3");
@@ -502,5 +581,6 @@ int main(void) {
     test_open_errors();
     test_open_ranges();
     test_native_index();
+    test_model_folder();
     return h3_test_finish("test_pipeline");
 }

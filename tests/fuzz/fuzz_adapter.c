@@ -9,6 +9,7 @@
  * tiny-h3-native/FL2VA/transformer, opened once), and every base tensor is
  * fused and every block's VSA gate made, as h3_dit_load_with_adapter does. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "base/h3_safetensors.h"
 #include "model/h3_adapter.h"

@@ -6,6 +6,7 @@
  * index first); every tensor it maps is then fetched with and without its
  * shape, its bytes touched, and the DiT's layout detection runs over it. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "base/h3_safetensors.h"
 #include "model/h3_dit_plan.h"

@@ -5,6 +5,7 @@
  * reads a list of keys the loaders use, dotted paths and odd ones, into
  * each type. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "base/h3_config.h"
 

@@ -33,6 +33,7 @@
  *
  * Either way the links are then restored. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "h3.h"
 

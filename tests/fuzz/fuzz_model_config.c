@@ -14,6 +14,7 @@
  *
  * Input: the config.json, then optional parts for the files beside it. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "model/h3_audio_vae.h"
 #include "model/h3_dit_plan.h"

@@ -6,6 +6,7 @@
  * a float dtype, converted. The same file is opened again as a one-file
  * checkpoint (h3_checkpoint_open). */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "base/h3_safetensors.h"
 

@@ -12,6 +12,7 @@
  * pre-tokenizer corners); every id must be below its vocabulary size and
  * name a token that maps back to an id. */
 #include "h3_fuzz.h"
+#include "h3_fuzz_nest.h" /* runs of [ and { (issue 31) */
 
 #include "model/h3_tokenizer.h"
 

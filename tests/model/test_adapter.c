@@ -588,6 +588,51 @@ static void test_errors(void) {
     h3_checkpoint_close(bases[1]);
 }
 
+/* Issue 31: 100,000 levels (200 KB) in the adapter's safetensors header or
+ * in its fastvideo_inference.json killed h3-generate, gst-launch-1.0 and
+ * playbin (through an h3: URI's adapter-location) with SIGSEGV in
+ * json-glib's recursion; now a FORMAT error names the file and the bound. */
+static char *deep_text(const char *head, const char *tail) {
+    GString *s = g_string_new(head);
+    for (int i = 0; i < 100000; i++) g_string_append_c(s, '[');
+    for (int i = 0; i < 100000; i++) g_string_append_c(s, ']');
+    g_string_append(s, tail);
+    return g_string_free(s, FALSE);
+}
+
+static void expect_deep_refused(const char *label, const char *path, const char *file) {
+    h3_adapter *a = NULL;
+    h3_status st = {0};
+    h3_status_code rc = h3_adapter_open(path, &a, &st);
+    CHECK(rc == H3_ERR_FORMAT && !a && strstr(st.message, file) && strstr(st.message, "256 levels"),
+          "%s: rc %s, message '%s'", label, h3_status_code_name(rc), st.message);
+    h3_adapter_free(a);
+}
+
+static void test_deep_json(void) {
+    char *json = deep_text("{\"flow_shift\": ", "}");
+    variant v = {"deep contract", FASTH3_DENSE_ADAPTER "/adapter_model.safetensors", .json = json};
+    char *path = write_variant(&v, 98);
+    expect_deep_refused("a 100,000-deep fastvideo_inference.json", path, "fastvideo_inference.json");
+    g_free(path);
+    g_free(json);
+
+    char *dir = g_build_filename(tmpdir, "deep", NULL);
+    g_mkdir_with_parents(dir, 0755);
+    path = g_build_filename(dir, "adapter_model.safetensors", NULL);
+    char *header = deep_text("{\"__metadata__\": {\"format\": \"fastvideo-lora-v2\", \"x\": ", "}}");
+    uint64_t n = strlen(header);
+    GString *file = g_string_new(NULL);
+    for (int i = 0; i < 8; i++) g_string_append_c(file, (char)((n >> (8 * i)) & 0xff));
+    g_string_append(file, header);
+    CHECK(g_file_set_contents(path, file->str, (gssize)file->len, NULL), "write %s", path);
+    expect_deep_refused("a 100,000-deep adapter header", path, "adapter_model.safetensors");
+    g_string_free(file, TRUE);
+    g_free(header);
+    g_free(path);
+    g_free(dir);
+}
+
 static void remove_tree(const char *dir) {
     GDir *d = g_dir_open(dir, 0, NULL);
     for (const char *e; d && (e = g_dir_read_name(d));) {
@@ -608,6 +653,7 @@ int main(void) {
     }
     tmpdir = g_dir_make_tmp("h3-adapter-XXXXXX", NULL);
     test_open();
+    test_deep_json();
     GHashTable *dense = test_fusion_diffusers(FASTH3_DENSE_ADAPTER, "adapter_fused_dense");
     test_fusion_native(FASTH3_DENSE_ADAPTER, "adapter_fused_dense", dense);
     g_hash_table_destroy(dense);

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/h3_safetensors.h"
@@ -432,17 +433,17 @@ static void test_errors(const char *tmp) {
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "merge result not in vocab");
     write_file(bad, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}");
     expect_load_error(bad, H3_TOKENIZER_MODE_TRANSFORMERS, H3_ERR_FORMAT, "byte symbols missing");
-    /* Issue 14: a tokenizer file has a size limit (256 MiB), checked before
-     * it is read: json-glib and g_file_get_contents read any size. Sparse
-     * files, so the test writes nothing of their size. */
+    /* Issue 14: a tokenizer file has a size limit (32 MiB since issue 31),
+     * checked before it is read: json-glib and g_file_get_contents read any
+     * size. Sparse files, so the test writes nothing of their size. */
     p = g_build_filename(bad, "merges.txt", NULL);
-    CHECK(truncate(p, (256 << 20) + 1) == 0, "truncate %s", p);
-    expect_load_message(bad, H3_ERR_FORMAT, "merges.txt", "more than the 268435456", "a merges.txt of 256 MiB + 1");
+    CHECK(truncate(p, (32 << 20) + 1) == 0, "truncate %s", p);
+    expect_load_message(bad, H3_ERR_FORMAT, "merges.txt", "more than the 33554432", "a merges.txt of 32 MiB + 1");
     g_free(p);
     write_file(bad, "tokenizer.json", "{");
     p = g_build_filename(bad, "tokenizer.json", NULL);
-    CHECK(truncate(p, (256 << 20) + 1) == 0, "truncate %s", p);
-    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "more than the 268435456", "a tokenizer.json of 256 MiB + 1");
+    CHECK(truncate(p, (32 << 20) + 1) == 0, "truncate %s", p);
+    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "more than the 33554432", "a tokenizer.json of 32 MiB + 1");
     g_free(p);
     const char *names[] = {"tokenizer.json", "vocab.json", "merges.txt"};
     for (int i = 0; i < 3; i++) {
@@ -470,6 +471,50 @@ static void test_errors(const char *tmp) {
     rc = h3_tokenizer_load_with_options(h3_test_data("tokenizers/qwen3/tokenizer.json"), &opt, &t, &st);
     CHECK(rc == H3_ERR_NOT_FOUND, "missing config override: rc %d", rc);
     g_free(cfg);
+}
+
+static long max_rss_kb(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* Issue 31: what a tokenizer file costs before it is refused. Run first, so
+ * that the peak RSS (which only grows) still measures these loads. */
+static void test_memory_bounds(const char *tmp) {
+    char *dir = g_build_filename(tmp, "big", NULL);
+    g_mkdir(dir, 0700);
+    char *p = g_build_filename(dir, "tokenizer.json", NULL);
+    long before = max_rss_kb();
+    /* 83 MB (sparse): refused by its size before a byte is read; the
+     * 256 MiB limit let it in, and a real-looking one took 1.7 GB. */
+    write_file(dir, "tokenizer.json", "{");
+    CHECK(truncate(p, 83000000) == 0, "truncate %s", p);
+    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "more than the 33554432", "an 83 MB tokenizer.json");
+    long grew = max_rss_kb() - before;
+    CHECK(grew < 16 * 1024, "the 83 MB tokenizer.json raised the peak RSS by %ld KB", grew);
+    /* 6 MB, under the size limit, of 2,000,001 empty merges: json-glib
+     * built 230 MB of nodes from it; the value bound refuses it unparsed. */
+    GString *s = g_string_new("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": [");
+    for (int i = 0; i <= 2000000; i++) g_string_append(s, i ? ",[]" : "[]");
+    g_string_append(s, "]}}");
+    CHECK(g_file_set_contents(p, s->str, (gssize)s->len, NULL), "write %s", p);
+    g_string_free(s, TRUE);
+    before = max_rss_kb();
+    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "2000000 values", "2,000,001 merges");
+    grew = max_rss_kb() - before;
+    CHECK(grew < 32 * 1024, "the 6 MB tokenizer.json raised the peak RSS by %ld KB", grew);
+    /* 100,000 levels (200 KB): SIGSEGV in json-glib's recursion before. */
+    s = g_string_new("{\"model\": ");
+    for (int i = 0; i < 100000; i++) g_string_append_c(s, '[');
+    g_string_append(s, "}");
+    CHECK(g_file_set_contents(p, s->str, (gssize)s->len, NULL), "write %s", p);
+    g_string_free(s, TRUE);
+    expect_load_message(p, H3_ERR_FORMAT, "tokenizer.json", "256 levels", "a 100,000-deep tokenizer.json");
+    g_unlink(p);
+    g_free(p);
+    g_rmdir(dir);
+    g_free(dir);
 }
 
 static void test_encode_errors(void) {
@@ -524,6 +569,7 @@ int main(void) {
     CHECK(n_entries == 42, "%d golden entries", n_entries);
     check_golden_files_agree();
     char *tmp = g_dir_make_tmp("h3-tok-XXXXXX", NULL);
+    test_memory_bounds(tmp);
     test_real();
     test_tiny();
     test_toy(tmp);

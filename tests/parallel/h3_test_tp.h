@@ -102,11 +102,29 @@ static inline int write_file(const char *dir, const char *name, const char *text
     return ok;
 }
 
+/* A file is linked; a folder is made and its entries linked: a component
+ * folder linked out of the model folder is refused (issue 31). */
+static inline void link_tree(const char *from, const char *to) {
+    if (!g_file_test(from, G_FILE_TEST_IS_DIR)) {
+        char *abs = g_canonicalize_filename(from, NULL);
+        CHECK(symlink(abs, to) == 0, "symlink %s", to);
+        g_free(abs);
+        return;
+    }
+    g_mkdir(to, 0755);
+    GDir *d = g_dir_open(from, 0, NULL);
+    for (const char *n; d && (n = g_dir_read_name(d));) {
+        char *f = g_build_filename(from, n, NULL), *t = g_build_filename(to, n, NULL);
+        link_tree(f, t);
+        g_free(f);
+        g_free(t);
+    }
+    if (d) g_dir_close(d);
+}
+
 static inline void link_from_tiny(const char *dir, const char *name) {
     char *from = g_build_filename(h3_test_data(TINY), name, NULL), *to = g_build_filename(dir, name, NULL);
-    char *abs = g_canonicalize_filename(from, NULL);
-    CHECK(symlink(abs, to) == 0, "symlink %s", to);
-    g_free(abs);
+    link_tree(from, to);
     g_free(from);
     g_free(to);
 }

@@ -66,5 +66,11 @@ r = run(["--tokenizer", tiny], '"ok"\nnot json\n"never"\n')
 check(r.returncode == 1 and r.stdout.decode() == "[562]\n" and "line 2" in r.stderr.decode(),
       f"bad input line: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
 
+# Issue 31: a line of 100,000 '[' used to overflow json-glib's recursion (SIGSEGV); now the
+# line is refused by the nesting bound, after the lines before it were written.
+r = run(["--tokenizer", tiny], '"ok"\n' + "[" * 100000 + "\n")
+check(r.returncode == 1 and r.stdout.decode() == "[562]\n" and "line 2" in r.stderr.decode()
+      and "256 levels" in r.stderr.decode(), f"deep line: exit {r.returncode}, stderr {r.stderr[:300]!r}")
+
 print(f"test_h3_tokenize: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -178,12 +178,13 @@ static int png_inflate(z_stream *zs, const uint8_t *data, size_t n, uint64_t wan
 /* GdkPixbuf's PNG loader (libpng's benign errors) accepts a PNG whose image
  * data stops short, and makes the image full size with the missing rows
  * left blank: a 74-byte file announcing 16384x16384 was a keyframe of 805 MB
- * of nothing. So before any loader exists, the chunks are walked (length,
- * type, CRC) to IEND, the size in IHDR is checked, and the IDAT stream is
+ * of nothing. So before any loader exists, the chunks are walked (length
+ * and type) to IEND, the size in IHDR is checked, and the IDAT stream is
  * inflated (into 16 KiB of scratch, never the image) until it covers every
  * row IHDR announces. A damaged file costs the bytes it has; a good one an
- * inflate more (about a millisecond for 1280x720). What the walk does not
- * judge (a bad IHDR field, CRCs, chunk order) is left to libpng. */
+ * inflate more (a third of the decode's time for a 1280x720 PNG of noise,
+ * about 20 ms on a loaded 2-core machine). What the walk does not judge (a
+ * bad IHDR field, CRCs, chunk order) is left to libpng. */
 static h3_status_code png_check(const uint8_t *b, size_t n, const char *name, h3_status *status) {
     size_t off = 8;
     uint64_t want = 0, got = 0;

@@ -172,43 +172,64 @@ check_mapped (const GstVideoFrame * frame)
   return NULL;
 }
 
-/* Packed RGB (stride width*3) from a checked frame of RGB, RGBx or RGBA
- * (alpha dropped, as for a file), or of I420 through GstVideoConverter. */
+/* I420 through GstVideoConverter (the caps' colorimetry), from a copy of
+ * the frame in the caps' own layout: the copy reads each plane's rows as
+ * checked (gst_video_frame_copy: a row's bytes, the plane's rows), and the
+ * converter then reads only memory the element allocated, laid out as the
+ * info it was made for. */
 static gboolean
-frame_to_rgb (GstVideoFrame * in, guint8 * rgb)
+i420_to_rgb (GstVideoFrame * in, const GstVideoInfo * info, guint8 * rgb)
+{
+  gint w = GST_VIDEO_INFO_WIDTH (info), h = GST_VIDEO_INFO_HEIGHT (info);
+  gsize row = (gsize) w * 3;
+  GstVideoInfo out_info;
+  GstVideoConverter *conv;
+  GstVideoFrame own, out;
+  GstBuffer *own_buf, *out_buf;
+  gboolean ok = FALSE;
+
+  gst_video_info_set_format (&out_info, GST_VIDEO_FORMAT_RGB, w, h);
+  own_buf = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (info), NULL);
+  out_buf = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&out_info),
+      NULL);
+  conv = gst_video_converter_new ((GstVideoInfo *) info, &out_info, NULL);
+  if (own_buf && out_buf && conv
+      && gst_video_frame_map (&own, info, own_buf, GST_MAP_READWRITE)) {
+    if (gst_video_frame_map (&out, &out_info, out_buf, GST_MAP_WRITE)) {
+      ok = gst_video_frame_copy (&own, in);
+      if (ok) {
+        gst_video_converter_frame (conv, &own, &out);
+        for (gint y = 0; y < h; y++)
+          memcpy (rgb + (gsize) y * row, (const guint8 *)
+              GST_VIDEO_FRAME_PLANE_DATA (&out, 0) +
+              (gsize) y * GST_VIDEO_FRAME_PLANE_STRIDE (&out, 0), row);
+      }
+      gst_video_frame_unmap (&out);
+    }
+    gst_video_frame_unmap (&own);
+  }
+  if (conv)
+    gst_video_converter_free (conv);
+  if (own_buf)
+    gst_buffer_unref (own_buf);
+  if (out_buf)
+    gst_buffer_unref (out_buf);
+  return ok;
+}
+
+/* Packed RGB (stride width*3) from a checked frame of RGB, RGBx or RGBA
+ * (alpha dropped, as for a file), or of I420 (i420_to_rgb; info: the
+ * caps'). */
+static gboolean
+frame_to_rgb (GstVideoFrame * in, const GstVideoInfo * caps_info,
+    guint8 * rgb)
 {
   const GstVideoInfo *info = &in->info;
   gint w = GST_VIDEO_INFO_WIDTH (info), h = GST_VIDEO_INFO_HEIGHT (info);
   gsize row = (gsize) w * 3;
 
-  if (GST_VIDEO_INFO_FORMAT (info) == GST_VIDEO_FORMAT_I420) {
-    GstVideoInfo out_info;
-    GstVideoConverter *conv;
-    GstVideoFrame out;
-    GstBuffer *buf;
-
-    gst_video_info_set_format (&out_info, GST_VIDEO_FORMAT_RGB, w, h);
-    conv = gst_video_converter_new ((GstVideoInfo *) info, &out_info, NULL);
-    if (!conv)
-      return FALSE;
-    buf = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&out_info),
-        NULL);
-    if (!buf || !gst_video_frame_map (&out, &out_info, buf, GST_MAP_WRITE)) {
-      if (buf)
-        gst_buffer_unref (buf);
-      gst_video_converter_free (conv);
-      return FALSE;
-    }
-    gst_video_converter_frame (conv, in, &out);
-    for (gint y = 0; y < h; y++)
-      memcpy (rgb + (gsize) y * row, (const guint8 *)
-          GST_VIDEO_FRAME_PLANE_DATA (&out, 0) +
-          (gsize) y * GST_VIDEO_FRAME_PLANE_STRIDE (&out, 0), row);
-    gst_video_frame_unmap (&out);
-    gst_buffer_unref (buf);
-    gst_video_converter_free (conv);
-    return TRUE;
-  }
+  if (GST_VIDEO_INFO_FORMAT (info) == GST_VIDEO_FORMAT_I420)
+    return i420_to_rgb (in, caps_info, rgb);
 
   {
     gint px = GST_VIDEO_INFO_FORMAT (info) == GST_VIDEO_FORMAT_RGB ? 3 : 4;
@@ -261,7 +282,7 @@ gst_h3_sample_to_rgb (GstSample * sample, h3_image_file * out,
   w = GST_VIDEO_INFO_WIDTH (&info);
   h = GST_VIDEO_INFO_HEIGHT (&info);
   out->pixels = malloc ((gsize) w * 3 * (gsize) h + 1);
-  ok = out->pixels && frame_to_rgb (&frame, out->pixels);
+  ok = out->pixels && frame_to_rgb (&frame, &info, out->pixels);
   gst_video_frame_unmap (&frame);
   if (!ok) {
     h3_image_file_clear (out);

@@ -12,7 +12,8 @@
  *    I420 runs to the end;
  *  - last-image-location, and a first sample with a last file: the engine's
  *    clip bit for bit; T2VA, first, last and first+last have distinct ids;
- *  - bad keyframes (missing, corrupt, truncated, empty, a FIFO, a directory,
+ *  - bad keyframes (missing, corrupt, a PNG and a JPEG cut short (the
+ *    message says "truncated"), empty, a FIFO, a directory,
  *    a 20000x20000 or 0x0 header; a 0x0, NV12, GRAY8, caps-less, unfixed,
  *    non-video, oversized or short sample): the state change to PAUSED
  *    fails with a message naming the file or the property, nothing is
@@ -29,6 +30,7 @@
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
+#include <gdk-pixbuf/gdk-pixbuf.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -611,6 +613,9 @@ GST_START_TEST (test_bad_keyframes)
         {"notes.png", "cannot be decoded"}},
     {"last-image-location", "truncated.png", NULL, 0, R,
         GST_RESOURCE_ERROR_OPEN_READ, {"truncated.png", "a truncated PNG"}},
+    /* the keyframe as a JPEG cut in its scan: a half-grey picture before */
+    {"image-location", "cut.jpg", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
+        {"cut.jpg", "a truncated JPEG"}},
     {"image-location", "empty.png", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
         {"empty.png", "empty"}},
     {"last-image-location", "fifo.png", NULL, 0, R,
@@ -647,6 +652,19 @@ GST_START_TEST (test_bad_keyframes)
   p = g_build_filename (dir, "truncated.png", NULL);
   fail_unless (g_file_set_contents (p, bytes, n / 2, NULL));
   g_free (p);
+  {
+    GdkPixbuf *pb = gdk_pixbuf_new_from_file (png, NULL);
+    gchar *jpeg = NULL;
+    gsize jn = 0;
+
+    fail_unless (pb && gdk_pixbuf_save_to_buffer (pb, &jpeg, &jn, "jpeg",
+            NULL, NULL));
+    p = g_build_filename (dir, "cut.jpg", NULL);
+    fail_unless (g_file_set_contents (p, jpeg, jn - jn / 4, NULL));
+    g_free (p);
+    g_free (jpeg);
+    g_object_unref (pb);
+  }
   p = g_build_filename (dir, "notes.png", NULL);
   fail_unless (g_file_set_contents (p, "not an image\n", -1, NULL));
   g_free (p);
@@ -674,7 +692,7 @@ GST_START_TEST (test_bad_keyframes)
     expect_refused (&cases[i], dir);
 
   for (const gchar * const *f = (const gchar *[]) {
-  "truncated.png", "notes.png", "empty.png", "fifo.png", "folder",
+  "truncated.png", "cut.jpg", "notes.png", "empty.png", "fifo.png", "folder",
         "huge.png", "zero.png", "first.bmp", NULL}; *f;
       f++) {
     p = g_build_filename (dir, *f, NULL);

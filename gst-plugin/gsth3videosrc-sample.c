@@ -124,7 +124,9 @@ check_layout (const GstVideoInfo * info, GstBuffer * buf)
       || meta->height != (guint) h || meta->n_planes != n_planes)
     return g_strdup_printf ("the sample's video meta describes %s %ux%u of "
         "%u plane%s, its caps %s %dx%d of %u plane%s",
-        gst_video_format_to_string (meta->format), meta->width, meta->height,
+        gst_video_format_to_string (meta->format) ?
+        gst_video_format_to_string (meta->format) : "an unknown format",
+        meta->width, meta->height,
         meta->n_planes, meta->n_planes == 1 ? "" : "s",
         GST_VIDEO_INFO_NAME (info), w, h, n_planes, n_planes == 1 ? "" : "s");
   for (guint p = 0; p < n_planes; p++) {

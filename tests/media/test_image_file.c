@@ -10,7 +10,9 @@
 #include <gdk-pixbuf/gdk-pixbuf.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <jpeglib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -434,6 +436,72 @@ static void test_jpeg_truncated(void) {
     printf("truncated JPEGs refused (a %zu-byte one announcing 16384x16384 too); bytes after EOI kept\n", jn);
 }
 
+/* A JPEG of w x h pixels written by libjpeg: grey or RGB, a flat picture or
+ * noise, progressive or not, a restart marker every restart MCUs. */
+static unsigned char *jpeg_encoded(int w, int h, int grey, int noise, int progressive, int restart,
+                                   unsigned long *n) {
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    unsigned char *out = NULL;
+    *n = 0;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &out, n);
+    c.image_width = (JDIMENSION)w, c.image_height = (JDIMENSION)h;
+    c.input_components = grey ? 1 : 3;
+    c.in_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 85, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
+    c.restart_interval = (unsigned)restart;
+    jpeg_start_compress(&c, TRUE);
+    JSAMPLE *row = malloc((size_t)w * 3);
+    uint32_t seed = 12345;
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w * c.input_components; x++) {
+            seed = seed * 1103515245u + 12345u;
+            row[x] = noise ? (JSAMPLE)(seed >> 24) : 0x60;
+        }
+        JSAMPROW rows[1] = {row};
+        jpeg_write_scanlines(&c, rows, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    return out;
+}
+
+/* JPEGs as encoders write them pass the walk and decode: baseline,
+ * progressive (its first scans code DC at a bit a block, the bound the walk
+ * checks, met exactly by a flat picture's one-symbol Huffman table), restart
+ * markers in the scan, grey, one pixel. Each cut by a byte is truncated. */
+static void test_jpeg_layouts(void) {
+    static const struct {
+        int w, h, grey, noise, progressive, restart;
+    } cases[] = {
+        {64, 48, 0, 1, 0, 0}, {64, 48, 0, 1, 1, 0}, {512, 512, 1, 0, 1, 0}, {512, 512, 0, 0, 1, 0},
+        {33, 17, 0, 1, 0, 1}, {33, 17, 1, 1, 1, 2}, {1, 1, 0, 0, 1, 0}, {2048, 8, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned long n;
+        unsigned char *jpg = jpeg_encoded(cases[i].w, cases[i].h, cases[i].grey, cases[i].noise,
+                                          cases[i].progressive, cases[i].restart, &n);
+        h3_image_file f;
+        h3_status st = {0};
+        h3_status_code rc = h3_image_file_decode(jpg, n, "made.jpg", &f, &st);
+        CHECK(rc == H3_OK && f.image.width == cases[i].w && f.image.height == cases[i].h,
+              "%dx%d %s%s%s JPEG (%lu bytes), restart %d: %s '%s'", cases[i].w, cases[i].h,
+              cases[i].grey ? "grey" : "RGB", cases[i].noise ? " noise" : " flat",
+              cases[i].progressive ? " progressive" : "", n, cases[i].restart, h3_status_code_name(rc),
+              rc == H3_OK ? "" : st.message);
+        h3_image_file_clear(&f);
+        expect_truncated(jpg, n - 1, "cut.jpg", NULL);
+        free(jpg);
+    }
+    printf("JPEGs written by libjpeg taken: baseline, progressive (flat: a bit a block), restart markers, grey, "
+           "1x1\n");
+}
+
 int main(void) {
     tmp_dir = g_dir_make_tmp("h3-image-XXXXXX", NULL);
     test_huge_jpeg_not_decoded();
@@ -443,6 +511,7 @@ int main(void) {
     test_jpeg_refusals();
     test_png_truncated();
     test_jpeg_truncated();
+    test_jpeg_layouts();
     g_rmdir(tmp_dir);
     g_free(tmp_dir);
     return h3_test_finish("test_image_file");

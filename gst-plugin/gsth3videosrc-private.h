@@ -56,6 +56,9 @@
  *   gsth3videosrc-uri.c       the h3: URI of a clip (h3src handles it)
  *   gsth3videosrc-keyframes.c the FL2VA keyframes: files (media/) and
  *                             GstSamples into RGB, once per run
+ *   gsth3videosrc-sample.c    a GstSample checked (caps, video meta planes
+ *                             against the memory) and copied as RGB; apart
+ *                             for tests/fuzz/fuzz_sample.c
  */
 #ifndef GST_H3_VIDEO_SRC_PRIVATE_H
 #define GST_H3_VIDEO_SRC_PRIVATE_H

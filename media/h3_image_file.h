@@ -32,8 +32,11 @@ typedef struct h3_image_file {
  * convert("RGB") does); other layouts than 8-bit RGB(A) are refused.
  * Errors (a status naming the file): missing or unreadable, not a regular
  * file, larger than H3_IMAGE_FILE_MAX_BYTES, not a PNG or JPEG (by its first
- * bytes), corrupt or truncated, 0x0, a side over H3_MAX_IMAGE_SIDE or more than
- * H3_MAX_IMAGE_PIXELS pixels. */
+ * bytes), corrupt, truncated (a PNG whose image data does not cover every
+ * row or that has no IEND chunk, a JPEG without its end-of-image marker or
+ * with fewer bytes of scan data than its 8x8 blocks need: refused before
+ * any decoder runs, the message saying 'truncated'), 0x0, a side over
+ * H3_MAX_IMAGE_SIDE or more than H3_MAX_IMAGE_PIXELS pixels. */
 h3_status_code h3_image_file_load(const char *path, h3_image_file *out, h3_status *status);
 /* The same from bytes in memory (`name` stands for the file in messages). */
 h3_status_code h3_image_file_decode(const uint8_t *bytes, size_t n, const char *name, h3_image_file *out,

@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config \
-  libglib2.0-dev libjson-glib-dev libopenblas-dev libgdk-pixbuf-2.0-dev \
+  libglib2.0-dev libjson-glib-dev libopenblas-dev libgdk-pixbuf-2.0-dev zlib1g-dev libjpeg-dev \
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstrtspserver-1.0-dev libsoup-3.0-dev \
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good \
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav \

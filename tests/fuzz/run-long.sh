@@ -78,6 +78,7 @@ for name in "$@"; do
   for d in "$src/tests/fuzz/seeds/$name" "$build/tests/fuzz/seeds/$name"; do [ -d "$d" ] && seeds="$seeds $d"; done
   dict="$here/json.dict"
   [ "$name" = image_file ] && dict="$here/image.dict"
+  [ "$name" = sample ] && dict="$here/sample.dict"
   # this run's rounds only: a resumed corpus keeps the older logs apart
   logs="$logs/$(date +%Y%m%d-%H%M%S)"
   start=$(date +%s) round=0 execs=0

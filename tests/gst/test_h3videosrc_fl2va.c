@@ -12,11 +12,16 @@
  *    I420 runs to the end;
  *  - last-image-location, and a first sample with a last file: the engine's
  *    clip bit for bit; T2VA, first, last and first+last have distinct ids;
- *  - bad keyframes (missing, corrupt, truncated, empty, a FIFO, a directory,
+ *  - bad keyframes (missing, corrupt, a PNG and a JPEG cut short (the
+ *    message says "truncated"), empty, a FIFO, a directory,
  *    a 20000x20000 or 0x0 header; a 0x0, NV12, GRAY8, caps-less, unfixed,
  *    non-video, oversized or short sample): the state change to PAUSED
  *    fails with a message naming the file or the property, nothing is
  *    loaded or pushed, and the same element then runs with a good one;
+ *  - hostile GstVideoMeta planes (a stride or offset past the buffer, a
+ *    stride shorter than a row or negative, a meta not the caps' size,
+ *    format or plane count, rows running out of their memory block): the
+ *    same refusal, with the numbers; fitting layouts are taken;
  *  - the rules: the last set of a file and a sample wins, a change in
  *    PLAYING is ignored with a warning, the h3: URI carries the locations,
  *    `capabilities` lists the modes.
@@ -25,6 +30,7 @@
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
+#include <gdk-pixbuf/gdk-pixbuf.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -606,7 +612,10 @@ GST_START_TEST (test_bad_keyframes)
     {"image-location", "notes.png", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
         {"notes.png", "cannot be decoded"}},
     {"last-image-location", "truncated.png", NULL, 0, R,
-        GST_RESOURCE_ERROR_OPEN_READ, {"truncated.png", NULL}},
+        GST_RESOURCE_ERROR_OPEN_READ, {"truncated.png", "a truncated PNG"}},
+    /* the keyframe as a JPEG cut in its scan: a half-grey picture before */
+    {"image-location", "cut.jpg", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
+        {"cut.jpg", "a truncated JPEG"}},
     {"image-location", "empty.png", NULL, 0, R, GST_RESOURCE_ERROR_OPEN_READ,
         {"empty.png", "empty"}},
     {"last-image-location", "fifo.png", NULL, 0, R,
@@ -643,6 +652,19 @@ GST_START_TEST (test_bad_keyframes)
   p = g_build_filename (dir, "truncated.png", NULL);
   fail_unless (g_file_set_contents (p, bytes, n / 2, NULL));
   g_free (p);
+  {
+    GdkPixbuf *pb = gdk_pixbuf_new_from_file (png, NULL);
+    gchar *jpeg = NULL;
+    gsize jn = 0;
+
+    fail_unless (pb && gdk_pixbuf_save_to_buffer (pb, &jpeg, &jn, "jpeg",
+            NULL, NULL));
+    p = g_build_filename (dir, "cut.jpg", NULL);
+    fail_unless (g_file_set_contents (p, jpeg, jn - jn / 4, NULL));
+    g_free (p);
+    g_free (jpeg);
+    g_object_unref (pb);
+  }
   p = g_build_filename (dir, "notes.png", NULL);
   fail_unless (g_file_set_contents (p, "not an image\n", -1, NULL));
   g_free (p);
@@ -670,7 +692,7 @@ GST_START_TEST (test_bad_keyframes)
     expect_refused (&cases[i], dir);
 
   for (const gchar * const *f = (const gchar *[]) {
-  "truncated.png", "notes.png", "empty.png", "fifo.png", "folder",
+  "truncated.png", "cut.jpg", "notes.png", "empty.png", "fifo.png", "folder",
         "huge.png", "zero.png", "first.bmp", NULL}; *f;
       f++) {
     p = g_build_filename (dir, *f, NULL);
@@ -681,6 +703,137 @@ GST_START_TEST (test_bad_keyframes)
   g_free (bytes);
   g_free (png);
   g_free (dir);
+}
+
+GST_END_TEST;
+
+/* ---- hostile video metas ------------------------------------------------- */
+
+typedef struct
+{
+  const gchar *caps;
+  gsize memories[3];            /* the buffer's memory blocks (bytes; 0 ends) */
+  GstVideoFormat meta_format;   /* GST_VIDEO_FORMAT_UNKNOWN: no meta */
+  guint width, height, n_planes;
+  gsize offset[GST_VIDEO_MAX_PLANES];
+  gint stride[GST_VIDEO_MAX_PLANES];
+  const gchar *says[2];         /* NULL says[0]: accepted */
+} MetaCase;
+
+#define RGB64 "video/x-raw,format=RGB,width=64,height=32,framerate=0/1"
+#define I420_64 "video/x-raw,format=I420,width=64,height=32,framerate=0/1"
+
+/* A sample of the case's caps, memory blocks (0x80 bytes) and video meta. */
+static GstSample *
+meta_sample (const MetaCase * c)
+{
+  GstCaps *caps = gst_caps_from_string (c->caps);
+  GstBuffer *buf = gst_buffer_new ();
+  GstSample *s;
+
+  for (gint i = 0; i < 3 && c->memories[i]; i++) {
+    GstMemory *m = gst_allocator_alloc (NULL, c->memories[i], NULL);
+    GstMapInfo map;
+
+    fail_unless (gst_memory_map (m, &map, GST_MAP_WRITE));
+    memset (map.data, 0x80, map.size);
+    gst_memory_unmap (m, &map);
+    gst_buffer_append_memory (buf, m);
+  }
+  if (c->meta_format != GST_VIDEO_FORMAT_UNKNOWN)
+    gst_buffer_add_video_meta_full (buf, GST_VIDEO_FRAME_FLAG_NONE,
+        c->meta_format, c->width, c->height, c->n_planes, (gsize *) c->offset,
+        (gint *) c->stride);
+  s = gst_sample_new (buf, caps, NULL, NULL);
+  gst_caps_unref (caps);
+  gst_buffer_unref (buf);
+  return s;
+}
+
+/* A GstVideoMeta whose planes do not fit its buffer is refused with the
+ * numbers, as the property's error, before a byte of it is read: stride
+ * 100,000 used to make other heap memory the keyframe, 10^8 a SIGSEGV, a
+ * meta wider than the caps a heap overflow of the element's copy, a plane
+ * running out of its memory block a read past it (the ASan build of this
+ * test reports any of these). Layouts that fit, one memory block per plane
+ * included, are taken. */
+GST_START_TEST (test_hostile_sample_meta)
+{
+  const GstVideoFormat RGB = GST_VIDEO_FORMAT_RGB, I420 =
+      GST_VIDEO_FORMAT_I420;
+  const MetaCase cases[] = {
+    {RGB64, {6144}, RGB, 64, 32, 1, {0}, {100000}, {"stride 100000",
+            "buffer (6144 bytes)"}},
+    {RGB64, {6144}, RGB, 64, 32, 1, {0}, {100000000}, {"stride 100000000",
+            "past the end of the buffer"}},
+    {RGB64, {6144}, RGB, 64, 32, 1, {6000}, {192}, {"offset 6000",
+            "past the end of the buffer"}},
+    {RGB64, {6144}, RGB, 64, 32, 1, {1000000}, {192}, {"offset 1000000",
+            NULL}},
+    {RGB64, {6144}, RGB, 64, 32, 1, {0}, {100}, {"stride of 100 bytes",
+            "rows of 192 bytes"}},
+    {RGB64, {6144}, RGB, 64, 32, 1, {0}, {-192}, {"stride of -192", NULL}},
+    {RGB64, {12288}, RGB, 128, 32, 1, {0}, {384}, {"RGB 128x32",
+            "RGB 64x32"}},
+    {RGB64, {8192}, GST_VIDEO_FORMAT_RGBA, 64, 32, 1, {0}, {256},
+        {"describes RGBA", NULL}},
+    {RGB64, {6144}, RGB, 64, 32, 2, {0, 0}, {192, 192}, {"of 2 planes",
+            NULL}},
+    {I420_64, {3072}, I420, 64, 32, 3, {0, 2048, 2800}, {64, 32, 32},
+        {"plane 2", "past the end of the buffer"}},
+    {I420_64, {3072}, I420, 64, 32, 3, {0, 2048, 2560}, {64, 100000, 32},
+        {"plane 1", "stride 100000"}},
+    {RGB64, {4096, 2048}, RGB, 64, 32, 1, {0}, {192}, {"memory block",
+            "4096 bytes"}},
+    /* taken: one block per plane, and a padded stride */
+    {I420_64, {2048, 512, 512}, I420, 64, 32, 3, {0, 2048, 2560}, {64, 32,
+            32}, {NULL, NULL}},
+    {RGB64, {64 * 200}, RGB, 64, 32, 1, {16}, {200}, {NULL, NULL}},
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    const MetaCase *c = &cases[i];
+    const gchar *prop = i % 2 ? "last-image" : "image";
+    GstHarness *hv, *ha;
+    GstBus *bus;
+    GstElement *e = new_element (&hv, &ha, &bus);
+    GstSample *sample = meta_sample (c);
+    GstStateChangeReturn ret;
+    GstMessage *m;
+
+    g_object_set (e, prop, sample, NULL);
+    gst_sample_unref (sample);
+    ret = gst_element_set_state (e, GST_STATE_PAUSED);
+    m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    if (!c->says[0]) {
+      fail_unless (ret != GST_STATE_CHANGE_FAILURE && m == NULL,
+          "case %u: a layout that fits was refused", i);
+    } else {
+      GError *err = NULL;
+      gchar *dbg = NULL;
+
+      fail_unless_equals_int (ret, GST_STATE_CHANGE_FAILURE);
+      fail_unless (m != NULL, "case %u: no error", i);
+      gst_message_parse_error (m, &err, &dbg);
+      g_print ("%s (case %u): %s\n", prop, i, err->message);
+      fail_unless (err->domain == GST_LIBRARY_ERROR
+          && err->code == GST_LIBRARY_ERROR_SETTINGS, "case %u: %s %d", i,
+          g_quark_to_string (err->domain), err->code);
+      fail_unless (g_str_has_prefix (err->message, prop), "'%s' does not "
+          "name %s", err->message, prop);
+      for (gint k = 0; k < 2; k++)
+        fail_unless (!c->says[k] || strstr (err->message, c->says[k]),
+            "'%s' does not say '%s'", err->message, c->says[k]);
+      fail_unless (gst_harness_try_pull (hv) == NULL, "a frame after the "
+          "error");
+      g_error_free (err);
+      g_free (dbg);
+    }
+    if (m)
+      gst_message_unref (m);
+    gst_element_set_state (e, GST_STATE_NULL);
+    element_free (hv, ha, bus);
+  }
 }
 
 GST_END_TEST;
@@ -797,6 +950,7 @@ h3videosrc_fl2va_suite (void)
   tcase_add_test (tc, test_image_sample);
   tcase_add_test (tc, test_last_image);
   tcase_add_test (tc, test_bad_keyframes);
+  tcase_add_test (tc, test_hostile_sample_meta);
   tcase_add_test (tc, test_keyframe_rules);
   return s;
 }

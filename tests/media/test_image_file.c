@@ -2,14 +2,22 @@
  * PNG decodes to the pixels the reference read from it; JPEG and RGBA PNG
  * decode (alpha dropped); and each bad file is refused by name without
  * blocking or allocating what its header claims: missing, a FIFO, a
- * directory, empty, not an image, truncated, a 0x0 or 20000x20000 header. */
+ * directory, empty, not an image, truncated, a 0x0 or 20000x20000 header.
+ * A damaged body is refused as truncated before any decoder runs: a PNG
+ * whose image data or IEND is missing, a JPEG without its end-of-image
+ * marker or with too little scan data for its size (16384x16384 announced
+ * by a few dozen bytes costs microseconds, not 20-50 s and 1.7 GB). */
 #include <gdk-pixbuf/gdk-pixbuf.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <jpeglib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "h3_image_file.h"
 #include "base/h3_safetensors.h"
@@ -87,8 +95,8 @@ static void test_formats(void) {
     h3_image_file_clear(&f);
     /* truncated: the first half of the JPEG */
     h3_status_code rc = h3_image_file_decode((const uint8_t *)jpeg, n / 2, "half.jpg", &f, &st);
-    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "half.jpg"), "truncated JPEG: %s '%s'", h3_status_code_name(rc),
-          st.message);
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, "half.jpg") && strstr(st.message, "truncated"),
+          "truncated JPEG: %s '%s'", h3_status_code_name(rc), st.message);
     g_free(jpeg);
     g_object_unref(rgba);
     g_object_unref(rgb);
@@ -286,6 +294,214 @@ static void test_jpeg_refusals(void) {
     printf("refused before libjpeg: an arithmetic-coded JPEG (%zu bytes), 1001 scans\n", sizeof arith - 1);
 }
 
+/* A PNG from its IHDR fields and its filtered rows (compressed here), with
+ * or without IEND. */
+static uint8_t *png_file(uint32_t w, uint32_t h, int depth, int type, int interlace, const uint8_t *rows,
+                         size_t nrows, int iend, size_t *n) {
+    uLongf zn = compressBound(nrows);
+    uint8_t *b = malloc(8 + 25 + 12 + zn + 12 + 12), *c;
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(b, sig, 8);
+    c = b + 8;
+    put32(c, 13);
+    memcpy(c + 4, "IHDR", 4);
+    put32(c + 8, w);
+    put32(c + 12, h);
+    c[16] = (uint8_t)depth, c[17] = (uint8_t)type, c[18] = 0, c[19] = 0, c[20] = (uint8_t)interlace;
+    put32(c + 21, crc32_of(c + 4, 17));
+    c += 25;
+    if (type == 3) { /* a palette of one entry */
+        put32(c, 3);
+        memcpy(c + 4, "PLTE\x10\x20\x30", 7);
+        put32(c + 11, crc32_of(c + 4, 7));
+        c += 15;
+    }
+    CHECK(compress2(c + 8, &zn, rows, nrows, 9) == Z_OK, "compress");
+    put32(c, (uint32_t)zn);
+    memcpy(c + 4, "IDAT", 4);
+    put32(c + 8 + zn, crc32_of(c + 4, 4 + zn));
+    c += 12 + zn;
+    if (iend) {
+        put32(c, 0);
+        memcpy(c + 4, "IEND", 4);
+        put32(c + 8, crc32_of(c + 4, 4));
+        c += 12;
+    }
+    *n = (size_t)(c - b);
+    return b;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void expect_truncated(const uint8_t *b, size_t n, const char *name, const char *says) {
+    h3_image_file f;
+    h3_status st = {0};
+    double t0 = now_s();
+    h3_status_code rc = h3_image_file_decode(b, n, name, &f, &st);
+    double took = now_s() - t0;
+    CHECK(rc == H3_ERR_FORMAT && strstr(st.message, name) && strstr(st.message, "truncated") &&
+              (!says || strstr(st.message, says)) && !f.pixels,
+          "%s (%zu bytes): %s '%s'", name, n, h3_status_code_name(rc), st.message);
+    CHECK(took < 0.1, "%s: refused after %.3f s: the decoder ran", name, took);
+    if (rc != H3_OK && !g_str_has_prefix(name, "cut.")) printf("  %s\n", st.message);
+    h3_image_file_clear(&f);
+}
+
+/* The exact image data of each PNG layout is accepted; a byte less of it,
+ * or no IEND, is truncated. Row bytes as libpng counts them: a filter byte,
+ * then width x bits rounded up, per row of each Adam7 pass when
+ * interlaced. */
+static void test_png_truncated(void) {
+    static const struct {
+        int depth, type, interlace;
+        size_t bytes; /* of 13x7 pixels */
+    } layouts[] = {
+        {8, 2, 0, 7 * (1 + 39)}, {1, 0, 0, 7 * (1 + 2)}, {16, 6, 0, 7 * (1 + 104)}, {4, 3, 0, 7 * (1 + 7)},
+        /* Adam7 passes of 13x7: 2x1, 2x1, 4x1, 3x2, 7x2, 6x4, 13x3 pixels */
+        {8, 2, 1, 1 * 7 + 1 * 7 + 1 * 13 + 2 * 10 + 2 * 22 + 4 * 19 + 3 * 40},
+        {2, 0, 1, 1 * 2 + 1 * 2 + 1 * 2 + 2 * 2 + 2 * 3 + 4 * 3 + 3 * 5},
+    };
+    uint8_t zeros[1024] = {0};
+    h3_image_file f;
+    h3_status st = {0};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        size_t n;
+        uint8_t *b = png_file(13, 7, layouts[i].depth, layouts[i].type, layouts[i].interlace, zeros,
+                              layouts[i].bytes, 1, &n);
+        h3_status_code rc = h3_image_file_decode(b, n, "exact.png", &f, &st);
+        CHECK(rc == H3_OK && f.image.width == 13 && f.image.height == 7, "13x7 PNG of depth %d, type %d%s: %s '%s'",
+              layouts[i].depth, layouts[i].type, layouts[i].interlace ? ", interlaced" : "", h3_status_code_name(rc),
+              rc == H3_OK ? "" : st.message);
+        h3_image_file_clear(&f);
+        CHECK(n > 12 && (expect_truncated(b, n - 12, "no-iend.png", "IEND"), 1), "no IEND");
+        free(b);
+        b = png_file(13, 7, layouts[i].depth, layouts[i].type, layouts[i].interlace, zeros, layouts[i].bytes - 1, 1,
+                     &n);
+        expect_truncated(b, n, "short.png", "image data");
+        free(b);
+    }
+    /* A real PNG cut anywhere in its chunks. */
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, 64, 48);
+    gdk_pixbuf_fill(pb, 0x3080c0ff);
+    gsize pn;
+    gchar *png = encoded(pb, "png", &pn);
+    for (size_t cut = 9; cut < pn; cut += 7) expect_truncated((const uint8_t *)png, cut, "cut.png", NULL);
+    g_free(png);
+    g_object_unref(pb);
+    /* What the issue measured: 74 bytes announcing 16384x16384 (a side and
+     * a pixel count at the limits), a complete zlib stream of a row and an
+     * IEND, decoded by GdkPixbuf to 805 MB of blank rows. */
+    static const uint8_t rows[1 + 16384 * 3];
+    size_t n;
+    uint8_t *b = png_file(16384, 16384, 8, 2, 0, rows, sizeof rows, 1, &n);
+    long before = max_rss_kb();
+    expect_truncated(b, n, "bomb.png", "16384x16384");
+    CHECK(max_rss_kb() - before < 12 * 1024, "bomb.png: the peak memory grew by %ld KB", max_rss_kb() - before);
+    printf("truncated PNGs refused (a %zu-byte one announcing 16384x16384 too)\n", n);
+    free(b);
+}
+
+/* A JPEG without its end-of-image marker, or with too little scan data for
+ * the blocks its frame announces, is truncated; data after EOI is not. */
+static void test_jpeg_truncated(void) {
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, 64, 48);
+    gdk_pixbuf_fill(pb, 0x3080c0ff);
+    gsize n;
+    gchar *jpeg = encoded(pb, "jpeg", &n);
+    expect_truncated((const uint8_t *)jpeg, n - 2, "no-eoi.jpg", "end-of-image");
+    for (size_t cut = 3; cut < n - 2; cut += 13) expect_truncated((const uint8_t *)jpeg, cut, "cut.jpg", NULL);
+    gchar *tail = g_malloc(n + 5);
+    memcpy(tail, jpeg, n);
+    memcpy(tail + n, "junk\n", 5);
+    h3_image_file f;
+    h3_status st = {0};
+    h3_status_code rc = h3_image_file_decode((const uint8_t *)tail, n + 5, "tail.jpg", &f, &st);
+    CHECK(rc == H3_OK && f.image.width == 64, "bytes after EOI: %s '%s'", h3_status_code_name(rc),
+          rc == H3_OK ? "" : st.message);
+    h3_image_file_clear(&f);
+    g_free(tail);
+    g_free(jpeg);
+    g_object_unref(pb);
+    /* The issue's 147 bytes announcing 16384x16384 (within the limits): 16
+     * bytes of scan for 6 million blocks, which libjpeg made up in 20-50 s. */
+    uint8_t jpg[160];
+    size_t jn = jpeg_header(jpg, 16384, 16384);
+    long before = max_rss_kb();
+    expect_truncated(jpg, jn, "bomb.jpg", "16384x16384");
+    CHECK(max_rss_kb() - before < 12 * 1024, "bomb.jpg: the peak memory grew by %ld KB", max_rss_kb() - before);
+    printf("truncated JPEGs refused (a %zu-byte one announcing 16384x16384 too); bytes after EOI kept\n", jn);
+}
+
+/* A JPEG of w x h pixels written by libjpeg: grey or RGB, a flat picture or
+ * noise, progressive or not, a restart marker every restart MCUs. */
+static unsigned char *jpeg_encoded(int w, int h, int grey, int noise, int progressive, int restart,
+                                   unsigned long *n) {
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    unsigned char *out = NULL;
+    *n = 0;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &out, n);
+    c.image_width = (JDIMENSION)w, c.image_height = (JDIMENSION)h;
+    c.input_components = grey ? 1 : 3;
+    c.in_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 85, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
+    c.restart_interval = (unsigned)restart;
+    jpeg_start_compress(&c, TRUE);
+    JSAMPLE *row = malloc((size_t)w * 3);
+    uint32_t seed = 12345;
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w * c.input_components; x++) {
+            seed = seed * 1103515245u + 12345u;
+            row[x] = noise ? (JSAMPLE)(seed >> 24) : 0x60;
+        }
+        JSAMPROW rows[1] = {row};
+        jpeg_write_scanlines(&c, rows, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    return out;
+}
+
+/* JPEGs as encoders write them pass the walk and decode: baseline,
+ * progressive (its first scans code DC at a bit a block, the bound the walk
+ * checks, met exactly by a flat picture's one-symbol Huffman table), restart
+ * markers in the scan, grey, one pixel. Each cut by a byte is truncated. */
+static void test_jpeg_layouts(void) {
+    static const struct {
+        int w, h, grey, noise, progressive, restart;
+    } cases[] = {
+        {64, 48, 0, 1, 0, 0}, {64, 48, 0, 1, 1, 0}, {512, 512, 1, 0, 1, 0}, {512, 512, 0, 0, 1, 0},
+        {33, 17, 0, 1, 0, 1}, {33, 17, 1, 1, 1, 2}, {1, 1, 0, 0, 1, 0}, {2048, 8, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned long n;
+        unsigned char *jpg = jpeg_encoded(cases[i].w, cases[i].h, cases[i].grey, cases[i].noise,
+                                          cases[i].progressive, cases[i].restart, &n);
+        h3_image_file f;
+        h3_status st = {0};
+        h3_status_code rc = h3_image_file_decode(jpg, n, "made.jpg", &f, &st);
+        CHECK(rc == H3_OK && f.image.width == cases[i].w && f.image.height == cases[i].h,
+              "%dx%d %s%s%s JPEG (%lu bytes), restart %d: %s '%s'", cases[i].w, cases[i].h,
+              cases[i].grey ? "grey" : "RGB", cases[i].noise ? " noise" : " flat",
+              cases[i].progressive ? " progressive" : "", n, cases[i].restart, h3_status_code_name(rc),
+              rc == H3_OK ? "" : st.message);
+        h3_image_file_clear(&f);
+        expect_truncated(jpg, n - 1, "cut.jpg", NULL);
+        free(jpg);
+    }
+    printf("JPEGs written by libjpeg taken: baseline, progressive (flat: a bit a block), restart markers, grey, "
+           "1x1\n");
+}
+
 int main(void) {
     tmp_dir = g_dir_make_tmp("h3-image-XXXXXX", NULL);
     test_huge_jpeg_not_decoded();
@@ -293,6 +509,9 @@ int main(void) {
     test_formats();
     test_refusals();
     test_jpeg_refusals();
+    test_png_truncated();
+    test_jpeg_truncated();
+    test_jpeg_layouts();
     g_rmdir(tmp_dir);
     g_free(tmp_dir);
     return h3_test_finish("test_image_file");

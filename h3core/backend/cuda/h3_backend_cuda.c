@@ -24,8 +24,8 @@
 #include "backend/cuda/h3_backend_cuda_bench.h"
 
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels.h"
-#include "backend/cuda/kernels/h3_kernels_attention.h"
+#include "kernels/h3_kernels.h"
+#include "kernels/h3_kernels_attention.h"
 
 #include <glib.h>
 #include <math.h>

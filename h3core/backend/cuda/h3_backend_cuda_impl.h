@@ -19,8 +19,8 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/h3_backend_cuda_bench.h" /* h3_cuda_attention_variant */
-#include "backend/cuda/kernels/h3_kernels.h"
-#include "backend/cuda/kernels/h3_kernels_vsa.h" /* h3k_vsa_args */
+#include "kernels/h3_kernels.h"
+#include "kernels/h3_kernels_vsa.h" /* h3k_vsa_args */
 #include "backend/h3_backend_impl.h"
 
 #define PLAN_CACHE 64

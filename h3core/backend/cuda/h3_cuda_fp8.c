@@ -22,7 +22,7 @@
  * the same codes and scales; tests/backend/test_cuda_ops.c compares them. */
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels_fp8.h"
+#include "kernels/h3_kernels_fp8.h"
 
 #include <stdio.h>
 #include <string.h>

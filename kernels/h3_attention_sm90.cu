@@ -19,9 +19,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
-#include "backend/cuda/kernels/h3_tc.cuh"             /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
+#include "kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
+#include "kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
+#include "kernels/h3_tc.cuh"             /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
 
 namespace {
 

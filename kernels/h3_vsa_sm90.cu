@@ -10,9 +10,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, ex2_ftz */
-#include "backend/cuda/kernels/h3_tc.cuh"     /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* kLog2e, ex2_ftz */
+#include "kernels/h3_tc.cuh"     /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* aligned16 */
+#include "kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
+#include "kernels/h3_common.cuh"         /* aligned16 */
 
 namespace {
 

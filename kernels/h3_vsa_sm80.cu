@@ -11,9 +11,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1_fp, st1_fp, round_to_fp, warp_sum */
-#include "backend/cuda/kernels/h3_tc.cuh"     /* cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* ld1_fp, st1_fp, round_to_fp, warp_sum */
+#include "kernels/h3_tc.cuh"     /* cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 

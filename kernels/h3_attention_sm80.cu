@@ -12,9 +12,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* kGenWarps, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* kLog2e, ld1_fp, st1_fp, warp_sum */
-#include "backend/cuda/kernels/h3_tc.cuh"             /* smem_u32, cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
+#include "kernels/h3_attention_impl.cuh" /* kGenWarps, the launchers */
+#include "kernels/h3_common.cuh"         /* kLog2e, ld1_fp, st1_fp, warp_sum */
+#include "kernels/h3_tc.cuh"             /* smem_u32, cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
 
 namespace {
 

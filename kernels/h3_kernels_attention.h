@@ -5,7 +5,7 @@
 #ifndef H3_KERNELS_ATTENTION_H
 #define H3_KERNELS_ATTENTION_H
 
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "kernels/h3_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_kernels_attention.h"
+#include "kernels/h3_kernels_attention.h"
 
 namespace {
 

@@ -31,9 +31,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* d64_kbytes/vbytes, fa3_tiles, the launcher */
-#include "backend/cuda/kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
-#include "backend/cuda/kernels/h3_tc.cuh"             /* wgmma descriptors, mbarriers, bulk copies; H3_HAVE_WGMMA */
+#include "kernels/h3_attention_impl.cuh" /* d64_kbytes/vbytes, fa3_tiles, the launcher */
+#include "kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
+#include "kernels/h3_tc.cuh"             /* wgmma descriptors, mbarriers, bulk copies; H3_HAVE_WGMMA */
 
 namespace {
 

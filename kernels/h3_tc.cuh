@@ -180,86 +180,110 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
         "+f"(d[i + 7])
 #define H3_WG_F32(i) H3_WG_F8(i), H3_WG_F8(i + 8), H3_WG_F8(i + 16), H3_WG_F8(i + 24)
 
-/* d[64 x 64] (+)= A[64 x 16]·B[64 x 16]ᵀ, both operands from shared memory;
- * accumulator i is row 16·warp + lane/4 + 8·((i>>1)&1), column
- * 8·(i>>2) + 2·(lane%4) + (i&1). */
-__device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : H3_WG_F32(0)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
-/* d[64 x N] (+)= A[64 x 16]·B[N x 16]ᵀ for N = 128, 176, 192: the score GEMMs of the dense kernels. */
-__device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : H3_WG_F32(0), H3_WG_F32(32)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-__device__ __forceinline__ void wgmma_ss_n176(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87"
-        "}, "
-        "%88, %89, p, 1, 1, 0, 0;\n}\n"
-        : H3_WG_F32(0), H3_WG_F32(32), H3_WG_F8(64), H3_WG_F8(72), H3_WG_F8(80)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-__device__ __forceinline__ void wgmma_ss_n192(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-        "}, "
-        "%96, %97, p, 1, 1, 0, 0;\n}\n"
-        : H3_WG_F32(0), H3_WG_F32(32), H3_WG_F32(64)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
-/* d[64 x 128] (+)= A[64 x 16]·B[128 x 16]ᵀ, A from registers (the
- * accumulator layout of a previous product, packed to bf16 pairs). */
-__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-        : H3_WG_F32(0), H3_WG_F32(32)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-}
+/* The wgmma forms of our kernels, for T = __nv_bfloat16 or __half (the PTX
+ * differs only in the operand type). Wg<T>::ss<N>: d[64 x N] (+)= A[64 x 16]·
+ * B[N x 16]ᵀ, both operands from shared memory (N = 64, 128, 176, 192: the
+ * score GEMMs). Wg<T>::rs<N>: the same with A from registers (the
+ * accumulator layout of a previous product packed to T pairs; N = 64, 128:
+ * the P·V GEMMs, N the head dim). Accumulator i is row 16·warp + lane/4 +
+ * 8·((i>>1)&1), column 8·(i>>2) + 2·(lane%4) + (i&1). */
+#define H3_WG_FORMS(T, TY)                                                                                          \
+    template <> struct Wg<T> {                                                                                      \
+        static __device__ __forceinline__ void ss_n64(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {    \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"           \
+                         "}, "                                                                                      \
+                         "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                            \
+                         : H3_WG_F32(0)                                                                             \
+                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                 \
+        }                                                                                                           \
+        static __device__ __forceinline__ void ss_n128(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {   \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                               \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"           \
+                         "}, "                                                                                      \
+                         "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                            \
+                         : H3_WG_F32(0), H3_WG_F32(32)                                                              \
+                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                 \
+        }                                                                                                           \
+        static __device__ __forceinline__ void ss_n176(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {   \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " "                               \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "         \
+                         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "         \
+                         "%80, %81, %82, %83, %84, %85, %86, %87"                                                   \
+                         "}, "                                                                                      \
+                         "%88, %89, p, 1, 1, 0, 0;\n}\n"                                                            \
+                         : H3_WG_F32(0), H3_WG_F32(32), H3_WG_F8(64), H3_WG_F8(72), H3_WG_F8(80)                    \
+                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                 \
+        }                                                                                                           \
+        static __device__ __forceinline__ void ss_n192(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {   \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " "                               \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "         \
+                         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "         \
+                         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"           \
+                         "}, "                                                                                      \
+                         "%96, %97, p, 1, 1, 0, 0;\n}\n"                                                            \
+                         : H3_WG_F32(0), H3_WG_F32(32), H3_WG_F32(64)                                               \
+                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                 \
+        }                                                                                                           \
+        static __device__ __forceinline__ void rs_n64(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {  \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"           \
+                         "}, "                                                                                      \
+                         "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                              \
+                         : H3_WG_F32(0)                                                                             \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                  \
+        }                                                                                                           \
+        static __device__ __forceinline__ void rs_n128(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) { \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                               \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                               \
+                         "{"                                                                                        \
+                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"           \
+                         "}, "                                                                                      \
+                         "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                              \
+                         : H3_WG_F32(0), H3_WG_F32(32)                                                              \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                  \
+        }                                                                                                           \
+        template <int N> static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int sd) {    \
+            static_assert(N == 64 || N == 128 || N == 176 || N == 192, "a score GEMM of 64, 128, 176 or 192 keys"); \
+            if constexpr (N == 64) ss_n64(d, da, db, sd);                                                           \
+            else if constexpr (N == 128) ss_n128(d, da, db, sd);                                                    \
+            else if constexpr (N == 176) ss_n176(d, da, db, sd);                                                    \
+            else ss_n192(d, da, db, sd);                                                                            \
+        }                                                                                                           \
+        template <int N> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t db, int sd) { \
+            static_assert(N == 64 || N == 128, "a P·V GEMM of head dim 64 or 128");                                  \
+            if constexpr (N == 64) rs_n64(d, a, db, sd);                                                            \
+            else rs_n128(d, a, db, sd);                                                                             \
+        }                                                                                                           \
+    };
+template <typename T> struct Wg;
+H3_WG_FORMS(__nv_bfloat16, "bf16")
+H3_WG_FORMS(__half, "f16")
+#undef H3_WG_FORMS
 
 /* mbarriers and bulk copies of the warp-specialised kernels. */
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {

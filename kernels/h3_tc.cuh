@@ -158,6 +158,28 @@ __device__ __forceinline__ void mma_pv(float (*s)[4], float (*oacc)[4], LoadV lo
     }
 }
 
+/* S = Q·Kᵀ of a key tile for the mma.sync kernels (k_attn_mma, k_vsa_mma),
+ * a warp's 16 query rows: s[NB][4] from the A fragments qf (DH/16 k-steps
+ * of 16 channels) and K fragments read by ldmatrix at k_at(row, ch) (the
+ * shared address of 16-byte chunk ch of key row `row` of the tile), NB
+ * 8-key blocks. The rest of the tile step is mma_softmax_step and mma_pv. */
+template <typename T, int NB, int DH, typename KAt>
+__device__ __forceinline__ void mma_scores(float (*s)[4], uint32_t (*qf)[4], int lane, KAt k_at) {
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DH / 16; kk++) {
+#pragma unroll
+        for (int nb = 0; nb < NB; nb += 2) {
+            uint32_t b[4];
+            int row = nb * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
+            ldmatrix_x4(b, k_at(row, ch));
+            Mma<T>::run(s[nb], qf[kk], b[0], b[1]);
+            Mma<T>::run(s[nb + 1], qf[kk], b[2], b[3]);
+        }
+    }
+}
+
 #ifdef H3_HAVE_WGMMA
 /* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
  * groups 1024 bytes apart. */

@@ -333,10 +333,10 @@ static void test_attention(h3_dtype dt, int64_t Sq, int64_t Skv, int H, int Hkv,
     reset(mc, mg);
 }
 
-/* k_attn_d64 (wgmma-d64, wgmma-d64-n192: the variant `path`), forced: G tiles of Sq query and Skv key rows
- * stacked in one tensor as the video VAE holds them, each tile's attention
+/* k_attn_fa3 at head_dim 64 (wgmma-d64, wgmma-d64-n192: the variant `path`), forced: G tiles of Sq query
+ * and Skv key rows stacked in one tensor as the video VAE holds them, each tile's attention
  * one call on its row views (as h3_video_vae.c and tools/bench/vae_profile.c
- * do), scale 1/8. On an sm_90 device the call must run k_attn_d64 itself
+ * do), scale 1/8. On an sm_90 device the call must run that kernel itself
  * (a silent fallback would test nothing); elsewhere the variant is AUTO and
  * this checks AUTO's kernel. Tolerance: tolerance(dt), 2e-3 for f16: the
  * kernel rounds twice where the f32 reference does not, P to f16 before
@@ -1136,7 +1136,7 @@ int main(int argc, char **argv) {
         test_attention(H3_BF16, 260, 1100, 4, 2, 128, 0, paths[p]);
         if (!is_quick) full_attention(paths[p]);
     }
-    /* k_attn_d64 (head_dim 64, f16/bf16; not yet run on a GPU when written, 2026-12-04): the video VAE's
+    /* k_attn_fa3 at head_dim 64 (f16/bf16; not yet run on a GPU when written, 2026-12-04): the video VAE's
      * shape (1797 rows a tile, 32 heads, 3 tiles stacked), then ragged and tiny shapes and GQA */
     h3_cuda_attention_variant d64s[2] = {H3_CUDA_VARIANT_WGMMA_D64, H3_CUDA_VARIANT_WGMMA_D64_N192};
     for (int p = 0; p < 2; p++) {

@@ -22,6 +22,11 @@ and within that:
   - no two modules (a .c and its .h) include each other, directly or
     through others: a cycle means the two are one concern or need a third.
 
+The CUDA kernels sit in the top-level kernels/ and belong to the backend
+layer: a kernel file includes only kernels/ headers ("kernels/h3_tc.cuh"),
+and of h3core only backend/cuda/ includes them, their launch headers
+(kernels/h3_kernels*.h) alone; the .cuh device headers stay in kernels/.
+
 Usage: check_layers.py SOURCE_ROOT. Prints each violation and exits 1 if any.
 """
 import os
@@ -61,16 +66,43 @@ def module_of(rel):
     return re.sub(r'_(impl|bench)$', '', os.path.splitext(rel)[0])
 
 
-def check_h3core_file(rel, incs, headers, errors):
+def check_kernel_include(rel, inc, kernel_headers, errors):
+    """An h3core file's include of kernels/...: only backend/cuda/, launch headers alone."""
+    if inc not in kernel_headers:
+        errors.append('%s includes %s: no such kernel header' % (rel, inc))
+    elif not rel.startswith('backend/cuda/'):
+        errors.append('%s includes %s: only backend/cuda/ launches the kernels' % (rel, inc))
+    elif not inc.endswith('.h'):
+        errors.append('%s includes %s: a .cuh header is the kernels\' own' % (rel, inc))
+
+
+def check_kernel_file(rel, incs, headers, kernel_headers, errors):
+    """rel: kernels/NAME. Its project includes are kernels/ headers, named with the folder."""
+    for inc in incs:
+        if inc in kernel_headers:
+            continue
+        base = os.path.basename(inc)
+        if inc.startswith('kernels/'):
+            errors.append('%s includes %s: no such kernel header' % (rel, inc))
+        elif any(h.endswith('/' + base) for h in kernel_headers):
+            errors.append('%s: #include "%s" must carry its folder' % (rel, inc))
+        elif inc in headers or any(inc.startswith(l + '/') for l in LAYERS) or inc == 'h3.h':
+            errors.append('%s includes %s: the kernels include only kernels/ headers' % (rel, inc))
+
+
+def check_h3core_file(rel, incs, headers, kernel_headers, errors):
     own = layer_of(rel)
     for inc in incs:
+        if inc.startswith('kernels/'):
+            check_kernel_include(rel, inc, kernel_headers, errors)
+            continue
         if inc == 'h3.h':
             if own != 'engine':
                 errors.append('%s includes h3.h: only engine/ implements the public API' % rel)
             continue
         if inc not in headers:
             base = os.path.basename(inc)
-            if any(h.endswith('/' + base) for h in headers):
+            if any(h.endswith('/' + base) for h in headers | kernel_headers):
                 errors.append('%s: #include "%s" must carry its folder' % (rel, inc))
             continue
         target = layer_of(inc)
@@ -157,6 +189,10 @@ def main():
     plugin = os.path.join(root, 'gst-plugin')
     own = set(os.listdir(plugin)) if os.path.isdir(plugin) else set()
     names = project | {f for f in own if f.endswith('.h')}
+    kdir = os.path.join(root, 'kernels')
+    kernel_files = ['kernels/' + f for f in sorted(os.listdir(kdir)) if f.endswith(('.cu', '.cuh', '.h'))] \
+        if os.path.isdir(kdir) else []
+    kernel_headers = {f for f in kernel_files if f.endswith(('.h', '.cuh'))}
     errors = []
     edges = {}
     for rel in sorted(files):
@@ -164,9 +200,15 @@ def main():
         if rel != 'h3.h' and layer_of(rel) is None:
             errors.append('%s: every h3core file lives in a layer folder (%s)' % (rel, ', '.join(LAYERS)))
             continue
-        check_h3core_file(rel, incs, headers, errors)
+        check_h3core_file(rel, incs, headers, kernel_headers, errors)
         for inc in incs:
-            if inc in headers and module_of(inc) != module_of(rel):
+            if (inc in headers or inc in kernel_headers) and module_of(inc) != module_of(rel):
+                edges.setdefault(module_of(rel), set()).add(module_of(inc))
+    for rel in kernel_files:
+        incs = includes(os.path.join(root, rel))
+        check_kernel_file(rel, incs, headers, kernel_headers, errors)
+        for inc in incs:
+            if inc in kernel_headers and module_of(inc) != module_of(rel):
                 edges.setdefault(module_of(rel), set()).add(module_of(inc))
     for comp in find_cycles(edges):
         errors.append('include cycle between modules: %s' % ' <-> '.join(comp))
@@ -182,7 +224,7 @@ def main():
                     errors.append('gst-plugin/%s includes %s: the element uses h3.h and media/ alone' % (f, inc))
     for e in errors:
         print('layer violation: ' + e)
-    checked = len(files)
+    checked = len(files) + len(kernel_files)
     print('%d passed, %d failed' % (checked - len({e.split(':')[0] for e in errors}), len(errors)))
     return 1 if errors else 0
 

@@ -122,8 +122,8 @@ static void attention_length(const bench_options *o, int64_t S) {
 
 /* The video VAE's ViT attention at one tile (1797 rows, 32 heads x 64, fp16,
  * scale 1/8): torch SDPA's backends (h3_bench_reference.sdpa_vae, first, in
- * a child process), then the portable mma.sync kernel and k_attn_d64 with
- * 128- and 192-key tiles, each forced (the newest last). */
+ * a child process), then the portable mma.sync kernel and k_attn_fa3 at
+ * head_dim 64 with 128- and 192-key tiles, each forced (the newest last). */
 #define VAE_S 1797
 #define VAE_NH 32
 static void run_attention_vae(void *opaque) {

@@ -257,10 +257,10 @@ static int vae_write_named(const char *path, const char *name, int ndim, const i
 }
 
 /* The same decode (timed the same way, then in float32) with the head_dim-64
- * attention switched, in the same run: k_attn_d64 (h3_attention_sm90_d64.cu)
- * with 128- and with 192-key tiles (wgmma-d64, wgmma-d64-n192), AUTO in
- * place of the one the run itself used if it used one. ref: the run's own
- * float output. */
+ * attention switched, in the same run: k_attn_fa3 at head_dim 64
+ * (h3_attention_sm90.cu) with 128- and with 192-key tiles (wgmma-d64,
+ * wgmma-d64-n192), AUTO in place of the one the run itself used if it used
+ * one. ref: the run's own float output. */
 static void vae_video_alt(const bench_options *o, h3_video_vae *vae, const float *lat, const float *ref,
                           int64_t nout, vae_result *r) {
     h3_cuda_attention_variant cur = h3_backend_cuda_set_attention_variant(B, H3_CUDA_VARIANT_AUTO);

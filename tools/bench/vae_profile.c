@@ -124,9 +124,9 @@ static void vp_print(vae_prof *c, const double *ms) {
 
 /* The attention op and the whole block with each head_dim-64 kernel forced,
  * in the same run: mma.sync (the portable kernel, AUTO's today) and
- * k_attn_d64 with 128- and 192-key tiles (wgmma-d64, wgmma-d64-n192, the
- * Hopper one; off by default until checked). The newer last: a kernel that
- * faults ends the run after the others' numbers. */
+ * k_attn_fa3 at head_dim 64 with 128- and 192-key tiles (wgmma-d64,
+ * wgmma-d64-n192, the Hopper one; off by default until checked). The newer
+ * last: a kernel that faults ends the run after the others' numbers. */
 static void vp_kernels(vae_prof *c) {
     static const h3_cuda_attention_variant vs[] = {H3_CUDA_VARIANT_MMA, H3_CUDA_VARIANT_WGMMA_D64,
                                                    H3_CUDA_VARIANT_WGMMA_D64_N192};

@@ -24,8 +24,8 @@
 #include "backend/cuda/h3_backend_cuda_bench.h"
 
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels.h"
-#include "backend/cuda/kernels/h3_kernels_attention.h"
+#include "kernels/h3_kernels.h"
+#include "kernels/h3_kernels_attention.h"
 
 #include <glib.h>
 #include <math.h>
@@ -89,17 +89,11 @@ static int check_flag(h3_backend *b) {
 
 /* ---- memory ------------------------------------------------------------------ */
 
+static void plan_release(gemm_plan *p);
+
 static void cuda_destroy(h3_backend *b) {
     cuda_impl *c = impl_of(b);
-    for (int i = 0; i < PLAN_CACHE; i++) {
-        gemm_plan *p = &c->plans[i];
-        if (!p->valid) continue;
-        cublasLtMatmulDescDestroy(p->op);
-        cublasLtMatrixLayoutDestroy(p->a);
-        cublasLtMatrixLayoutDestroy(p->bl);
-        cublasLtMatrixLayoutDestroy(p->c);
-    }
-    h3_cuda_fp8_plans_destroy(c);
+    for (int i = 0; i < PLAN_CACHE; i++) plan_release(&c->plans[i]);
     if (c->stream) cudaStreamSynchronize(c->stream);
     for (int i = 0; i < 4; i++)
         if (c->vsa_events[i]) cudaEventDestroy(c->vsa_events[i]);
@@ -253,91 +247,105 @@ static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* ---- GEMM ------------------------------------------------------------------------ */
 
-static cudaDataType_t cuda_type(h3_dtype dt) {
+cudaDataType_t h3_cuda_type(h3_dtype dt) {
     return dt == H3_BF16 ? CUDA_R_16BF : dt == H3_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
-/* Largest power of two (<= 256) dividing every operand address. */
-static int common_alignment(const void *a, const void *b, const void *d) {
+int h3_cuda_alignment(const void *a, const void *b, const void *d) {
     uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | 256;
     return (int)(v & (~v + 1));
 }
 
-static gemm_plan *find_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t ab, cudaDataType_t d,
-                            int bias, int align) {
-    cuda_impl *c = impl_of(b);
-    for (int i = 0; i < PLAN_CACHE; i++) {
-        gemm_plan *p = &c->plans[i];
-        if (p->valid && p->M == M && p->N == N && p->K == K && p->ab == ab && p->d == d && p->bias == bias &&
-            p->align == align)
-            return p;
-    }
-    gemm_plan *p = &c->plans[c->next_plan];
-    c->next_plan = (c->next_plan + 1) % PLAN_CACHE;
-    if (p->valid) {
-        cublasLtMatmulDescDestroy(p->op);
-        cublasLtMatrixLayoutDestroy(p->a);
-        cublasLtMatrixLayoutDestroy(p->bl);
-        cublasLtMatrixLayoutDestroy(p->c);
-    }
+/* ---- GEMM plans: one cache for bf16 and FP8, one release ------------------- */
+
+/* Frees a plan's descriptors (whichever exist) and marks it free. */
+static void plan_release(gemm_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->bl) cublasLtMatrixLayoutDestroy(p->bl);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
     memset(p, 0, sizeof *p);
-    /* Row-major y[M,N] = x[M,K]·w[N,K]ᵀ is column-major yᵀ = w·xᵀ: A = w
-     * seen as K×N (op T), B = x seen as K×M, D = yᵀ as N×M. */
+}
+
+static int same_key(const gemm_key *x, const gemm_key *y) {
+    return x->M == y->M && x->N == y->N && x->K == y->K && x->ab == y->ab && x->d == y->d && x->bias == y->bias &&
+           x->align == y->align && x->scale == y->scale;
+}
+
+/* The descriptor and layouts of the key; 0 when cuBLASLt refuses an
+ * attribute (an epilogue or a scale mode it lacks: no algorithm) or fails
+ * to create one (also the sticky error). Row-major y[M,N] = x[M,K]·w[N,K]ᵀ
+ * is column-major yᵀ = w·xᵀ: A = w seen as K×N (op T), B = x seen as K×M,
+ * D = yᵀ as N×M; cuBLASLt's FP8 kernels take exactly this "TN" layout. */
+static int plan_describe(h3_backend *b, gemm_plan *p, const gemm_key *k) {
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (!lt_ok(b, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc")) return NULL;
-    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d);
-    int okay = lt_ok(b, cublasLtMatrixLayoutCreate(&p->a, ab, (uint64_t)K, (uint64_t)N, K), "layout") &&
-               lt_ok(b, cublasLtMatrixLayoutCreate(&p->bl, ab, (uint64_t)K, (uint64_t)M, K), "layout") &&
-               lt_ok(b, cublasLtMatrixLayoutCreate(&p->c, d, (uint64_t)N, (uint64_t)M, N), "layout");
+    cublasLtEpilogue_t epi = k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cudaDataType_t d = k->d;
+    if (!lt_ok(b, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc")) return 0;
+    int okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0 &&
+               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0 &&
+               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    if (okay && k->scale == GEMM_SCALE_OUTER_VEC)
+        okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0 &&
+               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec) == 0;
+    if (okay && k->bias)
+        okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d) == 0;
+    return okay &&
+           lt_ok(b, cublasLtMatrixLayoutCreate(&p->a, k->ab, (uint64_t)k->K, (uint64_t)k->N, k->K), "layout") &&
+           lt_ok(b, cublasLtMatrixLayoutCreate(&p->bl, k->ab, (uint64_t)k->K, (uint64_t)k->M, k->K), "layout") &&
+           lt_ok(b, cublasLtMatrixLayoutCreate(&p->c, k->d, (uint64_t)k->N, (uint64_t)k->M, k->N), "layout");
+}
+
+/* cuBLASLt's first algorithm for the described plan within our workspace
+ * and the key's alignment into p->algo; 0 when it has none. */
+static int plan_choose(h3_backend *b, gemm_plan *p, int align) {
+    cuda_impl *c = impl_of(b);
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    if (okay && lt_ok(b, cublasLtMatmulPreferenceCreate(&pref), "preference")) {
-        size_t ws = WORKSPACE_BYTES;
-        uint32_t al = (uint32_t)align;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->bl, p->c, p->c, pref, 1, &res, &found);
-        if (st != CUBLAS_STATUS_SUCCESS || found < 1) okay = 0; /* the caller decides */
-        cublasLtMatmulPreferenceDestroy(pref);
-    } else {
-        okay = 0;
+    if (!lt_ok(b, cublasLtMatmulPreferenceCreate(&pref), "preference")) return 0;
+    size_t ws = WORKSPACE_BYTES;
+    uint32_t al = (uint32_t)align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    if (cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->bl, p->c, p->c, pref, 1, &res, &found) !=
+        CUBLAS_STATUS_SUCCESS)
+        found = 0;
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found >= 1) p->algo = res.algo;
+    return found >= 1;
+}
+
+gemm_plan *h3_cuda_gemm_plan(h3_backend *b, const gemm_key *key) {
+    cuda_impl *c = impl_of(b);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gemm_plan *p = &c->plans[i];
+        if (p->valid && same_key(&p->key, key)) return p->valid > 0 ? p : NULL;
     }
-    if (!okay) {
-        if (p->op) cublasLtMatmulDescDestroy(p->op);
-        if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-        if (p->bl) cublasLtMatrixLayoutDestroy(p->bl);
-        if (p->c) cublasLtMatrixLayoutDestroy(p->c);
-        memset(p, 0, sizeof *p);
-        return NULL;
-    }
-    p->algo = res.algo;
-    p->M = M;
-    p->N = N;
-    p->K = K;
-    p->ab = ab;
-    p->d = d;
-    p->bias = bias;
-    p->align = align;
-    p->valid = 1;
-    return p;
+    gemm_plan *p = &c->plans[c->next_plan];
+    c->next_plan = (c->next_plan + 1) % PLAN_CACHE;
+    plan_release(p);
+    int found = plan_describe(b, p, key) && plan_choose(b, p, key->align);
+    if (!found) plan_release(p); /* the caller decides: another key, or the error */
+    p->key = *key;
+    p->valid = found ? 1 : -1;
+    return found ? p : NULL;
 }
 
 int h3_cuda_gemm(h3_backend *b, void *D, cudaDataType_t dtype, const void *W, const void *X, cudaDataType_t ab,
                  int64_t M, int64_t N, int64_t K, const void *bias) {
     cuda_impl *c = impl_of(b);
-    int align = common_alignment(W, X, D);
-    gemm_plan *p = bias ? find_plan(b, M, N, K, ab, dtype, 1, align) : NULL;
+    int align = h3_cuda_alignment(W, X, D);
+    gemm_key key = {M, N, K, ab, dtype, 1, align, GEMM_SCALE_NONE};
+    gemm_plan *p = bias ? h3_cuda_gemm_plan(b, &key) : NULL;
     if (!p) {
         bias = NULL;
-        p = find_plan(b, M, N, K, ab, dtype, 0, align);
+        key.bias = 0;
+        p = h3_cuda_gemm_plan(b, &key);
     }
     if (!p) {
         if (!h3_backend_failed(b))
@@ -404,7 +412,7 @@ static void cuda_linear(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h
         if (!ok(b, h3k_fill(D, out, M * N, 0.0f, c->stream), "linear: fill")) return;
         fused_bias = 0;
     } else {
-        fused_bias = h3_cuda_gemm(b, D, cuda_type(out), w->data, X, cuda_type(ab), M, N, K,
+        fused_bias = h3_cuda_gemm(b, D, h3_cuda_type(out), w->data, X, h3_cuda_type(ab), M, N, K,
                                   fused_bias ? bias->data : NULL);
         if (h3_backend_failed(b)) return;
     }

@@ -20,9 +20,9 @@ extern "C" {
  * h3_backend_cuda_set_attention_path; nothing is read from the
  * environment). AUTO (the default) picks wgmma on Hopper for bf16 head_dim
  * 128 non-causal calls (k_attn_fa3 with 192-key tiles) and for f16/bf16
- * head_dim 64 non-causal ones (k_attn_d64 with 192-key tiles: the video
- * VAE's ViT), mma.sync for other bf16/f16 calls with head_dim 64 or 128, and
- * the generic kernel otherwise.
+ * head_dim 64 non-causal ones (k_attn_fa3 at head_dim 64 with 192-key
+ * tiles: the video VAE's ViT), mma.sync for other bf16/f16 calls with
+ * head_dim 64 or 128, and the generic kernel otherwise.
  * A forced path that does not fit a call falls back to the next one down. */
 typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_AUTO = 0,
@@ -37,7 +37,7 @@ typedef enum h3_cuda_attention_variant {
     H3_CUDA_VARIANT_WGMMA_FA3_N176 = 9, /* the same with 176-key tiles (wgmma-fa3-n176) */
     H3_CUDA_VARIANT_WGMMA_FA3_N192 = 10, /* the same with 192-key tiles (wgmma-fa3-n192): the default on Hopper */
     /* AUTO, with f16/bf16 head_dim 64 non-causal calls on Hopper (the video VAE's ViT) forced onto
-     * k_attn_d64 with 128-key tiles (wgmma-d64) or 192-key tiles (wgmma-d64-n192, what AUTO picks: the
+     * k_attn_fa3 at head_dim 64 with 128-key tiles (wgmma-d64) or 192-key tiles (wgmma-d64-n192, what AUTO picks: the
      * faster on the H200, 2026-12-04). */
     H3_CUDA_VARIANT_WGMMA_D64 = 11,
     H3_CUDA_VARIANT_WGMMA_D64_N192 = 12

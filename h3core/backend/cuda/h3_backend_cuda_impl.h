@@ -19,12 +19,11 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/h3_backend_cuda_bench.h" /* h3_cuda_attention_variant */
-#include "backend/cuda/kernels/h3_kernels.h"
-#include "backend/cuda/kernels/h3_kernels_vsa.h" /* h3k_vsa_args */
+#include "kernels/h3_kernels.h"
+#include "kernels/h3_kernels_vsa.h" /* h3k_vsa_args */
 #include "backend/h3_backend_impl.h"
 
-#define PLAN_CACHE 64
-#define FP8_PLAN_CACHE 32 /* precision=fp8's GEMM shapes (h3_cuda_fp8.c) */
+#define PLAN_CACHE 96 /* the bf16 GEMM shapes and precision=fp8's (64 and 32 when they had a cache each) */
 #define CUDA_ARENA_CHUNK ((size_t)256 << 20) /* the smallest activation arena chunk */
 #define WORKSPACE_BYTES ((size_t)64 << 20) /* cuBLASLt's, allocated at creation */
 /* The device words the backend keeps: the kernels' error word, then the
@@ -39,14 +38,23 @@
 #define H3_CUDA_SCRATCH_GROWN(bytes) ((bytes) + (bytes) / 8)
 #define STAGE_SLOTS 4 /* pinned upload buffers (h3_backend_cuda.c) */
 
-/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
- * tens of microseconds, the DiT issues the same few shapes 50 times a step. */
-typedef struct gemm_plan {
-    int valid;
+/* What a cuBLASLt GEMM plan is for: row-major D[M,N] = X[M,K]·W[N,K]ᵀ
+ * (+ bias), operands of type ab (bf16, f16, f32 or E4M3), D of type d, every
+ * operand address a multiple of align bytes, and the scale mode. */
+enum { GEMM_SCALE_NONE = 0, GEMM_SCALE_OUTER_VEC = 1 /* FP8: per-row float32 scales of W and X (h3_cuda_fp8.c) */ };
+typedef struct gemm_key {
     int64_t M, N, K;
     cudaDataType_t ab, d;
-    int bias, align;
-    int vec; /* FP8: 1 per-row outer-vector scales in cuBLASLt, 0 none (h3_cuda_fp8.c applies them after) */
+    int bias, align, scale;
+} gemm_key;
+
+/* One cuBLASLt configuration, kept for reuse: the heuristic query costs
+ * tens of microseconds, the DiT issues the same few shapes 50 times a step.
+ * valid: 1 ready, -1 cuBLASLt has no algorithm for the key (remembered, no
+ * descriptors, so a missing epilogue is not asked for at every call), 0 free. */
+typedef struct gemm_plan {
+    int valid;
+    gemm_key key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, bl, c;
     cublasLtMatmulAlgo_t algo;
@@ -77,10 +85,8 @@ typedef struct cuda_impl {
     int fault_armed; /* h3_backend_inject_fault came due: the next launch check fails */
     h3_cuda_attention_variant attention; /* h3_backend_cuda_set_attention_variant (AUTO by default) */
     int conv1d_path; /* h3_backend_cuda_set_conv1d_path: 0 (the default) chosen per shape (h3_cuda_vae.c) */
-    gemm_plan plans[PLAN_CACHE];
+    gemm_plan plans[PLAN_CACHE]; /* h3_cuda_gemm_plan: bf16 and FP8 alike */
     int next_plan;
-    gemm_plan fp8_plans[FP8_PLAN_CACHE]; /* h3_cuda_fp8.c */
-    int next_fp8_plan;
     uint64_t fp8_scaled_after; /* FP8 GEMMs whose scales a pass applied after (no outer-vector algorithm) */
 } cuda_impl;
 
@@ -134,7 +140,14 @@ void h3_cuda_quantize_fp8(h3_backend *b, h3_tensor *dst, const h3_tensor *src);
 /* h3_op_linear with an H3_F8E4M3 weight, and its scratch (x's codes and scales). */
 void h3_cuda_linear_fp8(h3_backend *b, h3_tensor *y, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias);
 size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x);
-void h3_cuda_fp8_plans_destroy(cuda_impl *c);
+/* The cuBLASLt type of a dtype (bf16, f16, else f32), and the largest power
+ * of two (<= 256) dividing every operand address: a plan key's fields. */
+cudaDataType_t h3_cuda_type(h3_dtype dt);
+int h3_cuda_alignment(const void *a, const void *b, const void *d);
+/* The cached plan for key (made and cached when new), or NULL when
+ * cuBLASLt has no algorithm for it; a descriptor cuBLASLt fails to create
+ * is also the backend's sticky error. */
+gemm_plan *h3_cuda_gemm_plan(h3_backend *b, const gemm_key *key);
 /* h3_cuda_stream.c: weight streaming (h3_weight_stream.h) */
 void *h3_cuda_host_alloc(h3_backend *b, size_t bytes, int pinned);
 void h3_cuda_host_free(h3_backend *b, void *p, int pinned);

@@ -22,10 +22,9 @@
  * the same codes and scales; tests/backend/test_cuda_ops.c compares them. */
 #include "backend/cuda/h3_backend_cuda_bench.h"
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels_fp8.h"
+#include "kernels/h3_kernels_fp8.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #if !defined(CUBLAS_VERSION) || CUBLAS_VERSION < 120900
 #error "precision=fp8 needs cuBLAS 12.9 or newer (per-row outer-vector scales in cuBLASLt)"
@@ -65,95 +64,6 @@ size_t h3_cuda_linear_fp8_scratch(const h3_tensor *x) {
     return align256((size_t)(M * K)) + align256((size_t)M * sizeof(float));
 }
 
-static void plan_release(gemm_plan *p);
-
-void h3_cuda_fp8_plans_destroy(cuda_impl *c) {
-    for (int i = 0; i < FP8_PLAN_CACHE; i++) plan_release(&c->fp8_plans[i]);
-}
-
-static void plan_release(gemm_plan *p) {
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
-    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-    if (p->bl) cublasLtMatrixLayoutDestroy(p->bl);
-    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
-    memset(p, 0, sizeof *p);
-}
-
-/* The descriptor and layouts of one FP8 shape; 0 when cuBLASLt refuses them. */
-static int plan_describe(gemm_plan *p, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias, int vec_scales) {
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 0;
-    int okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0 &&
-               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0 &&
-               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
-    if (okay && vec_scales)
-        okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0 &&
-               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec) == 0;
-    if (okay && bias) okay = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d, sizeof d) == 0;
-    okay = okay &&
-           cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K) == CUBLAS_STATUS_SUCCESS &&
-           cublasLtMatrixLayoutCreate(&p->bl, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)M, K) == CUBLAS_STATUS_SUCCESS &&
-           cublasLtMatrixLayoutCreate(&p->c, d, (uint64_t)N, (uint64_t)M, N) == CUBLAS_STATUS_SUCCESS;
-    return okay;
-}
-
-/* A cached FP8 plan for the shape, or NULL (no algorithm: the caller says
- * so). A shape without one is remembered too (valid = -1, no descriptors),
- * so a bias epilogue cuBLASLt lacks is not asked for again at every call. */
-static gemm_plan *find_fp8_plan(h3_backend *b, int64_t M, int64_t N, int64_t K, cudaDataType_t d, int bias,
-                                int align, int vec) {
-    cuda_impl *c = impl_of(b);
-    for (int i = 0; i < FP8_PLAN_CACHE; i++) {
-        gemm_plan *p = &c->fp8_plans[i];
-        if (p->valid && p->M == M && p->N == N && p->K == K && p->d == d && p->bias == bias && p->align == align &&
-            p->vec == vec)
-            return p->valid > 0 ? p : NULL;
-    }
-    gemm_plan *p = &c->fp8_plans[c->next_fp8_plan];
-    c->next_fp8_plan = (c->next_fp8_plan + 1) % FP8_PLAN_CACHE;
-    plan_release(p);
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    if (plan_describe(p, M, N, K, d, bias, vec)) {
-        cublasLtMatmulPreference_t pref = NULL;
-        if (cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
-            size_t ws = WORKSPACE_BYTES;
-            uint32_t al = (uint32_t)align;
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-            if (cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->bl, p->c, p->c, pref, 1, &res, &found) !=
-                CUBLAS_STATUS_SUCCESS)
-                found = 0;
-            cublasLtMatmulPreferenceDestroy(pref);
-        }
-    }
-    if (found < 1) plan_release(p);
-    else p->algo = res.algo;
-    p->M = M, p->N = N, p->K = K;
-    p->ab = CUDA_R_8F_E4M3;
-    p->d = d;
-    p->bias = bias;
-    p->align = align;
-    p->vec = vec;
-    p->valid = found < 1 ? -1 : 1;
-    return found < 1 ? NULL : p;
-}
-
-static cudaDataType_t out_type(h3_dtype dt) {
-    return dt == H3_BF16 ? CUDA_R_16BF : dt == H3_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-/* Largest power of two (<= 256) dividing every operand address. */
-static int alignment_of(const void *a, const void *b, const void *d) {
-    uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | 256;
-    return (int)(v & (~v + 1));
-}
-
 /* D = the scaled product (+ bias): returns FP8_BIAS_FUSED when the bias
  * went in with it, FP8_SCALES_AFTER when D holds the unscaled product (no
  * algorithm with outer-vector scales: the caller runs h3k_fp8_rescale). */
@@ -162,20 +72,25 @@ enum { FP8_BIAS_FUSED = 1, FP8_SCALES_AFTER = 2 };
 static int gemm_fp8(h3_backend *b, void *D, h3_dtype dtype, const void *W, const float *w_scale, const void *X,
                     const float *x_scale, int64_t M, int64_t N, int64_t K, const void *bias) {
     cuda_impl *c = impl_of(b);
-    cudaDataType_t d = out_type(dtype);
-    int align = alignment_of(W, X, D), result = 0;
-    gemm_plan *p = bias ? find_fp8_plan(b, M, N, K, d, 1, align, 1) : NULL;
+    cudaDataType_t d = h3_cuda_type(dtype);
+    int align = h3_cuda_alignment(W, X, D), result = 0;
+    /* the plans in the order of preference: bias and scales fused, scales fused, neither */
+    gemm_key key = {M, N, K, CUDA_R_8F_E4M3, d, 1, align, GEMM_SCALE_OUTER_VEC};
+    gemm_plan *p = bias ? h3_cuda_gemm_plan(b, &key) : NULL;
     if (p) result = FP8_BIAS_FUSED;
-    if (!p) p = find_fp8_plan(b, M, N, K, d, 0, align, 1);
-    if (!p && (p = find_fp8_plan(b, M, N, K, d, 0, align, 0))) result = FP8_SCALES_AFTER;
+    key.bias = 0;
+    if (!p) p = h3_cuda_gemm_plan(b, &key);
+    key.scale = GEMM_SCALE_NONE;
+    if (!p && (p = h3_cuda_gemm_plan(b, &key))) result = FP8_SCALES_AFTER;
     if (!p) {
+        if (h3_backend_failed(b)) return 0; /* a descriptor failed: that error stands */
         h3_backend_fail(b, H3_ERR_DEVICE,
                         "cuBLASLt: no FP8 algorithm (E4M3, with or without per-row scales) for %lldx%lldx%lld into "
                         "%s (align %d) on %s; use precision=bf16",
                         (long long)M, (long long)N, (long long)K, h3_dtype_name(dtype), align, c->name);
         return 0;
     }
-    if (p->vec) { /* cuBLAS's A is w (its rows are D's rows in column-major), B is x */
+    if (p->key.scale == GEMM_SCALE_OUTER_VEC) { /* cuBLAS's A is w (its rows are D's rows in column-major), B is x */
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale);
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale);
     }

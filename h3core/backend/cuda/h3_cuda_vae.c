@@ -7,7 +7,7 @@
  * cuBLASLt GEMMs over an im2col, or (few output channels) as an implicit
  * GEMM kernel. */
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels_vae.h"
+#include "kernels/h3_kernels_vae.h"
 
 #include <cuda_runtime_api.h>
 #include <string.h>

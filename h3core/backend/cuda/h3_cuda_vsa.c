@@ -6,8 +6,8 @@
 #include "backend/cuda/h3_backend_cuda_bench.h"
 
 #include "backend/cuda/h3_backend_cuda_impl.h"
-#include "backend/cuda/kernels/h3_kernels_attention.h" /* h3k_attention_path_name */
-#include "backend/cuda/kernels/h3_kernels_vsa.h"
+#include "kernels/h3_kernels_attention.h" /* h3k_attention_path_name */
+#include "kernels/h3_kernels_vsa.h"
 
 #include <cuda_runtime_api.h>
 #include <string.h>

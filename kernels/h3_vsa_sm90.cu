@@ -10,9 +10,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, ex2_ftz */
-#include "backend/cuda/kernels/h3_tc.cuh"     /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* kLog2e, ex2_ftz */
+#include "kernels/h3_tc.cuh"     /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 
@@ -36,7 +36,7 @@ __device__ __forceinline__ void wg_scores(float s[32], uint32_t sQ, uint32_t kti
 #pragma unroll
     for (int kk = 0; kk < 8; kk++) {
         uint32_t off = (uint32_t)((kk >> 2) * (kRows * 128) + (kk & 3) * 32);
-        wgmma_ss_n64(s, wg_desc(sQ + off), wg_desc(ktile + off), kk > 0);
+        Wg<__nv_bfloat16>::ss<64>(s, wg_desc(sQ + off), wg_desc(ktile + off), kk > 0);
     }
     wg_commit();
 }
@@ -116,7 +116,7 @@ __device__ __forceinline__ void wg_pack(const float p[32], uint32_t pa[4][4]) {
 __device__ __forceinline__ void wg_pv(float oacc[64], const uint32_t pa[4][4], uint32_t vtile) {
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs(oacc, pa[kk], wg_desc(vtile + kk * 32), 1);
+    for (int kk = 0; kk < 4; kk++) Wg<__nv_bfloat16>::rs<128>(oacc, pa[kk], wg_desc(vtile + kk * 32), 1);
     wg_commit();
 }
 

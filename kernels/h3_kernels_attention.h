@@ -5,7 +5,7 @@
 #ifndef H3_KERNELS_ATTENTION_H
 #define H3_KERNELS_ATTENTION_H
 
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "kernels/h3_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,11 +13,11 @@ extern "C" {
 
 /* Which kernel runs an attention call. */
 enum { H3K_ATTN_AUTO = 0, H3K_ATTN_GENERIC = 1, H3K_ATTN_MMA = 2, H3K_ATTN_WGMMA = 3, H3K_ATTN_WGMMA_SIMPLE = 4,
-       /* k_attn_fa3 variants (sm_90a), kept in this order (h3k_attention_scratch tests the range) */
+       /* k_attn_fa3 variants (sm_90a; their tiles: H3_FA3_VARIANTS in h3_attention_impl.cuh): bf16 head_dim 128 */
        H3K_ATTN_FA3 = 5, H3K_ATTN_FA3_S2 = 6, H3K_ATTN_FA3_NOPP = 7, H3K_ATTN_FA3_LAZY = 8, H3K_ATTN_FA3_N176 = 9,
        H3K_ATTN_FA3_N192 = 10,
-       /* k_attn_d64 (sm_90a, h3_attention_sm90_d64.cu) with 128- or 192-key tiles: f16/bf16 head_dim 64
-        * non-causal calls; the others as AUTO */
+       /* k_attn_fa3 at head_dim 64 with 128- or 192-key tiles: f16/bf16 head_dim 64 non-causal calls; the
+        * others as AUTO */
        H3K_ATTN_D64 = 11, H3K_ATTN_D64_N192 = 12 };
 
 typedef struct h3k_attention_args {

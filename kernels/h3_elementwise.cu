@@ -13,8 +13,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1, st1, warp_sum, GRID_STRIDE, aligned16 */
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "kernels/h3_common.cuh" /* ld1, st1, warp_sum, GRID_STRIDE, aligned16 */
+#include "kernels/h3_kernels.h"
 
 namespace {
 

@@ -1,9 +1,14 @@
 /* h3_attention_sm90.cu - the attention kernels of Hopper (sm_90a: wgmma,
- * mbarriers, bulk copies), for bf16, head_dim 128, non-causal: the DiT's
- * hot case. The default is k_attn_fa3 (FlashAttention-3's turn order: S of
- * tile j and P·V of tile j-1 issued together, softmax under both; see its
- * comment); k_attn_wgmma2 and the first version, k_attn_wgmma, stay
- * selectable (h3_backend_cuda_bench.h). The first version: 256 threads =
+ * mbarriers, bulk copies), non-causal: bf16 at head_dim 128 (the DiT's hot
+ * case) and f16/bf16 at head_dim 64 (the video VAE's ViT: 32 heads × 64,
+ * fp16, 1797 rows a tile, where the portable mma.sync kernel reaches about
+ * half of what PyTorch's SDPA does). The default at both head dims is
+ * k_attn_fa3, one body templated over the head dim (FlashAttention-3's turn
+ * order: S of tile j and P·V of tile j-1 issued together, softmax under
+ * both; see its comment), its variants the rows of H3_FA3_VARIANTS
+ * (h3_attention_impl.cuh); k_attn_wgmma2 and the first version,
+ * k_attn_wgmma, stay selectable at head_dim 128 (h3_backend_cuda_bench.h).
+ * The first version: 256 threads =
  * two warpgroups, each owning 64 query rows of a 128-row tile; K and Vᵀ
  * tiles of 128 keys stream through shared memory (cp.async, two stages) in
  * the 128-byte-swizzled K-major layout that wgmma reads through matrix
@@ -19,9 +24,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
-#include "backend/cuda/kernels/h3_tc.cuh"             /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
+#include "kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
+#include "kernels/h3_common.cuh"         /* kLog2e, ex2_ftz */
+#include "kernels/h3_tc.cuh"             /* wgmma, mbarriers, bulk copies, softmax steps; H3_HAVE_WGMMA */
 
 namespace {
 
@@ -35,20 +40,28 @@ __device__ __forceinline__ uint32_t sw128(int row, int ch) {
     return (uint32_t)((ch >> 3) * (128 * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-#ifdef H3_HAVE_WGMMA
-
-/* Descriptor of k-step kk (16 columns) of a tile whose rows start at tile. */
-__device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
-    return wg_desc(tile + (uint32_t)((kk >> 2) * (128 * 128) + (kk & 3) * 32));
+/* 16-byte chunks of a row of DH 16-bit elements, as a shift: 4 at 128, 3 at 64. */
+template <int DH> __host__ __device__ constexpr int chunk_shift() {
+    static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
+    return DH == 128 ? 4 : 3;
 }
 
-/* The 128-row Q tile of query rows q0.. into sQ (rows past Sq zero), by
- * THREADS threads; the caller commits and waits. */
-template <int THREADS>
-__device__ __forceinline__ void wg_load_q(uint32_t sQ, const __nv_bfloat16 *qg, int64_t ldq, int64_t q0, int64_t Sq,
-                                          int tid) {
-    for (int i = tid; i < 128 * 16; i += THREADS) {
-        int row = i >> 4, ch = i & 15;
+#ifdef H3_HAVE_WGMMA
+
+/* Descriptor of k-step kk (16 columns) of a tile kept as 64-column boxes of
+ * BOX bytes (128 rows × 128 bytes by default) whose rows start at tile. */
+template <int BOX = 128 * 128> __device__ __forceinline__ uint64_t wg_desc_k(uint32_t tile, int kk) {
+    return wg_desc(tile + (uint32_t)((kk >> 2) * BOX + (kk & 3) * 32));
+}
+
+/* The 128-row Q tile (DH channels, 64-channel boxes as sw128 lays them) of
+ * query rows q0.. into sQ (rows past Sq zero), by THREADS threads; the
+ * caller commits and waits. */
+template <int THREADS, int DH = 128, typename T = __nv_bfloat16>
+__device__ __forceinline__ void wg_load_q(uint32_t sQ, const T *qg, int64_t ldq, int64_t q0, int64_t Sq, int tid) {
+    const int CS = chunk_shift<DH>();
+    for (int i = tid; i < 128 * (DH / 8); i += THREADS) {
+        int row = i >> CS, ch = i & ((DH / 8) - 1);
         int64_t gr = q0 + row;
         bool valid = gr < Sq;
         cp_async16(sQ + sw128(row, ch), qg + (valid ? gr : 0) * ldq + ch * 8, valid);
@@ -170,7 +183,8 @@ __global__ void __launch_bounds__(288, 1)
         mbar_wait(bars + 8 * st, (j >> 1) & 1);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
+        for (int kk = 0; kk < 8; kk++)
+            Wg<__nv_bfloat16>::ss<128>(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
         wg_commit();
         named_arrive(other);
         wg_wait0();
@@ -181,7 +195,7 @@ __global__ void __launch_bounds__(288, 1)
         named_sync(mine);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+        for (int kk = 0; kk < 8; kk++) Wg<__nv_bfloat16>::rs<128>(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
         wg_commit();
         if (!(wg == 1 && j == n_tiles - 1)) named_arrive(other); /* the last token has no taker */
         wg_wait0();
@@ -205,16 +219,6 @@ __global__ void __launch_bounds__(288, 1)
 }
 
 #ifdef H3_HAVE_WGMMA
-template <int KN> __device__ __forceinline__ void wgmma_s(float *d, uint64_t da, uint64_t db, int scale_d);
-template <> __device__ __forceinline__ void wgmma_s<128>(float *d, uint64_t da, uint64_t db, int scale_d) {
-    wgmma_ss(d, da, db, scale_d);
-}
-template <> __device__ __forceinline__ void wgmma_s<176>(float *d, uint64_t da, uint64_t db, int scale_d) {
-    wgmma_ss_n176(d, da, db, scale_d);
-}
-template <> __device__ __forceinline__ void wgmma_s<192>(float *d, uint64_t da, uint64_t db, int scale_d) {
-    wgmma_ss_n192(d, da, db, scale_d);
-}
 
 /* 2^x on the FMA and integer pipes instead of MUFU.EX2 (FlashAttention-4's
  * split on Blackwell, where MUFU did not keep up with the tensor cores):
@@ -304,7 +308,11 @@ template <int KN> __device__ __forceinline__ void fa3_nosoftmax(float corr[2], f
 #endif
 
 /* FlashAttention-3's consumer on pre-packed K/Vᵀ tile images of KN keys
- * (k_pack_k_n, k_pack_v_n; for KN = 128 the images of k_attn_wgmma2).
+ * (k_pack_k_n, k_pack_v_n; for head_dim 128 and KN = 128 the images of
+ * k_attn_wgmma2), for T = bf16 or f16 and head dim DH = 128 or 64: Fa3Tile
+ * (h3_attention_impl.cuh) holds the geometry. Q and K rows are DH/64 boxes
+ * of 128-byte swizzle rows (a 64-element row is exactly one), so S takes
+ * DH/16 k-steps of 16 channels and P·V KN/16 of 16 keys with N = DH.
  * 384 threads: warpgroup 0 is the producer (one thread issues the bulk
  * copies; setmaxnreg gives its registers away), warpgroups 1 and 2 consume
  * 64 query rows each with 240 registers a thread. Per key tile j a consumer
@@ -314,23 +322,29 @@ template <int KN> __device__ __forceinline__ void fa3_nosoftmax(float corr[2], f
  * barriers. STAGES K and V tiles are in flight. PINGPONG passes a token
  * between the consumers around each GEMM pair (named barriers 1, 2), so their
  * GEMMs alternate on the tensor cores. Registers (ptxas -v reports the entry
- * budget, 168): O 64 + S KN/2 + P KN/4 live at once, within the 240 that
- * setmaxnreg grants each consumer thread (no spills at KN <= 192). */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT = false, int POLY = 0>
+ * budget, 168): O DH/2 + S KN/2 + P KN/4 live at once, within the 240 that
+ * setmaxnreg grants each consumer thread (no spills at KN <= 192).
+ * Numerics: S in f32, the online softmax in f32 with exp2 and a running
+ * max, the row sums over the unrounded probabilities, P rounded to T for
+ * P·V, O normalised in f32 and rounded once; the exponent is one FMA,
+ * s·scale·log2e − max·scale·log2e (where the mma.sync kernel rounds
+ * s·scale·log2e first: one f32 rounding apart). */
+template <typename T, int DH, int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT = false, int POLY = 0>
 __global__ void __launch_bounds__(384, 1)
-    k_attn_fa3(__nv_bfloat16 *o, const __nv_bfloat16 *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq,
-               int64_t Skv, int n_tiles, int H, int Hkv, float scale_log2) {
+    k_attn_fa3(T *o, const T *q, const uint8_t *kp, const uint8_t *vp, int64_t Sq, int64_t Skv, int n_tiles, int H,
+               int Hkv, float scale_log2) {
 #ifdef H3_HAVE_WGMMA
-    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>(), NS = KN / 2, KS = KN / 16;
+    typedef Fa3Tile<DH, KN> Tile;
+    const int KB = Tile::k_bytes, VB = Tile::v_bytes, NS = KN / 2, KS = KN / 16, NO = DH / 2;
     extern __shared__ __align__(1024) uint8_t smem_fa3[];
     uint32_t sbase = (smem_u32(smem_fa3) + 1023u) & ~1023u;
-    uint32_t sQ = sbase, sK = sbase + kWgTileBytes, sV = sK + STAGES * KB;
+    uint32_t sQ = sbase, sK = sbase + Tile::q_bytes, sV = sK + STAGES * KB;
     uint32_t fullK = sV + STAGES * VB, fullV = fullK + 8 * STAGES, emptyK = fullV + 8 * STAGES,
              emptyV = emptyK + 8 * STAGES;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int h = blockIdx.y, kh = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * kWgTile;
-    int64_t ldq = (int64_t)H * 128;
+    int64_t ldq = (int64_t)H * DH;
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; s++) {
@@ -342,7 +356,7 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     {
-        wg_load_q<384>(sQ, q + (int64_t)h * 128, ldq, q0, Sq, tid);
+        wg_load_q<384, DH>(sQ, q + (int64_t)h * DH, ldq, q0, Sq, tid);
         cp_async_commit();
         cp_async_wait<0>();
         fence_proxy_async();
@@ -375,11 +389,11 @@ __global__ void __launch_bounds__(384, 1)
         int wg = (warp >> 2) - 1, w4 = warp & 3, g = lane >> 2, t = lane & 3;
         uint32_t qtile = sQ + wg * 64 * 128;
         int mine = 1 + wg, other = 2 - wg;
-        float oacc[64], s[NS];
+        float oacc[NO], s[NS];
         uint32_t pa[KS][4];
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2], rs[2];
 #pragma unroll
-        for (int i = 0; i < 64; i++) oacc[i] = 0.0f;
+        for (int i = 0; i < NO; i++) oacc[i] = 0.0f;
         if (PINGPONG && wg == 1) named_arrive(1); /* warpgroup 0 issues first */
 
         /* tile 0: S alone. No branch may sit between a wgmma and its wait
@@ -389,8 +403,9 @@ __global__ void __launch_bounds__(384, 1)
         if (PINGPONG) named_sync(mine);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++)
-            wgmma_s<KN>(s, wg_desc_k(qtile, kk), wg_desc(sK + (kk >> 2) * (KN * 128) + (kk & 3) * 32), kk > 0);
+        for (int kk = 0; kk < DH / 16; kk++)
+            Wg<T>::template ss<KN>(s, wg_desc_k(qtile, kk), wg_desc(sK + (kk >> 2) * (KN * 128) + (kk & 3) * 32),
+                                   kk > 0);
         wg_commit();
         if (PINGPONG) named_arrive(other);
         wg_wait0();
@@ -401,7 +416,7 @@ __global__ void __launch_bounds__(384, 1)
         l[0] = rs[0];
         l[1] = rs[1];
 #pragma unroll
-        for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(s[i], s[i + 1]);
+        for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<T>::pack(s[i], s[i + 1]);
 
         for (int j = 1; j < n_tiles; j++) {
             int st = j % STAGES, sp = (j - 1) % STAGES;
@@ -411,11 +426,12 @@ __global__ void __launch_bounds__(384, 1)
             if (PINGPONG) named_sync(mine);
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < 8; kk++)
-                wgmma_s<KN>(s, wg_desc_k(qtile, kk), wg_desc(ktile + (kk >> 2) * (KN * 128) + (kk & 3) * 32), kk > 0);
+            for (int kk = 0; kk < DH / 16; kk++)
+                Wg<T>::template ss<KN>(s, wg_desc_k(qtile, kk),
+                                       wg_desc(ktile + (kk >> 2) * (KN * 128) + (kk & 3) * 32), kk > 0);
             wg_commit();
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+            for (int kk = 0; kk < KS; kk++) Wg<T>::template rs<DH>(oacc, pa[kk], wg_desc_k<DH * 128>(vtile, kk), 1);
             wg_commit();
             if (PINGPONG) named_arrive(other);
             wg_wait1();
@@ -424,7 +440,7 @@ __global__ void __launch_bounds__(384, 1)
             if (NOSOFT) fa3_nosoftmax<KN>(corr, rs);
             else fa3_softmax<KN, LAZY, POLY>(s, m, corr, rs, scale_log2, k0 + KN > Skv, k0, Skv, t);
             wg_wait0();
-            fence_f<64>(oacc);
+            fence_f<NO>(oacc);
             fence_u<KS * 4>(&pa[0][0]);
             if (lane == 0) {
                 mbar_arrive(emptyK + 8 * st);
@@ -434,10 +450,10 @@ __global__ void __launch_bounds__(384, 1)
             for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
             if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-                for (int i = 0; i < 64; i++) oacc[i] *= corr[(i >> 1) & 1];
+                for (int i = 0; i < NO; i++) oacc[i] *= corr[(i >> 1) & 1];
             }
 #pragma unroll
-            for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<__nv_bfloat16>::pack(s[i], s[i + 1]);
+            for (int i = 0; i < NS; i += 2) pa[i >> 3][(i >> 1) & 3] = Mma<T>::pack(s[i], s[i + 1]);
         }
 
         /* the last P·V */
@@ -446,26 +462,25 @@ __global__ void __launch_bounds__(384, 1)
             mbar_wait_late(fullV + 8 * sp, ((n_tiles - 1) / STAGES) & 1, &late);
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(sV + sp * VB, kk), 1);
+            for (int kk = 0; kk < KS; kk++)
+                Wg<T>::template rs<DH>(oacc, pa[kk], wg_desc_k<DH * 128>(sV + sp * VB, kk), 1);
             wg_commit();
             wg_wait0();
-            fence_f<64>(oacc);
+            fence_f<NO>(oacc);
             fence_u<KS * 4>(&pa[0][0]);
         }
         if (PINGPONG && wg == 0) named_sync(mine); /* warpgroup 1's last token */
 
         float inv[2];
         softmax_row_inverse(l, inv);
-        __nv_bfloat16 *og = o + (int64_t)h * 128;
+        T *og = o + (int64_t)h * DH;
         int64_t rbase = q0 + wg * 64 + w4 * 16 + g;
 #pragma unroll
-        for (int i = 0; i < 64; i += 2) {
+        for (int i = 0; i < NO; i += 2) {
             int r = (i >> 1) & 1;
             int64_t row = rbase + 8 * r;
             int col = 8 * (i >> 2) + 2 * t;
-            if (row < Sq)
-                *(uint32_t *)(og + row * ldq + col) =
-                    Mma<__nv_bfloat16>::pack(oacc[i] * inv[r], oacc[i + 1] * inv[r]);
+            if (row < Sq) *(uint32_t *)(og + row * ldq + col) = Mma<T>::pack(oacc[i] * inv[r], oacc[i + 1] * inv[r]);
         }
         if (late) __trap();
     }
@@ -474,43 +489,46 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-/* K [Skv, Hkv·128] -> per (kv head, KN-key tile) k_attn_fa3's K image; rows
- * past Skv are zero. */
-template <int KN> __global__ void k_pack_k_n(uint8_t *kp, const __nv_bfloat16 *k, int64_t Skv, int Hkv, int n_tiles) {
-    int64_t total = (int64_t)Hkv * n_tiles * KN * 16;
+/* K [Skv, Hkv·DH] -> per (kv head, KN-key tile) k_attn_fa3's K image (DH/64
+ * boxes of KN rows × 128 bytes); rows past Skv are zero. 16-bit elements. */
+template <int DH, int KN>
+__global__ void k_pack_k_n(uint8_t *kp, const uint16_t *k, int64_t Skv, int Hkv, int n_tiles) {
+    const int CH = DH / 8, CS = chunk_shift<DH>();
+    int64_t total = (int64_t)Hkv * n_tiles * KN * CH;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
-        int c = (int)(idx % (KN * 16));
-        int64_t tile = idx / (KN * 16);
+        int c = (int)(idx % (KN * CH));
+        int64_t tile = idx / (KN * CH);
         int tt = (int)(tile % n_tiles), hh = (int)(tile / n_tiles);
-        int r = c >> 4, ch = c & 15;
+        int r = c >> CS, ch = c & (CH - 1);
         int64_t key = (int64_t)tt * KN + r;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (key < Skv) v = *(const uint4 *)(k + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
-        *(uint4 *)(kp + tile * fa3_kbytes<KN>() + (ch >> 3) * (KN * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4)) = v;
+        if (key < Skv) v = *(const uint4 *)(k + key * ((int64_t)Hkv * DH) + (int64_t)hh * DH + ch * 8);
+        *(uint4 *)(kp + tile * Fa3Tile<DH, KN>::k_bytes + (ch >> 3) * (KN * 128) + r * 128 +
+                   (((ch & 7) ^ (r & 7)) << 4)) = v;
     }
 }
 
-/* V [Skv, Hkv·128] -> per (kv head, KN-key tile) the Vᵀ image, one 64-key box
- * per block (blockIdx.x = tile · boxes + box), through shared memory. */
-template <int KN>
-__global__ void __launch_bounds__(256) k_pack_v_n(uint8_t *vp, const __nv_bfloat16 *v, int64_t Skv, int Hkv,
-                                                 int n_tiles) {
-    const int NB = (KN + 63) / 64;
-    __shared__ __align__(16) uint16_t tile[64][128];
+/* V [Skv, Hkv·DH] -> per (kv head, KN-key tile) the Vᵀ image (box b: keys
+ * 64b.. as DH channel rows of 64 keys), one box per block (blockIdx.x =
+ * tile · boxes + box), through shared memory. 16-bit elements. */
+template <int DH, int KN>
+__global__ void __launch_bounds__(256) k_pack_v_n(uint8_t *vp, const uint16_t *v, int64_t Skv, int Hkv, int n_tiles) {
+    const int NB = (KN + 63) / 64, CH = DH / 8, CS = chunk_shift<DH>();
+    __shared__ __align__(16) uint16_t tile[64][DH];
     int tt = blockIdx.x / NB, bx = blockIdx.x % NB, hh = blockIdx.y;
-    for (int i = threadIdx.x; i < 1024; i += 256) {
-        int r = i >> 4, ch = i & 15;
+    for (int i = threadIdx.x; i < 64 * CH; i += 256) {
+        int r = i >> CS, ch = i & (CH - 1);
         int kr = bx * 64 + r;
         int64_t key = (int64_t)tt * KN + kr;
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (kr < KN && key < Skv) val = *(const uint4 *)(v + key * ((int64_t)Hkv * 128) + (int64_t)hh * 128 + ch * 8);
+        if (kr < KN && key < Skv) val = *(const uint4 *)(v + key * ((int64_t)Hkv * DH) + (int64_t)hh * DH + ch * 8);
         *(uint4 *)&tile[r][ch * 8] = val;
     }
     __syncthreads();
-    uint8_t *dst = vp + ((int64_t)hh * n_tiles + tt) * fa3_vbytes<KN>() + bx * 16384;
-    for (int i = threadIdx.x; i < 1024; i += 256) {
-        int d = i & 127, kc = i >> 7;
+    uint8_t *dst = vp + ((int64_t)hh * n_tiles + tt) * Fa3Tile<DH, KN>::v_bytes + bx * (DH * 128);
+    for (int i = threadIdx.x; i < DH * 8; i += 256) {
+        int d = i & (DH - 1), kc = i >> (CS + 3);
         uint16_t e[8];
 #pragma unroll
         for (int u = 0; u < 8; u++) e[u] = tile[kc * 8 + u][d];
@@ -603,7 +621,8 @@ __global__ void __launch_bounds__(256, 1)
         for (int i = 0; i < 64; i++) s[i] = 0.0f;
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) wgmma_ss(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
+        for (int kk = 0; kk < 8; kk++)
+            Wg<__nv_bfloat16>::ss<128>(s, wg_desc_k(qtile, kk), wg_desc_k(ktile, kk), kk > 0);
         wg_commit();
         wg_wait0();
 
@@ -614,7 +633,7 @@ __global__ void __launch_bounds__(256, 1)
         /* O += P·V: P from registers, Vᵀ tile K-major in shared memory */
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) wgmma_rs(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
+        for (int kk = 0; kk < 8; kk++) Wg<__nv_bfloat16>::rs<128>(oacc, pa[kk], wg_desc_k(vtile, kk), 1);
         wg_commit();
         wg_wait0();
         __syncthreads(); /* the stage just read is refilled next iteration */
@@ -703,79 +722,84 @@ int launch_wgmma2(const h3k_attention_args *a, cudaStream_t stream) {
 }
 
 /* K and Vᵀ into k_attn_fa3's tile images of KN keys (the scratch). */
-template <int KN> int fa3_pack(const h3k_attention_args *a, cudaStream_t stream) {
-    const int KB = fa3_kbytes<KN>();
+template <int DH, int KN> int fa3_pack(const h3k_attention_args *a, cudaStream_t stream) {
+    const int KB = Fa3Tile<DH, KN>::k_bytes;
     if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
     int n_tiles = (int)fa3_tiles(a, KN);
     uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
-    int64_t chunks = (int64_t)a->n_kv_heads * n_tiles * KN * 16;
+    int64_t chunks = (int64_t)a->n_kv_heads * n_tiles * KN * (DH / 8);
     int64_t pk_blocks = (chunks + 255) / 256;
     unsigned kblocks = (unsigned)(pk_blocks < 16384 ? pk_blocks : 16384);
-    if (KN == 128) { /* the same images as k_attn_wgmma2's */
+    if (DH == 128 && KN == 128) { /* the same images as k_attn_wgmma2's */
         k_pack_k<<<kblocks, 256, 0, stream>>>(kp, (const __nv_bfloat16 *)a->k, a->Skv, a->n_kv_heads, n_tiles);
         k_pack_v<<<dim3((unsigned)n_tiles, (unsigned)a->n_kv_heads), 256, 0, stream>>>(
             vp, (const __nv_bfloat16 *)a->v, a->Skv, a->n_kv_heads, n_tiles);
     } else {
-        k_pack_k_n<KN><<<kblocks, 256, 0, stream>>>(kp, (const __nv_bfloat16 *)a->k, a->Skv, a->n_kv_heads, n_tiles);
-        k_pack_v_n<KN><<<dim3((unsigned)(n_tiles * ((KN + 63) / 64)), (unsigned)a->n_kv_heads), 256, 0, stream>>>(
-            vp, (const __nv_bfloat16 *)a->v, a->Skv, a->n_kv_heads, n_tiles);
+        k_pack_k_n<DH, KN><<<kblocks, 256, 0, stream>>>(kp, (const uint16_t *)a->k, a->Skv, a->n_kv_heads, n_tiles);
+        k_pack_v_n<DH, KN><<<dim3((unsigned)(n_tiles * ((KN + 63) / 64)), (unsigned)a->n_kv_heads), 256, 0, stream>>>(
+            vp, (const uint16_t *)a->v, a->Skv, a->n_kv_heads, n_tiles);
     }
     return (int)cudaGetLastError();
 }
 
-/* k_attn_fa3 on the images fa3_pack<KN> left in the scratch. */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT, int POLY = 0>
+/* k_attn_fa3 on the images fa3_pack<DH, KN> left in the scratch. */
+template <typename T, int DH, int STAGES, bool PINGPONG, bool LAZY, int KN, bool NOSOFT, int POLY = 0>
 int fa3_kernel(const h3k_attention_args *a, cudaStream_t stream) {
     static uint64_t configured; /* one bit per device: the shared-memory limit is set per device */
-    const int KB = fa3_kbytes<KN>(), VB = fa3_vbytes<KN>();
-    const int smem = kWgTileBytes + STAGES * (KB + VB) + 1024 + 32 * STAGES;
+    const int smem = Fa3Tile<DH, KN>::template smem<STAGES>();
     if (!a->scratch || a->scratch_size < h3k_attention_scratch(a)) return (int)cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return (int)e;
     uint64_t bit = (uint64_t)1 << (dev & 63);
     if (!(configured & bit)) {
-        e = cudaFuncSetAttribute(k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY>,
+        e = cudaFuncSetAttribute(k_attn_fa3<T, DH, STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return (int)e;
         configured |= bit;
     }
     int n_tiles = (int)fa3_tiles(a, KN);
-    uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * KB;
+    uint8_t *kp = (uint8_t *)a->scratch, *vp = kp + (size_t)a->n_kv_heads * n_tiles * Fa3Tile<DH, KN>::k_bytes;
     dim3 grid((unsigned)((a->Sq + kWgTile - 1) / kWgTile), (unsigned)a->n_heads);
-    k_attn_fa3<STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY><<<grid, 384, smem, stream>>>(
-        (__nv_bfloat16 *)a->o, (const __nv_bfloat16 *)a->q, kp, vp, a->Sq, a->Skv, n_tiles, a->n_heads,
-        a->n_kv_heads, a->scale * kLog2e);
+    k_attn_fa3<T, DH, STAGES, PINGPONG, LAZY, KN, NOSOFT, POLY><<<grid, 384, smem, stream>>>(
+        (T *)a->o, (const T *)a->q, kp, vp, a->Sq, a->Skv, n_tiles, a->n_heads, a->n_kv_heads, a->scale * kLog2e);
     return (int)cudaGetLastError();
 }
 
-/* k_attn_fa3 after packing K and Vᵀ into its tile images (scratch). */
-template <int STAGES, bool PINGPONG, bool LAZY, int KN> int launch_fa3(const h3k_attention_args *a, cudaStream_t stream) {
-    int e = fa3_pack<KN>(a, stream);
-    return e ? e : fa3_kernel<STAGES, PINGPONG, LAZY, KN, false>(a, stream);
+/* k_attn_fa3 after packing K and Vᵀ into its tile images (scratch): bf16 at
+ * head_dim 128, f16 or bf16 at 64 (what h3_attention.cu lets through). */
+template <int DH, int STAGES, bool PINGPONG, bool LAZY, int KN>
+int launch_fa3(const h3k_attention_args *a, cudaStream_t stream) {
+    if (a->Skv <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads != 0 || a->Skv > (int64_t)0x7fffffff * KN)
+        return (int)cudaErrorInvalidValue;
+    int e = fa3_pack<DH, KN>(a, stream);
+    if (e) return e;
+    if constexpr (DH == 64) {
+        if (a->dt == H3K_F16) return fa3_kernel<__half, DH, STAGES, PINGPONG, LAZY, KN, false>(a, stream);
+    }
+    return fa3_kernel<__nv_bfloat16, DH, STAGES, PINGPONG, LAZY, KN, false>(a, stream);
 }
 
-/* h3k_attention_probe's parts of the default kernel (2 stages, ping-pong, lazy, 192-key tiles): the
- * pack alone, the kernel alone on the images already packed, the kernel without its softmax, with a
- * quarter or half of its exponentials on the FMA pipe, and without exponentials. */
+/* h3k_attention_probe's parts of the default kernel (bf16, head_dim 128, 2 stages, ping-pong, lazy,
+ * 192-key tiles): the pack alone, the kernel alone on the images already packed, the kernel without
+ * its softmax, with a quarter or half of its exponentials on the FMA pipe, and without exponentials. */
 int probe_fa3(const h3k_attention_args *a, int which, cudaStream_t stream) {
+    typedef __nv_bfloat16 B;
     switch (which) {
-    case H3K_ATTN_PROBE_PACK: return fa3_pack<192>(a, stream);
-    case H3K_ATTN_PROBE_KERNEL: return fa3_kernel<2, true, true, 192, false>(a, stream);
-    case H3K_ATTN_PROBE_NOSOFTMAX: return fa3_kernel<2, true, true, 192, true>(a, stream);
-    case H3K_ATTN_PROBE_POLY_QUARTER: return fa3_kernel<2, true, true, 192, false, 1>(a, stream);
-    case H3K_ATTN_PROBE_POLY_HALF: return fa3_kernel<2, true, true, 192, false, 2>(a, stream);
-    case H3K_ATTN_PROBE_NOEXP: return fa3_kernel<2, true, true, 192, false, 3>(a, stream);
+    case H3K_ATTN_PROBE_PACK: return fa3_pack<128, 192>(a, stream);
+    case H3K_ATTN_PROBE_KERNEL: return fa3_kernel<B, 128, 2, true, true, 192, false>(a, stream);
+    case H3K_ATTN_PROBE_NOSOFTMAX: return fa3_kernel<B, 128, 2, true, true, 192, true>(a, stream);
+    case H3K_ATTN_PROBE_POLY_QUARTER: return fa3_kernel<B, 128, 2, true, true, 192, false, 1>(a, stream);
+    case H3K_ATTN_PROBE_POLY_HALF: return fa3_kernel<B, 128, 2, true, true, 192, false, 2>(a, stream);
+    case H3K_ATTN_PROBE_NOEXP: return fa3_kernel<B, 128, 2, true, true, 192, false, 3>(a, stream);
     default: return (int)cudaErrorInvalidValue;
     }
 }
 
-/* The variants h3_attention.cu dispatches to (H3K_ATTN_FA3..FA3_N192). */
-template int launch_fa3<3, true, false, 128>(const h3k_attention_args *a, cudaStream_t stream);
-template int launch_fa3<2, true, false, 128>(const h3k_attention_args *a, cudaStream_t stream);
-template int launch_fa3<3, false, false, 128>(const h3k_attention_args *a, cudaStream_t stream);
-template int launch_fa3<2, true, true, 128>(const h3k_attention_args *a, cudaStream_t stream);
-template int launch_fa3<2, true, true, 176>(const h3k_attention_args *a, cudaStream_t stream);
-template int launch_fa3<2, true, true, 192>(const h3k_attention_args *a, cudaStream_t stream);
+/* The variants h3_attention.cu dispatches to: the rows of H3_FA3_VARIANTS. */
+#define H3_FA3_INSTANCE(path, DH, STAGES, PINGPONG, LAZY, KN) \
+    template int launch_fa3<DH, STAGES, PINGPONG, LAZY, KN>(const h3k_attention_args *a, cudaStream_t stream);
+H3_FA3_VARIANTS(H3_FA3_INSTANCE)
+#undef H3_FA3_INSTANCE
 
 } /* namespace h3k_attn */

@@ -4,7 +4,7 @@
 #ifndef H3_KERNELS_VAE_H
 #define H3_KERNELS_VAE_H
 
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "kernels/h3_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {

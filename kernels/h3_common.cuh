@@ -13,7 +13,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_kernels.h"
+#include "kernels/h3_kernels.h"
 
 namespace {
 

@@ -52,8 +52,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* kLog2e, aligned16 */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* kLog2e, aligned16 */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1_fp, st1_fp, round_to_fp, warp_sum */
-#include "backend/cuda/kernels/h3_tc.cuh"     /* cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* ld1_fp, st1_fp, round_to_fp, warp_sum */
+#include "kernels/h3_tc.cuh"     /* cp.async, ldmatrix, Mma, mma_scores, mma_softmax_step, mma_pv */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 
@@ -141,19 +141,7 @@ __global__ void __launch_bounds__(128)
         uint32_t ktile = sk + st * IMG, vtile = sv + st * IMG;
 
         float s[kRows / 8][4];
-#pragma unroll
-        for (int nb = 0; nb < kRows / 8; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < DH / 16; kk++) {
-#pragma unroll
-            for (int nb = 0; nb < kRows / 8; nb += 2) {
-                uint32_t b[4];
-                int row = nb * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
-                ldmatrix_x4(b, ktile + sw_rows(row, ch));
-                Mma<T>::run(s[nb], qf[kk], b[0], b[1]);
-                Mma<T>::run(s[nb + 1], qf[kk], b[2], b[3]);
-            }
-        }
+        mma_scores<T, kRows / 8, DH>(s, qf, lane, [&](int row, int ch) { return ktile + sw_rows(row, ch); });
 
         /* online softmax over this tile; keys past the tile's size are pads */
         bool mask = ks < kRows;

@@ -3,12 +3,12 @@
  *
  * Three paths, picked per call from the device and the problem
  * (h3k_attention_path):
- *  - wgmma (sm_90a, Hopper; h3_attention_sm90.cu): bf16, head_dim 128,
- *    non-causal, the DiT's hot case; k_attn_fa3 by default, the earlier
- *    Hopper kernels as variants. For f16/bf16 head_dim 64 non-causal (the
- *    video VAE's ViT) k_attn_d64 (h3_attention_sm90_d64.cu, 128- or 192-key
- *    tiles), only when a D64 variant is chosen until it has been checked on
- *    an H200; the D64 variants are AUTO for every other call.
+ *  - wgmma (sm_90a, Hopper; h3_attention_sm90.cu): k_attn_fa3, one body
+ *    over the head dim, its variants the rows of H3_FA3_VARIANTS
+ *    (h3_attention_impl.cuh): bf16 head_dim 128 non-causal (the DiT's hot
+ *    case; the earlier Hopper kernels as variants) and f16/bf16 head_dim 64
+ *    non-causal (the video VAE's ViT, the D64 rows); a D64 variant is AUTO
+ *    for every other call.
  *  - mma.sync (sm_80 and later; h3_attention_sm80.cu): bf16/f16, head_dim
  *    64 or 128, causal or not.
  *  - generic (h3_attention_sm80.cu): any float dtype, head_dim <= 256.
@@ -20,8 +20,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* aligned16 */
+#include "kernels/h3_attention_impl.cuh" /* tile sizes, the launchers */
+#include "kernels/h3_common.cuh"         /* aligned16 */
 
 namespace {
 
@@ -61,8 +61,8 @@ extern "C" int h3k_attention_path(const h3k_attention_args *a) {
         return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC; /* as AUTO */
     /* AUTO on Hopper: k_attn_fa3, 2 stages, ping-pong, 192-key tiles (H200, 2026-12-03, three runs in two
      * sessions: 1-1.6% over 128-key tiles, 615-618 TF/s at S 34,710-37,966 against cuDNN SDPA's 578) */
-    /* AUTO for head_dim 64 (the video VAE's ViT, f16) on Hopper: k_attn_d64 with 192-key tiles (H200,
-     * 2026-12-04: the whole video decode 4342 ms against 4734 on mma.sync, 4366 with 128-key tiles) */
+    /* AUTO for head_dim 64 (the video VAE's ViT, f16) on Hopper: k_attn_fa3 at head_dim 64 with 192-key tiles
+     * (H200, 2026-12-04: the whole video decode 4342 ms against 4734 on mma.sync, 4366 with 128-key tiles) */
     default:
         if (d64_fits(a)) return H3K_ATTN_D64_N192;
         return wg ? H3K_ATTN_FA3_N192 : mma ? H3K_ATTN_MMA : H3K_ATTN_GENERIC;
@@ -89,17 +89,13 @@ extern "C" const char *h3k_attention_path_name(int path) {
 
 extern "C" size_t h3k_attention_scratch(const h3k_attention_args *a) {
     int path = h3k_attention_path(a);
-    if (path >= H3K_ATTN_FA3 && path <= H3K_ATTN_FA3_N192) {
-        int kn = path == H3K_ATTN_FA3_N176 ? 176 : path == H3K_ATTN_FA3_N192 ? 192 : 128;
-        size_t image = kn == 176 ? fa3_kbytes<176>() + fa3_vbytes<176>()
-                       : kn == 192 ? fa3_kbytes<192>() + fa3_vbytes<192>()
-                                   : fa3_kbytes<128>() + fa3_vbytes<128>();
-        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, kn) * image;
+    switch (path) { /* k_attn_fa3: the K and Vᵀ images of every kv head's key tiles */
+#define H3_FA3_SCRATCH(P, DH, STAGES, PINGPONG, LAZY, KN) \
+    case P: return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, KN) * (size_t)Fa3Tile<DH, KN>::image_bytes;
+        H3_FA3_VARIANTS(H3_FA3_SCRATCH)
+#undef H3_FA3_SCRATCH
+    default: break;
     }
-    if (path == H3K_ATTN_D64)
-        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, 128) * (d64_kbytes<128>() + d64_vbytes<128>());
-    if (path == H3K_ATTN_D64_N192)
-        return (size_t)a->n_kv_heads * (size_t)fa3_tiles(a, 192) * (d64_kbytes<192>() + d64_vbytes<192>());
     if (path == H3K_ATTN_WGMMA) return 2 * (size_t)a->n_kv_heads * (size_t)wg2_tiles(a) * kWgTileBytes;
     if (path == H3K_ATTN_WGMMA_SIMPLE) return (size_t)a->n_kv_heads * 128 * (size_t)padded_keys(a->Skv) * 2;
     return 0;
@@ -119,14 +115,10 @@ extern "C" int h3k_attention(const h3k_attention_args *a, cudaStream_t stream) {
     switch (h3k_attention_path(a)) {
     case H3K_ATTN_WGMMA: return h3k_attn::launch_wgmma2(a, stream);
     case H3K_ATTN_WGMMA_SIMPLE: return h3k_attn::launch_wgmma(a, stream);
-    case H3K_ATTN_FA3: return h3k_attn::launch_fa3<3, true, false, 128>(a, stream);
-    case H3K_ATTN_FA3_S2: return h3k_attn::launch_fa3<2, true, false, 128>(a, stream);
-    case H3K_ATTN_FA3_NOPP: return h3k_attn::launch_fa3<3, false, false, 128>(a, stream);
-    case H3K_ATTN_FA3_LAZY: return h3k_attn::launch_fa3<2, true, true, 128>(a, stream);
-    case H3K_ATTN_FA3_N176: return h3k_attn::launch_fa3<2, true, true, 176>(a, stream);
-    case H3K_ATTN_FA3_N192: return h3k_attn::launch_fa3<2, true, true, 192>(a, stream);
-    case H3K_ATTN_D64: return h3k_attn::launch_d64<128>(a, stream);
-    case H3K_ATTN_D64_N192: return h3k_attn::launch_d64<192>(a, stream);
+#define H3_FA3_LAUNCH(P, DH, STAGES, PINGPONG, LAZY, KN) \
+    case P: return h3k_attn::launch_fa3<DH, STAGES, PINGPONG, LAZY, KN>(a, stream);
+        H3_FA3_VARIANTS(H3_FA3_LAUNCH)
+#undef H3_FA3_LAUNCH
     case H3K_ATTN_MMA:
         return a->dt == H3K_BF16 ? h3k_attn::launch_mma_dt<__nv_bfloat16>(a, stream)
                                  : h3k_attn::launch_mma_dt<__half>(a, stream);

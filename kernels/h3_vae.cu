@@ -13,8 +13,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1, st1, round_to, GRID_STRIDE */
-#include "backend/cuda/kernels/h3_kernels_vae.h"
+#include "kernels/h3_common.cuh" /* ld1, st1, round_to, GRID_STRIDE */
+#include "kernels/h3_kernels_vae.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #ifndef H3_KERNELS_VSA_H
 #define H3_KERNELS_VSA_H
 
-#include "backend/cuda/kernels/h3_kernels.h"
-#include "backend/cuda/kernels/h3_kernels_attention.h" /* H3K_ATTN_*: the paths */
+#include "kernels/h3_kernels.h"
+#include "kernels/h3_kernels_attention.h" /* H3K_ATTN_*: the paths */
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1_fp, warp_sum */
-#include "backend/cuda/kernels/h3_vsa_impl.cuh"
+#include "kernels/h3_common.cuh" /* ld1_fp, warp_sum */
+#include "kernels/h3_vsa_impl.cuh"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_attention_impl.cuh" /* kGenWarps, the launchers */
-#include "backend/cuda/kernels/h3_common.cuh"         /* kLog2e, ld1_fp, st1_fp, warp_sum */
-#include "backend/cuda/kernels/h3_tc.cuh"             /* smem_u32, cp.async, ldmatrix, Mma, mma_softmax_step, mma_pv */
+#include "kernels/h3_attention_impl.cuh" /* kGenWarps, the launchers */
+#include "kernels/h3_common.cuh"         /* kLog2e, ld1_fp, st1_fp, warp_sum */
+#include "kernels/h3_tc.cuh"             /* smem_u32, cp.async, ldmatrix, Mma, mma_scores, mma_softmax_step, mma_pv */
 
 namespace {
 
@@ -161,19 +161,7 @@ __global__ void __launch_bounds__(128) k_attn_mma(T *o, const T *q, const T *k, 
         const T *kt = sk + st * kMmaKeys * DH, *vt = sv + st * kMmaKeys * DH;
 
         float s[kMmaKeys / 8][4];
-#pragma unroll
-        for (int n = 0; n < kMmaKeys / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < DH / 16; kk++) {
-#pragma unroll
-            for (int n = 0; n < kMmaKeys / 8; n += 2) {
-                uint32_t b[4];
-                int row = n * 8 + (lane & 7) + ((lane >> 4) << 3), ch = 2 * kk + ((lane >> 3) & 1);
-                ldmatrix_x4(b, smem_u32(kt + swz<DH>(row, ch)));
-                Mma<T>::run(s[n], qf[kk], b[0], b[1]);
-                Mma<T>::run(s[n + 1], qf[kk], b[2], b[3]);
-            }
-        }
+        mma_scores<T, kMmaKeys / 8, DH>(s, qf, lane, [&](int row, int ch) { return smem_u32(kt + swz<DH>(row, ch)); });
 
         /* online softmax over this tile, rows row0 (e < 2) and row0 + 8 */
         int64_t k0 = (int64_t)j * kMmaKeys;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_kernels_vsa.h"
+#include "kernels/h3_kernels_vsa.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/kernels/h3_common.cuh" /* ld1 */
-#include "backend/cuda/kernels/h3_kernels_fp8.h"
+#include "kernels/h3_common.cuh" /* ld1 */
+#include "kernels/h3_kernels_fp8.h"
 
 namespace {
 

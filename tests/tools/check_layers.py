@@ -35,7 +35,7 @@ import sys
 
 LAYERS = ['base', 'backend', 'parallel', 'model', 'engine']
 # The project's top folders: an angle include under one of them is the project's, not the system's.
-PROJECT_FOLDERS = set(LAYERS) | {'h3core', 'media', 'gst-plugin', 'tools', 'tests', 'examples'}
+PROJECT_FOLDERS = set(LAYERS) | {'h3core', 'media', 'gst-plugin', 'tools', 'tests', 'examples', 'kernels'}
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 
 
@@ -205,7 +205,7 @@ def main():
             if (inc in headers or inc in kernel_headers) and module_of(inc) != module_of(rel):
                 edges.setdefault(module_of(rel), set()).add(module_of(inc))
     for rel in kernel_files:
-        incs = includes(os.path.join(root, rel))
+        incs = includes(os.path.join(root, rel), names)
         check_kernel_file(rel, incs, headers, kernel_headers, errors)
         for inc in incs:
             if inc in kernel_headers and module_of(inc) != module_of(rel):

@@ -161,6 +161,8 @@ worker_warn_cut (GstH3VideoSrc * self)
   self->eos_warned |= post;
   made = self->frames_ready;
   total = self->run_frames;
+  /* Every frame made it: nothing was cut. */
+  post = post && made < total;
   phase = self->phase;
   denoising = phase == H3_PHASE_DENOISE;
   done = self->phase_done;
@@ -537,7 +539,7 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
     self->frames[first + i] = bufs[i];
   self->frames_ready = first + count;
   /* An application EOS came first and waited for these: stop here. */
-  stop = self->eos_requested && self->frames_ready > 0;
+  stop = self->eos_requested && self->frames_ready < self->plan.num_frames;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   g_free (bufs);

@@ -727,7 +727,8 @@ gst_h3_video_src_loop (gpointer user_data)
       gboolean cut = output_cut (self);
 
       if (output_at_end (self, out, cut)) {
-        if (cut) {
+        /* After an application EOS no seek comes: no SEGMENT_DONE wait. */
+        if (cut || self->eos_requested) {
           step = STEP_EOS;
           break;
         }

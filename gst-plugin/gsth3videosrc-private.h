@@ -29,6 +29,11 @@
  *                  clips (self->live_clips) in PLAYING, one after the
  *                  other, from where the last one ended, while the worker
  *                  generates the next queued prompt.
+ *   EOS            (the application's) ends the clip where both pads have
+ *                  data: the generation stops, or first goes on to its
+ *                  first frames when they are near (eos_plan); the pads
+ *                  push the decoded frames, the audio up to the last one's
+ *                  end, then EOS; a WARNING says what was cut.
  *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
  *                  stop the tasks, and wait a bounded time for the worker
  *                  (GST_H3_STOP_WAIT); one still in a step or a model load is

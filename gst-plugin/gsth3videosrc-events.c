@@ -8,34 +8,35 @@
 
 #include "gsth3videosrc-private.h"
 
-/* Application EOS (gst-launch-1.0 -e, gst_element_send_event): stop the
- * generation and let each task push EOS. Never blocks: the caller may hold
- * the state lock. */
+/* Application EOS (gst-launch-1.0 -e, gst_element_send_event): end the
+ * clip early, where both pads have data: stop the generation (or let it go
+ * on to its first frames when they are near, gst_h3_video_src_eos_decide),
+ * and let each task push what is decoded, the audio up to the last frame's
+ * end, then EOS. Never blocks: the caller may hold the state lock. */
 static gboolean
 handle_eos (GstH3VideoSrc * self, GstEvent * event)
 {
   gboolean running, first = FALSE;
+  GstH3EosPlan plan = GST_H3_EOS_NONE;
+  gdouble first_in = -1.0;
 
   g_mutex_lock (&self->lock);
   running = self->running;
   if (running && !self->eos_requested) {
     self->eos_requested = first = TRUE;
     self->eos_seqnum = gst_event_get_seqnum (event);
+    plan = self->eos_plan = gst_h3_video_src_eos_decide (self, &first_in);
+    g_cond_broadcast (&self->cond);
   }
   g_mutex_unlock (&self->lock);
   gst_event_unref (event);
-  if (first)
-    gst_h3_video_src_cancel (self);
   if (!running) {
     GST_DEBUG_OBJECT (self, "EOS while not running: ignored");
     return FALSE;
   }
   GST_INFO_OBJECT (self, "end of stream requested");
-  gst_h3_video_src_post_progress (self, &self->wait_open,
-      GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped by end-of-stream");
-  gst_h3_video_src_post_progress (self, &self->generate_open,
-      GST_PROGRESS_TYPE_CANCELED, "generate", 0,
-      "Generation stopped by end-of-stream");
+  if (first)
+    gst_h3_video_src_eos_apply (self, plan, first_in);
   return TRUE;
 }
 

@@ -231,20 +231,36 @@ gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
       out->is_video ? "video" : "audio");
 }
 
-/* Whether out has pushed everything of its segment. */
+/* Whether an application EOS has cut the clip: the generation returned,
+ * and the clip ends with the frames decoded by then (frames_ready), the
+ * audio with the last of them. Called with the lock held. */
 static gboolean
-output_at_end (const GstH3Output * out)
+output_cut (const GstH3VideoSrc * self)
 {
-  return out->is_video ? out->next >= out->end :
-      out->sample >= out->sample_end;
+  return self->eos_requested && self->eos_plan == GST_H3_EOS_CUT
+      && !self->generating && !self->generated;
+}
+
+/* Whether out has pushed everything of its segment (of the cut clip).
+ * Called with the lock held. */
+static gboolean
+output_at_end (const GstH3VideoSrc * self, const GstH3Output * out,
+    gboolean cut)
+{
+  if (out->is_video)
+    return out->next >= (cut ? MIN (out->end, self->frames_ready) : out->end);
+  return out->sample >= (cut ? MIN (out->sample_end, slice_sample (self,
+              self->frames_ready)) : out->sample_end);
 }
 
 /* Takes the next buffer of this output if its media have been decoded.
  * A kept clip lends its frames (a buffer sharing the frame's memory), so
  * that they can be pushed again after a seek; otherwise the frame is given
- * away. Called with the lock held. */
+ * away. The audio slice of frame n goes once that frame is decoded, so
+ * that wherever the clip is cut (an application EOS) both streams end
+ * together. Called with the lock held. */
 static GstBuffer *
-output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
+output_take_buffer (GstH3VideoSrc * self, GstH3Output * out, gboolean cut)
 {
   gint n = out->next, frames = self->plan.num_frames;
   GstBuffer *buf;
@@ -269,7 +285,8 @@ output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
     GstClockTime pts, end;
 
     s1 = MIN (slice_end, out->sample_end);
-    if (self->audio_ready < s1 && !self->generated)
+    if (!self->generated && !cut && (self->audio_ready < s1
+            || n >= self->frames_ready))
       return NULL;
     buf = gst_buffer_new_allocate (NULL, (s1 - s0) * 2 * sizeof (gfloat),
         NULL);
@@ -279,7 +296,8 @@ output_take_buffer (GstH3VideoSrc * self, GstH3Output * out)
     /* The clip's last slice ends exactly where the video ends; this moves
      * its end by less than half a sample. */
     end = s1 == self->audio_len ? gst_h3_frame_time (frames) :
-        sample_time (self, s1);
+        cut && s1 == slice_sample (self, self->frames_ready) ?
+        gst_h3_frame_time (self->frames_ready) : sample_time (self, s1);
     GST_BUFFER_PTS (buf) = pts;
     GST_BUFFER_DURATION (buf) = end - pts;
     GST_BUFFER_OFFSET (buf) = s0;
@@ -673,13 +691,15 @@ gst_h3_video_src_loop (gpointer user_data)
       break;
     }
     /* An application EOS waits for the cancelled generation to return
-     * (one step), so that its stats and done message come first. */
-    if (self->eos_requested) {
+     * (one step), so that its stats and done message come first; then the
+     * clip ends where it was cut (output_cut). Live, EOS goes out then. */
+    if (self->eos_requested && self->run.is_live) {
       if (!self->generating) {
         step = STEP_EOS;
         break;
       }
     } else if (!out->started) {
+      /* Caps before EOS too: a muxer needs them for its tracks. */
       step = STEP_STICKY;
       break;
     } else if (self->run.is_live) {
@@ -704,7 +724,14 @@ gst_h3_video_src_loop (gpointer user_data)
       step = STEP_SEGMENT;
       break;
     } else if (self->have_plan) {
-      if (output_at_end (out)) {
+      gboolean cut = output_cut (self);
+
+      if (output_at_end (self, out, cut)) {
+        /* After an application EOS no seek comes: no SEGMENT_DONE wait. */
+        if (cut || self->eos_requested) {
+          step = STEP_EOS;
+          break;
+        }
         if (self->segment.flags & GST_SEGMENT_FLAG_SEGMENT) {
           if (!out->segment_done) {
             step = STEP_SEGMENT_DONE;
@@ -715,10 +742,14 @@ gst_h3_video_src_loop (gpointer user_data)
           step = STEP_EOS;
           break;
         }
-      } else if ((buf = output_take_buffer (self, out))) {
+      } else if ((buf = output_take_buffer (self, out, cut))) {
         step = STEP_BUFFER;
         break;
       }
+    } else if (output_cut (self)) {
+      /* Stopped before the plan: nothing to push. */
+      step = STEP_EOS;
+      break;
     }
     /* The worker ended without a full clip and without saying why (it
      * always should): end the stream rather than wait forever. */

@@ -29,6 +29,11 @@
  *                  clips (self->live_clips) in PLAYING, one after the
  *                  other, from where the last one ended, while the worker
  *                  generates the next queued prompt.
+ *   EOS            (the application's) ends the clip where both pads have
+ *                  data: the generation stops, or first goes on to its
+ *                  first frames when they are near (eos_plan); the pads
+ *                  push the decoded frames, the audio up to the last one's
+ *                  end, then EOS; a WARNING says what was cut.
  *   PAUSED->READY  cancel (the engine polls the run's cancel flag), wake and
  *                  stop the tasks, and wait a bounded time for the worker
  *                  (GST_H3_STOP_WAIT); one still in a step or a model load is
@@ -87,6 +92,23 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
  * milliseconds on the tiny model and can be seconds on the full one. A
  * worker still running then is joined when the element is freed. */
 #define GST_H3_STOP_WAIT (500 * G_TIME_SPAN_MILLISECOND)
+
+/* Application EOS before the first frame: a file needs a frame to play
+ * (an encoder writes no header without one, and an MP4 track without a
+ * sample description does not open), so the generation goes on to its
+ * first decoded frames when, at the pace of the steps done, the denoising
+ * steps left take at most this long; otherwise it stops at once and the
+ * streams end without media (gsth3videosrc-worker.c, eos_plan). */
+#define GST_H3_EOS_FINISH_WAIT (5 * G_TIME_SPAN_SECOND)
+
+/* What an application EOS does to a generation in flight. */
+typedef enum
+{
+  GST_H3_EOS_NONE,              /* no EOS requested */
+  GST_H3_EOS_PENDING,           /* decided at the next denoising step */
+  GST_H3_EOS_FINISH,            /* go on to the first frames, cut there */
+  GST_H3_EOS_CUT                /* stopped: the clip ends at frames_ready */
+} GstH3EosPlan;
 
 /* Everything the properties configure. The element keeps one copy under the
  * object lock and snapshots it into `run` when a run starts, so property
@@ -199,8 +221,13 @@ struct _GstH3VideoSrc
   gboolean running;             /* between READY->PAUSED and PAUSED->READY */
   gboolean flushing;            /* tasks must return at once */
   gboolean cancel;              /* the generation must stop */
-  gboolean eos_requested;       /* application EOS: push EOS now */
+  gboolean eos_requested;       /* application EOS: end the clip early */
   guint32 eos_seqnum;
+  GstH3EosPlan eos_plan;        /* what the EOS does (CUT once it returned) */
+  gboolean eos_warned;          /* the WARNING about the cut is posted */
+  gboolean waiting;             /* for another element's load or turn */
+  h3_phase phase;               /* the engine's last progress, -1: none */
+  gint phase_done, phase_total;
   gboolean stop_streaming;      /* fatal error: push EOS and stop */
   gboolean error_posted;
   gboolean generating;          /* in h3_engine_generate, until done is posted */
@@ -385,6 +412,12 @@ G_GNUC_INTERNAL
 gboolean gst_h3_video_src_worker_wait (GstH3VideoSrc * self, gint64 timeout);
 G_GNUC_INTERNAL
 void gst_h3_video_src_cancel (GstH3VideoSrc * self);
+G_GNUC_INTERNAL
+GstH3EosPlan gst_h3_video_src_eos_decide (GstH3VideoSrc * self,
+    gdouble * first_in);
+G_GNUC_INTERNAL
+void gst_h3_video_src_eos_apply (GstH3VideoSrc * self, GstH3EosPlan plan,
+    gdouble first_in);
 G_GNUC_INTERNAL
 void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
 G_GNUC_INTERNAL

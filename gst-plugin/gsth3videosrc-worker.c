@@ -81,6 +81,112 @@ gst_h3_video_src_cancel (GstH3VideoSrc * self)
   gst_h3_engine_wake ();
 }
 
+/* What an application EOS does to the generation now (called with the
+ * lock held). A clip ends where both pads have data, so: stop at once when
+ * frames are decoded (the clip ends with them), and go on to the first
+ * frames when they are near, that is once the denoising is done, or when
+ * the steps left take at most GST_H3_EOS_FINISH_WAIT at the pace of those
+ * done; before the first step that pace is unknown (PENDING: decided at
+ * the next step; a model load cannot be interrupted anyway). Stop at once
+ * too while waiting for another element (that can take any time), and in
+ * live mode. *first_in: the seconds of denoising left, or -1. */
+GstH3EosPlan
+gst_h3_video_src_eos_decide (GstH3VideoSrc * self, gdouble * first_in)
+{
+  gint done = self->phase_done, total = self->phase_total;
+  gdouble left;
+
+  *first_in = -1.0;
+  if (self->run.is_live || self->frames_ready > 0 || self->waiting
+      || self->cancel)
+    return GST_H3_EOS_CUT;
+  if (self->phase == H3_PHASE_DECODE_AUDIO
+      || self->phase == H3_PHASE_DECODE_VIDEO) {
+    *first_in = 0.0;
+    return GST_H3_EOS_FINISH;
+  }
+  if (self->phase != H3_PHASE_DENOISE || done <= 0)
+    return GST_H3_EOS_PENDING;
+  left = (g_get_monotonic_time () - self->denoise_start_us) / 1e6 / done *
+      (total - done);
+  *first_in = left;
+  return left * G_USEC_PER_SEC <= GST_H3_EOS_FINISH_WAIT ?
+      GST_H3_EOS_FINISH : GST_H3_EOS_CUT;
+}
+
+/* Acts on a decision of gst_h3_video_src_eos_decide (no lock held). */
+void
+gst_h3_video_src_eos_apply (GstH3VideoSrc * self, GstH3EosPlan plan,
+    gdouble first_in)
+{
+  switch (plan) {
+    case GST_H3_EOS_CUT:
+      gst_h3_video_src_cancel (self);
+      gst_h3_video_src_post_progress (self, &self->wait_open,
+          GST_PROGRESS_TYPE_CANCELED, "wait", 0, "Stopped by end-of-stream");
+      gst_h3_video_src_post_progress (self, &self->generate_open,
+          GST_PROGRESS_TYPE_CANCELED, "generate", 0,
+          "Generation stopped by end-of-stream");
+      break;
+    case GST_H3_EOS_FINISH:
+      GST_INFO_OBJECT (self, "end of stream before the first frame: going "
+          "on to the first frames (%.2f s of denoising left)", first_in);
+      gst_h3_video_src_post_progress (self, &self->generate_open,
+          GST_PROGRESS_TYPE_CONTINUE, "generate", 0, "End-of-stream: going "
+          "on to the first frames (%.1f s of denoising left), so that the "
+          "file has media; set the pipeline to NULL to stop at once",
+          first_in);
+      break;
+    case GST_H3_EOS_PENDING:
+      GST_INFO_OBJECT (self, "end of stream before the first denoising "
+          "step: decided at that step");
+      break;
+    case GST_H3_EOS_NONE:
+      break;
+  }
+}
+
+/* The WARNING of an application EOS that cut the clip: what the streams
+ * got of it. Once per run; nothing when the clip was complete. */
+static void
+worker_warn_cut (GstH3VideoSrc * self)
+{
+  gint made, total, done, steps;
+  gboolean post, denoising;
+  h3_phase phase;
+
+  g_mutex_lock (&self->lock);
+  post = self->eos_requested && !self->generated && !self->eos_warned
+      && !self->error_posted && !self->run.is_live;
+  self->eos_warned |= post;
+  made = self->frames_ready;
+  total = self->run_frames;
+  /* Every frame made it: nothing was cut. */
+  post = post && made < total;
+  phase = self->phase;
+  denoising = phase == H3_PHASE_DENOISE;
+  done = self->phase_done;
+  steps = self->phase_total;
+  g_mutex_unlock (&self->lock);
+  if (!post)
+    return;
+  if (made > 0)
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Stopped by end-of-stream: the clip was cut after %d of its %d "
+            "frames (%.2f s of %.2f s); the audio ends with the last frame.",
+            made, total, made / (gdouble) H3_FPS, total / (gdouble) H3_FPS),
+        ("cut at frame %d", made));
+  else
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Stopped by end-of-stream before the first frame of %d was "
+            "decoded: both streams end without media, and a muxer writes a "
+            "file without samples (such an MP4 does not play)%s.", total,
+            denoising ? "; the denoising steps left would have taken longer "
+            "than the element waits for them" : ""),
+        ("stopped in phase %s (step %d of %d)", h3_phase_name (phase), done,
+            steps));
+}
+
 /* Waits up to timeout (microseconds) for the worker to finish, and joins
  * it if it did. TRUE when no worker is left. */
 gboolean
@@ -144,8 +250,18 @@ worker_stop_streaming (GstH3VideoSrc * self, gboolean error_posted)
 static void
 post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
 {
-  gboolean load = g_strcmp0 (reason, "load") == 0;
+  gboolean load = g_strcmp0 (reason, "load") == 0, stop;
 
+  /* A wait for another element can take any time: an EOS waiting for the
+   * first frames stops here (gst_h3_video_src_eos_decide). */
+  g_mutex_lock (&self->lock);
+  self->waiting = TRUE;
+  stop = self->eos_requested && self->eos_plan != GST_H3_EOS_CUT;
+  if (stop)
+    self->eos_plan = GST_H3_EOS_CUT;
+  g_mutex_unlock (&self->lock);
+  if (stop)
+    gst_h3_video_src_eos_apply (self, GST_H3_EOS_CUT, -1.0);
   GST_INFO_OBJECT (self, "waiting for %s (%s)", holder, reason);
   gst_element_post_message (GST_ELEMENT (self),
       gst_message_new_element (GST_OBJECT (self),
@@ -159,6 +275,14 @@ post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
     gst_h3_video_src_post_progress (self, &self->wait_open,
         GST_PROGRESS_TYPE_START, "wait", 0, "Waiting for %s to finish its "
         "generation on the shared model", holder);
+}
+
+static void
+worker_waited (GstH3VideoSrc * self)
+{
+  g_mutex_lock (&self->lock);
+  self->waiting = FALSE;
+  g_mutex_unlock (&self->lock);
 }
 
 static void
@@ -222,6 +346,7 @@ worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
     GST_INFO_OBJECT (self, "sharing the engine of another element");
     ok = gst_h3_engine_wait_loaded (e, &self->cancel_flag, on_wait_load,
         self, &st);
+    worker_waited (self);
     if (!ok && st.code == H3_ERR_CANCELLED) {
       gst_h3_video_src_post_progress (self, &self->wait_open,
           GST_PROGRESS_TYPE_CANCELED, "wait", 0,
@@ -303,11 +428,26 @@ on_progress (void *opaque, h3_phase phase, int done, int total)
   gint percent = gst_h3_phase_percent (phase, done, total);
   gboolean cancel;
 
+  GstH3EosPlan eos = GST_H3_EOS_NONE;
+  gdouble first_in = -1.0;
+
   g_mutex_lock (&self->lock);
   cancel = self->cancel;
   if (phase == H3_PHASE_DENOISE && done == 0)
     self->denoise_start_us = g_get_monotonic_time ();
+  self->phase = phase;
+  self->phase_done = done;
+  self->phase_total = total;
+  /* An EOS before the first step: now its pace is known. */
+  if (self->eos_plan == GST_H3_EOS_PENDING && !cancel) {
+    eos = gst_h3_video_src_eos_decide (self, &first_in);
+    self->eos_plan = eos;
+  }
   g_mutex_unlock (&self->lock);
+  if (eos != GST_H3_EOS_NONE && eos != GST_H3_EOS_PENDING) {
+    gst_h3_video_src_eos_apply (self, eos, first_in);
+    cancel = eos == GST_H3_EOS_CUT;
+  }
   if (cancel)
     return;
 
@@ -361,6 +501,7 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
   GstH3VideoSrc *self = opaque;
   gsize size;
   GstBuffer **bufs;
+  gboolean stop;
 
   g_mutex_lock (&self->lock);
   if (self->cancel) {
@@ -397,11 +538,16 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
   for (gint i = 0; i < count; i++)
     self->frames[first + i] = bufs[i];
   self->frames_ready = first + count;
+  /* An application EOS came first and waited for these: stop here. */
+  stop = self->eos_requested && self->frames_ready < self->plan.num_frames;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   g_free (bufs);
   GST_LOG_OBJECT (self, "frames %d..%d decoded", first, first + count - 1);
-  return 0;
+  if (stop)
+    GST_INFO_OBJECT (self, "end of stream: the clip ends after frame %d",
+        first + count - 1);
+  return stop ? 1 : 0;
 }
 
 static int
@@ -560,6 +706,7 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
     self->stop_streaming = self->error_posted = TRUE;
   } else if (rc == H3_ERR_CANCELLED) {
     GST_INFO_OBJECT (self, "generation cancelled");
+    worker_warn_cut (self);
     gst_h3_video_src_post_done (self, "cancelled", &stats);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
@@ -573,6 +720,9 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
     g_mutex_lock (&self->lock);
     self->stop_streaming = self->error_posted = TRUE;
   }
+  /* The pads end an EOS's clip at frames_ready from now on. */
+  if (self->eos_requested)
+    self->eos_plan = GST_H3_EOS_CUT;
   self->generating = FALSE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
@@ -593,13 +743,16 @@ worker_clip (GstH3VideoSrc * self)
   h3_status_code rc = H3_ERR_CANCELLED;
   h3_plan plan;
   h3_engine *engine;
+  gboolean ok;
 
   /* FL2VA: the run's keyframes, decoded at READY->PAUSED. */
   gst_h3_keyframes_apply (self->run_keyframes, &req);
   /* One generation at a time per engine: wait for the other elements
    * sharing it (cancellable). */
-  if (!gst_h3_engine_begin (self->engine, GST_OBJECT (self),
-          &self->cancel_flag, on_wait_turn, self)) {
+  ok = gst_h3_engine_begin (self->engine, GST_OBJECT (self),
+      &self->cancel_flag, on_wait_turn, self);
+  worker_waited (self);
+  if (!ok) {
     gst_h3_video_src_post_progress (self, &self->wait_open,
         GST_PROGRESS_TYPE_CANCELED, "wait", 0,
         "Stopped while waiting for the shared model");
@@ -653,7 +806,10 @@ gst_h3_video_src_worker (gpointer data)
   while (worker_clip (self) && self->run.is_live && live_next_prompt (self));
 
 done:
+  worker_warn_cut (self);
   g_mutex_lock (&self->lock);
+  if (self->eos_requested)
+    self->eos_plan = GST_H3_EOS_CUT;
   self->worker_done = TRUE;
   self->generating = FALSE;
   holds_ref = self->worker_holds_ref;

@@ -673,6 +673,11 @@ run_prepare (GstH3VideoSrc * self)
   self->cancel = FALSE;
   g_atomic_int_set (&self->cancel_flag, 0);
   self->eos_requested = FALSE;
+  self->eos_plan = GST_H3_EOS_NONE;
+  self->eos_warned = FALSE;
+  self->waiting = FALSE;
+  self->phase = H3_PHASE_LOAD;
+  self->phase_done = self->phase_total = 0;
   self->stop_streaming = FALSE;
   self->error_posted = FALSE;
   self->generating = FALSE;

@@ -678,20 +678,30 @@ static void act_forward(h3_backend *b, h3_tensor *y, const h3_tensor *x, const s
 
 static const h3_tensor *bias_of(const conv *c) { return c->bias.data ? &c->bias : NULL; }
 
-/* h += conv2(act(conv1_d(act(h)))) for every dilation d; t1, t2 scratch. */
-static void amp_forward(h3_backend *b, const amp_block *blk, h3_tensor *h, h3_tensor *t1, h3_tensor *t2) {
+static int cancelled(const volatile int *flag) { return flag && *flag; }
+
+/* h += conv2(act(conv1_d(act(h)))) for every dilation d; t1, t2 scratch.
+ * 0 when cancelled: it polls cancel_flag before each layer, because on the
+ * CPU one anti-aliased activation of the last stage (the full sample rate)
+ * takes about 26 ms on a 5 s clip and a whole block about 200 ms: a poll
+ * per block would let a stop wait that long. */
+static int amp_forward(h3_backend *b, const amp_block *blk, h3_tensor *h, h3_tensor *t1, h3_tensor *t2,
+                       const volatile int *cancel_flag) {
     int K = blk->kernel;
     for (int i = 0; i < blk->n_dilations; i++) {
         int d = blk->dilations[i];
+        if (cancelled(cancel_flag)) return 0;
         act_forward(b, t1, h, &blk->acts1[i]);
+        if (cancelled(cancel_flag)) return 0;
         h3_op_conv1d(b, t2, t1, &blk->convs1[i].w, bias_of(&blk->convs1[i]), 1, d * (K - 1) / 2, d, 1);
+        if (cancelled(cancel_flag)) return 0;
         act_forward(b, t1, t2, &blk->acts2[i]);
+        if (cancelled(cancel_flag)) return 0;
         h3_op_conv1d(b, t2, t1, &blk->convs2[i].w, bias_of(&blk->convs2[i]), 1, (K - 1) / 2, 1, 1);
         h3_op_add(b, h, h, t2);
     }
+    return 1;
 }
-
-static int cancelled(const volatile int *flag) { return flag && *flag; }
 
 /* The decoder proper on z [2, C, Na] (device), leaving [2, 1, Na·hop] in
  * *wave. buf[0..4] are five buffers of the largest activation size; every
@@ -717,7 +727,8 @@ static h3_status_code decode_device(h3_audio_vae *vae, const h3_tensor *z, h3_te
             if (cancelled(cancel_flag)) return h3_fail(status, H3_ERR_CANCELLED, "audio VAE decode cancelled");
             h3_tensor *dst = j == 0 ? &acc : &hj;
             h3_op_copy(b, dst, &y);
-            amp_forward(b, &vae->blocks[s * cfg->n_kernels + j], dst, &t1, &t2);
+            if (!amp_forward(b, &vae->blocks[s * cfg->n_kernels + j], dst, &t1, &t2, cancel_flag))
+                return h3_fail(status, H3_ERR_CANCELLED, "audio VAE decode cancelled");
             if (j > 0) h3_op_add(b, &acc, &acc, &hj);
         }
         if (cfg->n_kernels > 1) h3_op_scale(b, &acc, &acc, 1.0f / (float)cfg->n_kernels);

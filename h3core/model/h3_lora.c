@@ -528,6 +528,10 @@ static h3_status_code check_shapes(const h3_lora *l, lora_module *m, h3_status *
     return H3_OK;
 }
 
+/* alpha/rank past this is no LoRA anyone trained (they sit at 0.5..2, rsLoRA
+ * at sqrt(rank)): a garbled alpha, refused before it scales weights to inf. */
+#define MAX_SCALE 1e4
+
 static h3_status_code set_scale(const h3_lora *l, const lora_config *c, lora_module *m, h3_status *status) {
     double rank, alpha;
     h3_status_code rc = header_rank_alpha(l, c, m, &rank, &alpha, status);
@@ -543,6 +547,9 @@ static h3_status_code set_scale(const h3_lora *l, const lora_config *c, lora_mod
         alpha = v;
     }
     if (isnan(alpha)) alpha = m->rank;
+    if (!(fabs(alpha / m->rank) <= MAX_SCALE))
+        return h3_fail(status, H3_ERR_FORMAT, "LoRA '%s': module '%s' has alpha %g for rank %d: alpha/rank outside "
+                       "[-%g, %g]", l->path, m->key_module, alpha, m->rank, MAX_SCALE, MAX_SCALE);
     m->scale = (float)(alpha / m->rank);
     return H3_OK;
 }
@@ -735,34 +742,67 @@ static GPtrArray *touched_defs(const term *terms, int n) {
     return out;
 }
 
-/* w (one weight, read back) += the terms' modules on it. */
-static void add_terms(float *w, const module_def *d, const term *terms, int n, float sign) {
-    for (int i = 0; i < n; i++) {
-        const h3_lora *l = terms[i].lora;
-        for (guint j = 0; j < l->modules->len; j++) {
-            const lora_module *m = g_ptr_array_index(l->modules, j);
-            if (m->partition == H3_LORA_MAIN && memcmp(&m->def->t, &d->t, sizeof d->t) == 0 && terms[i].coef != 0)
-                add_module(w, m, sign * terms[i].coef);
-        }
+/* acc (a weight's float32 copy, where it lives) += coef·scale·B·A over the
+ * module's pieces: y = x·wᵀ by h3_op_linear with x the scaled rows of B
+ * (F32 [n, r]) and w = Aᵀ (an F32 weight [in, r]), then added to acc's rows.
+ * Ops only, so every backend runs it where the weights are. */
+static h3_status_code add_module_on(h3_backend *b, h3_tensor *acc, const lora_module *m, float coef,
+                                    h3_status *status) {
+    const module_def *d = m->def;
+    int64_t r = m->rank, in = d->cols;
+    float *at = malloc((size_t)(in * r) * sizeof *at), *xs = malloc((size_t)(d->out * r) * sizeof *xs);
+    if (!at || !xs) {
+        free(at);
+        free(xs);
+        return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory staging '%s'", m->key_module);
     }
+    for (int64_t k = 0; k < r; k++)
+        for (int64_t c = 0; c < in; c++) at[c * r + k] = m->A[k * in + c];
+    for (int64_t i = 0; i < d->out * r; i++) xs[i] = m->B[i] * coef * m->scale;
+    h3_tensor w = {0};
+    const int64_t shape[2] = {in, r};
+    h3_status_code rc = h3_weight_from_f32(b, at, H3_F32, 2, shape, &w, status);
+    for (int p = 0; rc == H3_OK && p < d->n_pieces; p++) {
+        const piece *pc = &d->pieces[p];
+        h3_tensor x = h3_new_2d(b, H3_F32, pc->n, r), y = h3_new_2d(b, H3_F32, pc->n, in);
+        if (!x.data || !y.data) break; /* the sticky error says why */
+        rc = h3_tensor_upload_f32(b, &x, xs + pc->b0 * r, status);
+        h3_op_linear(b, &y, &x, &w, NULL);
+        h3_tensor rows = h3_tensor_rows_view(acc, pc->t0, pc->n);
+        h3_op_add(b, &rows, &rows, &y);
+    }
+    h3_weight_free(b, &w);
+    free(at);
+    free(xs);
+    return rc;
 }
 
+/* One weight: read into float32, every term's modules added, checked
+ * finite, rounded once back into the weight. */
 static h3_status_code update_weight(h3_dit *dit, const module_def *d, const term *terms, int n, float sign,
                                     h3_status *status) {
+    h3_backend *b = dit->b;
     h3_tensor *t = weight_of(dit, &d->t);
-    size_t numel = (size_t)(d->rows * d->cols);
-    float *w = malloc(numel * sizeof *w + 4);
-    if (!w) return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory reading back '%s'", d->name);
-    h3_status_code rc = h3_tensor_download_f32(dit->b, t, w, status);
-    if (rc == H3_OK) {
-        add_terms(w, d, terms, n, sign);
-        for (size_t i = 0; i < numel && rc == H3_OK; i++)
-            if (!isfinite(w[i]))
-                rc = h3_fail(status, H3_ERR_NONFINITE, "LoRA: the fused weight '%s' would hold %g (strengths too "
-                             "large for these factors)", d->name, (double)w[i]);
+    size_t mark = h3_arena_mark(b);
+    h3_tensor acc = h3_new_2d(b, H3_F32, d->rows, d->cols);
+    h3_status_code rc = H3_OK;
+    if (acc.data) h3_op_copy(b, &acc, t);
+    for (int i = 0; acc.data && rc == H3_OK && i < n; i++) {
+        const h3_lora *l = terms[i].lora;
+        for (guint j = 0; rc == H3_OK && j < l->modules->len; j++) {
+            const lora_module *m = g_ptr_array_index(l->modules, j);
+            if (m->partition == H3_LORA_MAIN && memcmp(&m->def->t, &d->t, sizeof d->t) == 0 && terms[i].coef != 0)
+                rc = add_module_on(b, &acc, m, sign * terms[i].coef, status);
+        }
     }
-    if (rc == H3_OK) rc = h3_tensor_upload_f32(dit->b, t, w, status);
-    free(w);
+    int64_t bad = 0;
+    if (rc == H3_OK && acc.data) rc = h3_tensor_count_nonfinite(b, &acc, &bad, status);
+    if (rc == H3_OK && bad)
+        rc = h3_fail(status, H3_ERR_NONFINITE, "LoRA: the fused weight '%s' would hold %lld non-finite values "
+                     "(strengths too large for these factors)", d->name, (long long)bad);
+    if (rc == H3_OK) h3_op_copy(b, t, &acc);
+    if (rc == H3_OK) rc = h3_backend_check(b, status);
+    h3_arena_reset(b, mark);
     return rc;
 }
 
@@ -776,6 +816,8 @@ static h3_status_code check_dit(h3_dit *dit, GPtrArray *defs, h3_status *status)
                        dit->tp.rank, dit->tp.size);
     if (dit->stream)
         return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: not yet with memory=stream (the blocks live on the host)");
+    h3_status_code rc = h3_backend_check(dit->b, status);
+    if (rc != H3_OK) return rc;
     if (!h3_backend_holds_data(dit->b))
         return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: the backend '%s' holds no weight values",
                        h3_backend_name(dit->b));
@@ -870,6 +912,7 @@ h3_status_code h3_dit_set_loras(h3_dit *dit, const h3_lora_use *uses, int n, h3_
     if (rc != H3_OK) {
         /* Put back what was changed: the previous set stays in force. */
         h3_status ignored = {0};
+        h3_backend_clear_error(dit->b);
         for (guint i = 0; i + 1 < done; i++)
             update_weight(dit, g_ptr_array_index(defs, i), terms, n_terms, -1.0f, &ignored);
         g_ptr_array_free(defs, TRUE);

@@ -634,6 +634,7 @@ static void test_bad_input(void) {
         printf("refused %-22s %s\n", "same file twice", st.message);
         CHECK(h3_dit_set_loras(dit, nan_use, 1, &st) == H3_ERR_INVALID_ARGUMENT, "NaN strength: %s", st.message);
         CHECK(h3_dit_set_loras(dit, huge, 1, &st) == H3_ERR_INVALID_ARGUMENT, "strength 1e6: %s", st.message);
+        const h3_lora_use *uses;
         h3_dit_config other = cfg;
         other.num_layers = 1;
         h3_lora *small = NULL;
@@ -641,7 +642,32 @@ static void test_bad_input(void) {
               st.message);
         snap(dit, f, &after);
         CHECK(snap_diff(&after, &before) == 0, "a refused apply changed the weights");
-        const h3_lora_use *uses;
+        snap_free(&after);
+        /* A device failure part-way (op n of the fusion; allocation n): the
+         * weights already changed are put back (to float32 rounding). */
+        h3_lora_use one[1] = {{l, 1.0f}};
+        for (long k = 1; k <= 160; k += 13) {
+            int alloc = k % 2;
+            if (alloc) h3_backend_inject_alloc_fault(k / 4 + 1);
+            else h3_backend_inject_fault(backend, k);
+            h3_status_code rc = h3_dit_set_loras(dit, one, 1, &st);
+            h3_backend_inject_alloc_fault(0);
+            h3_backend_inject_fault(backend, 0);
+            h3_backend_clear_error(backend);
+            if (rc == H3_OK) { /* the fault fell past the fusion: undo it for the next round */
+                h3_lora_use back[1] = {{l, 0.6f}};
+                CHECK(h3_dit_set_loras(dit, back, 1, &st) == H3_OK, "back to 0.6: %s", st.message);
+                continue;
+            }
+            snap(dit, f, &after);
+            double d = snap_diff(&after, &before);
+            CHECK(d <= 1e-6, "%s fault %ld: the weights moved by %.3e", alloc ? "allocation" : "op", k, d);
+            CHECK(h3_dit_get_loras(dit, &uses) == 1 && uses[0].strength == 0.6f, "fault %ld: the set in force", k);
+            printf("refused %-22s %s (weights back within %.1e)\n", alloc ? "allocation fault" : "device fault",
+                   st.message, d);
+            snap_free(&after);
+        }
+        snap(dit, f, &after);
         CHECK(h3_dit_get_loras(dit, &uses) == 1 && uses[0].lora == l && uses[0].strength == 0.6f,
               "a refused apply changed the set in force");
         snap_free(&before);

@@ -19,11 +19,13 @@
  * ulp per change on CUDA (docs/ARCHITECTURE.md, h3_lora, has the
  * measurements and why this beats unfused GEMMs here).
  *
- * Not yet: tensor-parallel ranks (each would apply its shard: q/k/v rows
- * of its heads, out and fc2 columns, fc1 rows of its FFN slice, AdaLN rows
- * of its gather slice, h3_tp_plan.h), memory=stream (the blocks live on the
- * host: fuse there), FP8 weights (un-fusing E4M3 codes re-quantises the
- * row: fuse at load instead). Each is refused with H3_ERR_UNSUPPORTED. */
+ * Tensor parallelism: each rank changes its shard (q/k/v rows of its
+ * heads, fc1 rows of its FFN slice, AdaLN rows of its slice, out and fc2
+ * columns; shard_of), with no collective: the ranks' calls are independent.
+ *
+ * Not yet: memory=stream (the blocks live on the host: fuse there), FP8
+ * weights (un-fusing E4M3 codes re-quantises the row: fuse at load
+ * instead). Both are refused with H3_ERR_UNSUPPORTED. */
 #include "model/h3_lora.h"
 
 #include <cblas.h>
@@ -742,29 +744,70 @@ static GPtrArray *touched_defs(const term *terms, int n) {
     return out;
 }
 
-/* acc (a weight's float32 copy, where it lives) += coef·scale·B·A over the
- * module's pieces: y = x·wᵀ by h3_op_linear with x the scaled rows of B
- * (F32 [n, r]) and w = Aᵀ (an F32 weight [in, r]), then added to acc's rows.
- * Ops only, so every backend runs it where the weights are. */
-static h3_status_code add_module_on(h3_backend *b, h3_tensor *acc, const lora_module *m, float coef,
+/* ---- tensor parallelism: this rank's shard of a weight ----------------------------------------
+ * The roles of h3_dit_plan.c's weights (h3_tp.h): qkv and fc1 are stacked
+ * parts (3, 2) each split by rows, the AdaLN projection split by rows,
+ * out and fc2 by columns; the rest replicated. */
+typedef struct shard {
+    int64_t rows, cols; /* of this rank's weight */
+    int64_t c0;         /* its first column in the whole (column-parallel) */
+    int n_pieces;
+    piece pieces[6];    /* the module's B rows -> this rank's rows */
+} shard;
+
+static void shard_of(const module_def *d, const h3_tp *tp, shard *sh) {
+    int parts = d->t.param == W_QKV ? 3 : d->t.param == W_FC1 ? 2 : d->t.param == W_ADALN ? 1 : 0;
+    int by_cols = d->t.param == W_OUT || d->t.param == W_FC2;
+    int n = tp->size > 1 ? tp->size : 1, r = tp->size > 1 ? tp->rank : 0;
+    *sh = (shard){.rows = d->rows, .cols = d->cols, .c0 = 0, .n_pieces = 0};
+    if (n == 1 || (!parts && !by_cols)) {
+        sh->n_pieces = d->n_pieces;
+        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
+        return;
+    }
+    if (by_cols) {
+        sh->cols = d->cols / n;
+        sh->c0 = r * sh->cols;
+        sh->n_pieces = d->n_pieces;
+        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
+        return;
+    }
+    int64_t P = d->rows / parts, Pl = P / n;
+    sh->rows = d->rows / n;
+    for (int i = 0; i < d->n_pieces; i++) {
+        const piece *pc = &d->pieces[i];
+        for (int p = 0; p < parts; p++) {
+            int64_t lo = pc->t0 > p * P + r * Pl ? pc->t0 : p * P + r * Pl;
+            int64_t hi = pc->t0 + pc->n < p * P + (r + 1) * Pl ? pc->t0 + pc->n : p * P + (r + 1) * Pl;
+            if (lo < hi) sh->pieces[sh->n_pieces++] = (piece){pc->b0 + lo - pc->t0, p * Pl + lo - p * P - r * Pl, hi - lo};
+        }
+    }
+}
+
+/* acc (this rank's weight in float32, where it lives) += coef·scale·B·A
+ * over the module's pieces: y = x·wᵀ by h3_op_linear with x the scaled rows
+ * of B (F32 [n, r]) and w = Aᵀ restricted to the shard's columns (an F32
+ * weight [cols, r]), then added to acc's rows. Ops only, so every backend
+ * runs it where the weights are. */
+static h3_status_code add_module_on(h3_backend *b, h3_tensor *acc, const lora_module *m, const shard *sh, float coef,
                                     h3_status *status) {
     const module_def *d = m->def;
-    int64_t r = m->rank, in = d->cols;
-    float *at = malloc((size_t)(in * r) * sizeof *at), *xs = malloc((size_t)(d->out * r) * sizeof *xs);
+    int64_t r = m->rank, in = d->cols, cols = sh->cols;
+    float *at = malloc((size_t)(cols * r) * sizeof *at), *xs = malloc((size_t)(d->out * r) * sizeof *xs);
     if (!at || !xs) {
         free(at);
         free(xs);
         return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory staging '%s'", m->key_module);
     }
     for (int64_t k = 0; k < r; k++)
-        for (int64_t c = 0; c < in; c++) at[c * r + k] = m->A[k * in + c];
+        for (int64_t c = 0; c < cols; c++) at[c * r + k] = m->A[k * in + sh->c0 + c];
     for (int64_t i = 0; i < d->out * r; i++) xs[i] = m->B[i] * coef * m->scale;
     h3_tensor w = {0};
-    const int64_t shape[2] = {in, r};
+    const int64_t shape[2] = {cols, r};
     h3_status_code rc = h3_weight_from_f32(b, at, H3_F32, 2, shape, &w, status);
-    for (int p = 0; rc == H3_OK && p < d->n_pieces; p++) {
-        const piece *pc = &d->pieces[p];
-        h3_tensor x = h3_new_2d(b, H3_F32, pc->n, r), y = h3_new_2d(b, H3_F32, pc->n, in);
+    for (int p = 0; rc == H3_OK && p < sh->n_pieces; p++) {
+        const piece *pc = &sh->pieces[p];
+        h3_tensor x = h3_new_2d(b, H3_F32, pc->n, r), y = h3_new_2d(b, H3_F32, pc->n, cols);
         if (!x.data || !y.data) break; /* the sticky error says why */
         rc = h3_tensor_upload_f32(b, &x, xs + pc->b0 * r, status);
         h3_op_linear(b, &y, &x, &w, NULL);
@@ -784,15 +827,20 @@ static h3_status_code update_weight(h3_dit *dit, const module_def *d, const term
     h3_backend *b = dit->b;
     h3_tensor *t = weight_of(dit, &d->t);
     size_t mark = h3_arena_mark(b);
-    h3_tensor acc = h3_new_2d(b, H3_F32, d->rows, d->cols);
+    shard sh;
+    shard_of(d, &dit->tp, &sh);
+    h3_tensor acc = h3_new_2d(b, H3_F32, sh.rows, sh.cols);
     h3_status_code rc = H3_OK;
     if (acc.data) h3_op_copy(b, &acc, t);
     for (int i = 0; acc.data && rc == H3_OK && i < n; i++) {
         const h3_lora *l = terms[i].lora;
         for (guint j = 0; rc == H3_OK && j < l->modules->len; j++) {
             const lora_module *m = g_ptr_array_index(l->modules, j);
-            if (m->partition == H3_LORA_MAIN && memcmp(&m->def->t, &d->t, sizeof d->t) == 0 && terms[i].coef != 0)
-                rc = add_module_on(b, &acc, m, sign * terms[i].coef, status);
+            if (m->partition != H3_LORA_MAIN || memcmp(&m->def->t, &d->t, sizeof d->t) != 0 || terms[i].coef == 0)
+                continue;
+            shard msh;
+            shard_of(m->def, &dit->tp, &msh);
+            rc = add_module_on(b, &acc, m, &msh, sign * terms[i].coef, status);
         }
     }
     int64_t bad = 0;
@@ -811,9 +859,6 @@ static h3_status_code check_dit(h3_dit *dit, GPtrArray *defs, h3_status *status)
     if (dit->layout)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "LoRA: the transformer is inside a request; change LoRAs "
                        "between clips");
-    if (dit->tp.size > 1)
-        return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: not yet with tensor parallelism (rank %d of %d)",
-                       dit->tp.rank, dit->tp.size);
     if (dit->stream)
         return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: not yet with memory=stream (the blocks live on the host)");
     h3_status_code rc = h3_backend_check(dit->b, status);
@@ -824,9 +869,11 @@ static h3_status_code check_dit(h3_dit *dit, GPtrArray *defs, h3_status *status)
     for (guint i = 0; i < defs->len; i++) {
         const module_def *d = g_ptr_array_index(defs, i);
         const h3_tensor *t = weight_of(dit, &d->t);
-        if (!t || t->on_host || h3_tensor_numel(t) != d->rows * d->cols)
-            return h3_fail(status, H3_ERR_INTERNAL, "LoRA: weight '%s' is not the planned [%lld, %lld]", d->name,
-                           (long long)d->rows, (long long)d->cols);
+        shard sh;
+        shard_of(d, &dit->tp, &sh);
+        if (!t || t->on_host || h3_tensor_rows(t) != sh.rows || h3_tensor_numel(t) != sh.rows * sh.cols)
+            return h3_fail(status, H3_ERR_INTERNAL, "LoRA: weight '%s' is not the planned [%lld, %lld] (rank %d of %d)",
+                           d->name, (long long)sh.rows, (long long)sh.cols, dit->tp.rank, dit->tp.size);
         if (t->dtype != H3_F32 && t->dtype != H3_BF16 && t->dtype != H3_F16)
             return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: weight '%s' is held as FP8 (precision=fp8): a LoRA on "
                            "it is not supported yet", d->name);

@@ -20,12 +20,15 @@
 #include <unistd.h>
 
 #include "backend/h3_backend.h"
+#include "backend/h3_fp8.h"
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "model/h3_dit.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_lora.h"
+#include "parallel/h3_comm.h"
+#include "parallel/h3_tp.h"
 
 #define RANK 4
 #define ALPHA 8.0f       /* scale 2 */
@@ -318,7 +321,7 @@ static char *write_explicit(const factor *const *sets, const float *strengths, i
     return dir;
 }
 
-static float *forward(h3_dit *dit, int64_t *n_out) {
+static float *forward_on(h3_backend *b, h3_dit *dit, int64_t *n_out) {
     int32_t tags[5] = {1, 1, 1, 1, 1};
     h3_dit_layout_params p = {.text_token_tags = tags, .num_text = 5, .num_latent_frames = 2, .latent_height = 4,
                               .latent_width = 6, .num_audio_latents = 3, .patch_t = 1, .patch_h = 2, .patch_w = 2};
@@ -327,7 +330,7 @@ static float *forward(h3_dit *dit, int64_t *n_out) {
     CHECK(h3_dit_layout_build(&p, &l, &st) == H3_OK, "layout: %s", st.message);
     if (!l) return NULL;
     int64_t vf = (int64_t)cfg.in_channels * 4, af = cfg.audio_in_channels;
-    size_t mark = h3_arena_mark(backend);
+    size_t mark = h3_arena_mark(b);
     float *text = malloc((size_t)(l->num_text * cfg.text_dim) * sizeof *text);
     float *video = malloc((size_t)(l->num_video_rows * vf) * sizeof *video);
     float *audio = malloc((size_t)(l->num_audio_rows * af) * sizeof *audio);
@@ -338,13 +341,13 @@ static float *forward(h3_dit *dit, int64_t *n_out) {
     int n_t = 0;
     int32_t *row_index = malloc((size_t)l->seq_len * sizeof *row_index);
     CHECK(h3_dit_layout_timesteps(l, 0.25f, 0.5f, ts, &n_t, row_index, &st) == H3_OK, "timesteps: %s", st.message);
-    h3_tensor t = h3_new_2d(backend, H3_F32, l->num_text, cfg.text_dim);
-    h3_tensor v = h3_new_2d(backend, H3_F32, l->num_video_rows, vf), a = h3_new_2d(backend, H3_F32, l->num_audio_rows, af);
-    h3_tensor_upload_f32(backend, &t, text, &st);
-    h3_tensor_upload_f32(backend, &v, video, &st);
-    h3_tensor_upload_f32(backend, &a, audio, &st);
-    h3_tensor vv = h3_new_2d(backend, H3_F32, l->num_video_rows, vf);
-    h3_tensor av = h3_new_2d(backend, H3_F32, l->num_audio_rows, af);
+    h3_tensor t = h3_new_2d(b, H3_F32, l->num_text, cfg.text_dim);
+    h3_tensor v = h3_new_2d(b, H3_F32, l->num_video_rows, vf), a = h3_new_2d(b, H3_F32, l->num_audio_rows, af);
+    h3_tensor_upload_f32(b, &t, text, &st);
+    h3_tensor_upload_f32(b, &v, video, &st);
+    h3_tensor_upload_f32(b, &a, audio, &st);
+    h3_tensor vv = h3_new_2d(b, H3_F32, l->num_video_rows, vf);
+    h3_tensor av = h3_new_2d(b, H3_F32, l->num_audio_rows, af);
     float *out = NULL;
     h3_status_code rc = h3_dit_begin(dit, l, &t, &st);
     if (rc == H3_OK) rc = h3_dit_forward(dit, &v, &a, ts, n_t, row_index, &vv, &av, &st);
@@ -352,11 +355,11 @@ static float *forward(h3_dit *dit, int64_t *n_out) {
     *n_out = l->num_video_rows * vf + l->num_audio_rows * af;
     if (rc == H3_OK) {
         out = malloc((size_t)*n_out * sizeof *out);
-        h3_tensor_download_f32(backend, &vv, out, &st);
-        h3_tensor_download_f32(backend, &av, out + l->num_video_rows * vf, &st);
+        h3_tensor_download_f32(b, &vv, out, &st);
+        h3_tensor_download_f32(b, &av, out + l->num_video_rows * vf, &st);
     }
     h3_dit_end(dit);
-    h3_arena_reset(backend, mark);
+    h3_arena_reset(b, mark);
     h3_dit_layout_free(l);
     free(text);
     free(video);
@@ -364,6 +367,8 @@ static float *forward(h3_dit *dit, int64_t *n_out) {
     free(row_index);
     return out;
 }
+
+static float *forward(h3_dit *dit, int64_t *n_out) { return forward_on(backend, dit, n_out); }
 
 /* ---- the tests --------------------------------------------------------------------------------- */
 
@@ -681,6 +686,166 @@ static void test_bad_input(void) {
     free_factors(f);
 }
 
+/* ---- tensor parallelism: each rank fuses its shard ---------------------------------------------- */
+
+typedef struct tp_job {
+    h3_backend *b[2];
+    h3_dit *dit[2];
+    float *out[2];
+    int64_t n;
+} tp_job;
+
+static h3_status_code tp_rank(const h3_tp *tp, void *user, h3_status *status) {
+    tp_job *j = user;
+    j->out[tp->rank] = forward_on(j->b[tp->rank], j->dit[tp->rank], &j->n);
+    return j->out[tp->rank] ? H3_OK : h3_fail(status, H3_ERR_INTERNAL, "rank %d: forward failed", tp->rank);
+}
+
+static void test_tp(void) {
+    factor f1[N_FACTORS], f2[N_FACTORS];
+    make_factors(f1, 1);
+    make_factors(f2, 2);
+    char *p1 = write_lora(L_ORIGINAL, f1, "tp-one.safetensors"), *p2 = write_lora(L_PEFT, f2, "tp-two.safetensors");
+    h3_lora *l[2] = {open_lora(p1), open_lora(p2)};
+    h3_dit *single = load();
+    h3_comm_group *g = NULL;
+    h3_tp_team *team = NULL;
+    h3_status st = {0};
+    CHECK(h3_comm_group_create_cpu(2, &g, &st) == H3_OK && h3_tp_team_create(g, &team, &st) == H3_OK,
+          "tp2 team: %s", st.message);
+    tp_job j = {0};
+    int ok = l[0] && l[1] && single && team;
+    for (int r = 0; r < 2 && ok; r++) {
+        h3_tp tp = {r, 2, h3_comm_group_rank(h3_tp_team_group(team), r)};
+        ok = h3_backend_cpu_create(1, &j.b[r], &st) == H3_OK && h3_dit_load_tp(j.b[r], tiny_dir(), &tp, &j.dit[r], &st) == H3_OK;
+        CHECK(ok, "tp2 rank %d load: %s", r, st.message);
+    }
+    if (ok) {
+        float s[2] = {0.6f, 0.4f};
+        h3_lora_use u[2] = {{l[0], s[0]}, {l[1], s[1]}};
+        set(single, l, s, 2);
+        for (int r = 0; r < 2; r++) CHECK(h3_dit_set_loras(j.dit[r], u, 2, &st) == H3_OK, "tp2 rank %d: %s", r, st.message);
+        int64_t n = 0;
+        float *want = forward(single, &n);
+        CHECK(h3_tp_team_run(team, tp_rank, &j, &st) == H3_OK, "tp2 forward: %s", st.message);
+        if (want && j.out[0] && j.out[1]) {
+            double e = h3_test_rel_l2(j.out[0], want, (size_t)n);
+            printf("tp2 with LoRAs (original 0.6 + peft 0.4, each rank its shard) vs one rank: rel L2 %.3e\n", e);
+            CHECK(e <= 1e-5, "tp2 with LoRAs differs from one rank: rel L2 %.3e", e);
+            CHECK(memcmp(j.out[0], j.out[1], (size_t)n * sizeof(float)) == 0, "tp2: the ranks disagree");
+        }
+        free(want);
+    }
+    for (int r = 0; r < 2; r++) {
+        free(j.out[r]);
+        h3_dit_free(j.dit[r]);
+        h3_backend_destroy(j.b[r]);
+    }
+    h3_tp_team_destroy(team);
+    h3_dit_free(single);
+    h3_lora_unref(l[0]);
+    h3_lora_unref(l[1]);
+    g_unlink(p1);
+    g_unlink(p2);
+    g_free(p1);
+    g_free(p2);
+    free_factors(f1);
+    free_factors(f2);
+}
+
+/* ---- the design: what un-fusing costs --------------------------------------------------------
+ * Host simulation of the in-place change on one weight in each storage
+ * precision: W (BF16 values) + 0.6·Δ fused fresh, against 1.0 fused then
+ * changed to 0.6 (once, and after ten more 0.6 <-> 1.0 round trips). The
+ * error is given relative to the LoRA's own change |0.6·Δ|: what of the
+ * LoRA's effect is lost. */
+#define SIM_ROWS 512
+#define SIM_COLS 512
+#define SIM_RANK 16
+
+typedef enum sim_precision { SIM_F32 = 0, SIM_BF16, SIM_FP8 } sim_precision;
+
+static void sim_round(float *w, sim_precision p) {
+    static uint8_t q[SIM_COLS];
+    for (int r = 0; r < SIM_ROWS; r++) {
+        float *row = w + (size_t)r * SIM_COLS, scale;
+        if (p == SIM_BF16)
+            for (int c = 0; c < SIM_COLS; c++) row[c] = h3_bf16_to_f32(h3_f32_to_bf16(row[c]));
+        if (p == SIM_FP8) {
+            h3_fp8_quantize_row(row, SIM_COLS, q, &scale);
+            for (int c = 0; c < SIM_COLS; c++) row[c] = h3_fp8_to_f32(q[c]) * scale;
+        }
+    }
+}
+
+static double sim_err(const float *w, const double *want, const double *delta, double s) {
+    double e = 0, d = 0;
+    for (size_t i = 0; i < (size_t)SIM_ROWS * SIM_COLS; i++) {
+        e += (w[i] - want[i]) * (w[i] - want[i]);
+        d += s * delta[i] * s * delta[i];
+    }
+    return sqrt(e / d);
+}
+
+static void sim_add(float *w, const double *delta, double s, sim_precision p) {
+    for (size_t i = 0; i < (size_t)SIM_ROWS * SIM_COLS; i++) w[i] = (float)(w[i] + s * delta[i]);
+    sim_round(w, p);
+}
+
+static void test_unfuse_cost(void) {
+    size_t n = (size_t)SIM_ROWS * SIM_COLS;
+    float *W = malloc(n * sizeof *W), *A = malloc((size_t)SIM_RANK * SIM_COLS * sizeof *A);
+    float *B = malloc((size_t)SIM_ROWS * SIM_RANK * sizeof *B), *fresh = malloc(n * sizeof *fresh);
+    float *cur = malloc(n * sizeof *cur), *mid = malloc(n * sizeof *mid);
+    double *delta = malloc(n * sizeof *delta), *want = malloc(n * sizeof *want);
+    fill(W, (int64_t)n, 91, sqrtf(3.0f / SIM_COLS));
+    sim_round(W, SIM_BF16); /* the checkpoint's values */
+    fill(A, SIM_RANK * SIM_COLS, 92, 0.1f);
+    fill(B, SIM_ROWS * SIM_RANK, 93, 0.1f);
+    for (int r = 0; r < SIM_ROWS; r++)
+        for (int c = 0; c < SIM_COLS; c++) {
+            double d = 0;
+            for (int k = 0; k < SIM_RANK; k++) d += (double)B[r * SIM_RANK + k] * A[k * SIM_COLS + c];
+            delta[(size_t)r * SIM_COLS + c] = d;
+            want[(size_t)r * SIM_COLS + c] = W[(size_t)r * SIM_COLS + c] + 0.6 * d;
+        }
+    static const char *const names[] = {"f32", "bf16", "fp8 (E4M3, row scales)"};
+    for (int p = SIM_F32; p <= SIM_FP8; p++) {
+        memcpy(fresh, W, n * sizeof *W);
+        sim_add(fresh, delta, 0.6, (sim_precision)p);
+        memcpy(cur, W, n * sizeof *W);
+        sim_add(cur, delta, 1.0, (sim_precision)p);
+        memcpy(mid, cur, n * sizeof *cur);
+        sim_add(cur, delta, -0.4, (sim_precision)p);
+        double e_fresh = sim_err(fresh, want, delta, 0.6), e_once = sim_err(cur, want, delta, 0.6);
+        int within_ulp = 1;
+        for (size_t i = 0; i < n; i++) {
+            /* one ulp of the largest value the weight held (1.0's rounding is in it) */
+            float big = fmaxf(fmaxf(fabsf(fresh[i]), fabsf(cur[i])), fabsf(mid[i]));
+            float ulp = p == SIM_BF16 ? ldexpf(1.0f, ilogbf(big) - 7) : ldexpf(1.0f, ilogbf(big) - 23);
+            within_ulp &= big == 0 || fabsf(fresh[i] - cur[i]) <= ulp;
+        }
+        for (int k = 0; k < 10; k++) {
+            sim_add(cur, delta, 0.4, (sim_precision)p);
+            sim_add(cur, delta, -0.4, (sim_precision)p);
+        }
+        double e_ten = sim_err(cur, want, delta, 0.6);
+        printf("un-fusing in %-22s error / |0.6*dW|: fresh fusion %.2e, 1.0->0.6 %.2e, after 10 more round trips "
+               "%.2e%s\n", names[p], e_fresh, e_once, e_ten,
+               p == SIM_FP8 ? "" : within_ulp ? " (1.0->0.6 within one ulp of a fresh fusion)" : "");
+        if (p != SIM_FP8)
+            CHECK(within_ulp, "%s: a strength change is more than one ulp from a fresh fusion", names[p]);
+    }
+    free(W);
+    free(A);
+    free(B);
+    free(fresh);
+    free(cur);
+    free(mid);
+    free(delta);
+    free(want);
+}
+
 int main(void) {
     h3_status st = {0};
     if (h3_backend_cpu_create(2, &backend, &st) != H3_OK) {
@@ -691,6 +856,8 @@ int main(void) {
     CHECK(h3_dit_config_load(tiny_dir(), &cfg, &st) == H3_OK, "tiny config: %s", st.message);
     test_layouts_and_strengths();
     test_bad_input();
+    test_tp();
+    test_unfuse_cost();
     char *explicit_dir = g_build_filename(tmpdir, "explicit", NULL);
     char *files[] = {g_build_filename(explicit_dir, "config.json", NULL),
                      g_build_filename(explicit_dir, "diffusion_pytorch_model.safetensors", NULL)};

@@ -23,9 +23,11 @@
  * heads, fc1 rows of its FFN slice, AdaLN rows of its slice, out and fc2
  * columns; shard_of), with no collective: the ranks' calls are independent.
  *
- * Not yet: memory=stream (the blocks live on the host: fuse there), FP8
- * weights (un-fusing E4M3 codes re-quantises the row: fuse at load
- * instead). Both are refused with H3_ERR_UNSUPPORTED. */
+ * memory=stream: the blocks' weights live in host memory; they are fused
+ * there (update_host_weight), the resident rest with the backend's ops.
+ *
+ * Not yet: FP8 weights (un-fusing E4M3 codes re-quantises the row: fuse at
+ * load instead), refused with H3_ERR_UNSUPPORTED. */
 #include "model/h3_lora.h"
 
 #include <cblas.h>
@@ -641,16 +643,56 @@ h3_status_code h3_lora_open(const char *path, const h3_dit_config *cfg, h3_lora 
     return H3_OK;
 }
 
+/* ---- tensor parallelism: this rank's shard of a weight ----------------------------------------
+ * The roles of h3_dit_plan.c's weights (h3_tp.h): qkv and fc1 are stacked
+ * parts (3, 2) each split by rows, the AdaLN projection split by rows,
+ * out and fc2 by columns; the rest replicated. */
+typedef struct shard {
+    int64_t rows, cols; /* of this rank's weight */
+    int64_t c0;         /* its first column in the whole (column-parallel) */
+    int n_pieces;
+    piece pieces[6];    /* the module's B rows -> this rank's rows */
+} shard;
+
+static void shard_of(const module_def *d, const h3_tp *tp, shard *sh) {
+    int parts = d->t.param == W_QKV ? 3 : d->t.param == W_FC1 ? 2 : d->t.param == W_ADALN ? 1 : 0;
+    int by_cols = d->t.param == W_OUT || d->t.param == W_FC2;
+    int n = tp->size > 1 ? tp->size : 1, r = tp->size > 1 ? tp->rank : 0;
+    *sh = (shard){.rows = d->rows, .cols = d->cols, .c0 = 0, .n_pieces = 0};
+    if (n == 1 || (!parts && !by_cols)) {
+        sh->n_pieces = d->n_pieces;
+        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
+        return;
+    }
+    if (by_cols) {
+        sh->cols = d->cols / n;
+        sh->c0 = r * sh->cols;
+        sh->n_pieces = d->n_pieces;
+        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
+        return;
+    }
+    int64_t P = d->rows / parts, Pl = P / n;
+    sh->rows = d->rows / n;
+    for (int i = 0; i < d->n_pieces; i++) {
+        const piece *pc = &d->pieces[i];
+        for (int p = 0; p < parts; p++) {
+            int64_t lo = pc->t0 > p * P + r * Pl ? pc->t0 : p * P + r * Pl;
+            int64_t hi = pc->t0 + pc->n < p * P + (r + 1) * Pl ? pc->t0 + pc->n : p * P + (r + 1) * Pl;
+            if (lo < hi) sh->pieces[sh->n_pieces++] = (piece){pc->b0 + lo - pc->t0, p * Pl + lo - p * P - r * Pl, hi - lo};
+        }
+    }
+}
+
 /* ---- deltas ------------------------------------------------------------------------------ */
 
-/* w[rows, cols] += coef · scale · B·A over the module's pieces (float32 sgemm). */
-static void add_module(float *w, const lora_module *m, float coef) {
-    const module_def *d = m->def;
-    int64_t r = m->rank, in = d->cols;
-    for (int p = 0; p < d->n_pieces; p++) {
-        const piece *pc = &d->pieces[p];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pc->n, (int)in, (int)r, coef * m->scale,
-                    m->B + pc->b0 * r, (int)r, m->A, (int)in, 1.0f, w + pc->t0 * in, (int)in);
+/* w (a shard [sh->rows, sh->cols] on the host) += coef·scale·B·A over the
+ * shard's pieces and columns (float32 sgemm). */
+static void add_module_host(float *w, const lora_module *m, const shard *sh, float coef) {
+    int64_t r = m->rank, in = m->def->cols;
+    for (int p = 0; p < sh->n_pieces; p++) {
+        const piece *pc = &sh->pieces[p];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pc->n, (int)sh->cols, (int)r, coef * m->scale,
+                    m->B + pc->b0 * r, (int)r, m->A + sh->c0, (int)in, 1.0f, w + pc->t0 * sh->cols, (int)sh->cols);
     }
 }
 
@@ -672,9 +714,13 @@ h3_status_code h3_lora_delta_f32(const h3_lora *l, const char *module, float **d
     *cols = d->cols;
     float *w = calloc((size_t)(d->rows * d->cols) + 1, sizeof *w);
     if (!w) return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory for the delta of '%s'", module);
+    const h3_tp single = H3_TP_SINGLE;
     for (guint i = 0; i < l->modules->len; i++) {
         const lora_module *m = g_ptr_array_index(l->modules, i);
-        if (m->partition == H3_LORA_MAIN && memcmp(&m->def->t, &d->t, sizeof d->t) == 0) add_module(w, m, 1.0f);
+        if (m->partition != H3_LORA_MAIN || memcmp(&m->def->t, &d->t, sizeof d->t) != 0) continue;
+        shard sh;
+        shard_of(m->def, &single, &sh);
+        add_module_host(w, m, &sh, 1.0f);
     }
     /* A to_q/to_k/to_v name asks for its own rows. */
     if (d->out != d->rows) {
@@ -744,46 +790,6 @@ static GPtrArray *touched_defs(const term *terms, int n) {
     return out;
 }
 
-/* ---- tensor parallelism: this rank's shard of a weight ----------------------------------------
- * The roles of h3_dit_plan.c's weights (h3_tp.h): qkv and fc1 are stacked
- * parts (3, 2) each split by rows, the AdaLN projection split by rows,
- * out and fc2 by columns; the rest replicated. */
-typedef struct shard {
-    int64_t rows, cols; /* of this rank's weight */
-    int64_t c0;         /* its first column in the whole (column-parallel) */
-    int n_pieces;
-    piece pieces[6];    /* the module's B rows -> this rank's rows */
-} shard;
-
-static void shard_of(const module_def *d, const h3_tp *tp, shard *sh) {
-    int parts = d->t.param == W_QKV ? 3 : d->t.param == W_FC1 ? 2 : d->t.param == W_ADALN ? 1 : 0;
-    int by_cols = d->t.param == W_OUT || d->t.param == W_FC2;
-    int n = tp->size > 1 ? tp->size : 1, r = tp->size > 1 ? tp->rank : 0;
-    *sh = (shard){.rows = d->rows, .cols = d->cols, .c0 = 0, .n_pieces = 0};
-    if (n == 1 || (!parts && !by_cols)) {
-        sh->n_pieces = d->n_pieces;
-        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
-        return;
-    }
-    if (by_cols) {
-        sh->cols = d->cols / n;
-        sh->c0 = r * sh->cols;
-        sh->n_pieces = d->n_pieces;
-        memcpy(sh->pieces, d->pieces, sizeof d->pieces);
-        return;
-    }
-    int64_t P = d->rows / parts, Pl = P / n;
-    sh->rows = d->rows / n;
-    for (int i = 0; i < d->n_pieces; i++) {
-        const piece *pc = &d->pieces[i];
-        for (int p = 0; p < parts; p++) {
-            int64_t lo = pc->t0 > p * P + r * Pl ? pc->t0 : p * P + r * Pl;
-            int64_t hi = pc->t0 + pc->n < p * P + (r + 1) * Pl ? pc->t0 + pc->n : p * P + (r + 1) * Pl;
-            if (lo < hi) sh->pieces[sh->n_pieces++] = (piece){pc->b0 + lo - pc->t0, p * Pl + lo - p * P - r * Pl, hi - lo};
-        }
-    }
-}
-
 /* acc (this rank's weight in float32, where it lives) += coef·scale·B·A
  * over the module's pieces: y = x·wᵀ by h3_op_linear with x the scaled rows
  * of B (F32 [n, r]) and w = Aᵀ restricted to the shard's columns (an F32
@@ -822,10 +828,48 @@ static h3_status_code add_module_on(h3_backend *b, h3_tensor *acc, const lora_mo
 
 /* One weight: read into float32, every term's modules added, checked
  * finite, rounded once back into the weight. */
+/* memory=stream: a block's weight lives in host memory (h3_weight_stream.h),
+ * the very bytes the ring copies: fused there, in float32, rounded once. */
+static h3_status_code update_host_weight(h3_dit *dit, const module_def *d, h3_tensor *t, const term *terms, int n,
+                                         float sign, h3_status *status) {
+    shard sh;
+    shard_of(d, &dit->tp, &sh);
+    size_t numel = (size_t)(sh.rows * sh.cols);
+    float *w = malloc(numel * sizeof *w + 4);
+    if (!w) return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory fusing '%s'", d->name);
+    uint16_t *h16 = t->data;
+    for (size_t i = 0; i < numel; i++)
+        w[i] = t->dtype == H3_F32 ? ((float *)t->data)[i] : t->dtype == H3_BF16 ? h3_bf16_to_f32(h16[i]) : h3_f16_to_f32(h16[i]);
+    for (int i = 0; i < n; i++) {
+        const h3_lora *l = terms[i].lora;
+        for (guint j = 0; j < l->modules->len; j++) {
+            const lora_module *m = g_ptr_array_index(l->modules, j);
+            if (m->partition != H3_LORA_MAIN || memcmp(&m->def->t, &d->t, sizeof d->t) != 0 || terms[i].coef == 0)
+                continue;
+            shard msh;
+            shard_of(m->def, &dit->tp, &msh);
+            add_module_host(w, m, &msh, sign * terms[i].coef);
+        }
+    }
+    for (size_t i = 0; i < numel; i++)
+        if (!isfinite(w[i])) {
+            free(w);
+            return h3_fail(status, H3_ERR_NONFINITE, "LoRA: the fused weight '%s' would hold %g (strengths too large "
+                           "for these factors)", d->name, (double)w[i]);
+        }
+    for (size_t i = 0; i < numel; i++) {
+        if (t->dtype == H3_F32) ((float *)t->data)[i] = w[i];
+        else h16[i] = t->dtype == H3_BF16 ? h3_f32_to_bf16(w[i]) : h3_f32_to_f16(w[i]);
+    }
+    free(w);
+    return H3_OK;
+}
+
 static h3_status_code update_weight(h3_dit *dit, const module_def *d, const term *terms, int n, float sign,
                                     h3_status *status) {
     h3_backend *b = dit->b;
     h3_tensor *t = weight_of(dit, &d->t);
+    if (t->on_host) return update_host_weight(dit, d, t, terms, n, sign, status);
     size_t mark = h3_arena_mark(b);
     shard sh;
     shard_of(d, &dit->tp, &sh);
@@ -859,8 +903,6 @@ static h3_status_code check_dit(h3_dit *dit, GPtrArray *defs, h3_status *status)
     if (dit->layout)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "LoRA: the transformer is inside a request; change LoRAs "
                        "between clips");
-    if (dit->stream)
-        return h3_fail(status, H3_ERR_UNSUPPORTED, "LoRA: not yet with memory=stream (the blocks live on the host)");
     h3_status_code rc = h3_backend_check(dit->b, status);
     if (rc != H3_OK) return rc;
     if (!h3_backend_holds_data(dit->b))
@@ -871,7 +913,7 @@ static h3_status_code check_dit(h3_dit *dit, GPtrArray *defs, h3_status *status)
         const h3_tensor *t = weight_of(dit, &d->t);
         shard sh;
         shard_of(d, &dit->tp, &sh);
-        if (!t || t->on_host || h3_tensor_rows(t) != sh.rows || h3_tensor_numel(t) != sh.rows * sh.cols)
+        if (!t || !t->data || h3_tensor_rows(t) != sh.rows || h3_tensor_numel(t) != sh.rows * sh.cols)
             return h3_fail(status, H3_ERR_INTERNAL, "LoRA: weight '%s' is not the planned [%lld, %lld] (rank %d of %d)",
                            d->name, (long long)sh.rows, (long long)sh.cols, dit->tp.rank, dit->tp.size);
         if (t->dtype != H3_F32 && t->dtype != H3_BF16 && t->dtype != H3_F16)
@@ -988,7 +1030,7 @@ h3_status_code h3_dit_lora_weight_f32(h3_dit *dit, const char *module, float **o
     table_build(&t, &dit->cfg);
     const module_def *d = find_def(&t, module);
     h3_status_code rc = H3_OK;
-    if (!d || dit->tp.size > 1 || dit->stream)
+    if (!d || dit->tp.size > 1 || weight_of(dit, &d->t)->on_host)
         rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT, "LoRA: cannot read back '%s'", module);
     float *w = rc == H3_OK ? malloc((size_t)(d->rows * d->cols) * sizeof *w + 4) : NULL;
     if (rc == H3_OK && !w) rc = h3_fail(status, H3_ERR_NO_MEMORY, "LoRA: out of memory reading '%s'", module);

@@ -103,8 +103,9 @@ typedef struct h3_lora_use {
  * puts back the weights already changed: the previous set stays in force.
  * The DiT keeps references to the LoRAs in force. Outside a request only.
  * A tensor-parallel rank changes its own shard: call it on every rank with
- * the same list (no collective inside). UNSUPPORTED for weights the backend
- * holds as FP8 and for memory=stream (not yet: see the note in h3_lora.c). */
+ * the same list (no collective inside). memory=stream: the blocks' host
+ * copies are fused where they are. UNSUPPORTED for weights the backend holds
+ * as FP8 (not yet: see the note in h3_lora.c). */
 h3_status_code h3_dit_set_loras(h3_dit *dit, const h3_lora_use *uses, int n, h3_status *status);
 /* The set in force (the DiT's own array; valid until the next set). */
 int h3_dit_get_loras(const h3_dit *dit, const h3_lora_use **uses);

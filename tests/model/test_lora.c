@@ -9,7 +9,9 @@
  * (c) a forward with the LoRAs equals that of a checkpoint whose weights
  *     were changed explicitly;
  * (d) 1.0 then 0.6 on one model equals a fresh 0.6, and 0 the base;
- * (e) every bad input refused by open or apply, the weights unchanged. */
+ * (e) every bad input refused by open or apply, the weights unchanged;
+ * and the same under tensor parallelism (TP2), memory=stream and on top of
+ * a FastH3 adapter fused at load; the un-fusing error per precision. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -25,6 +27,7 @@
 #include "base/h3_safetensors.h"
 #include "h3_test.h"
 #include "model/h3_dit.h"
+#include "model/h3_adapter.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_lora.h"
 #include "parallel/h3_comm.h"
@@ -753,6 +756,47 @@ static void test_tp(void) {
     free_factors(f2);
 }
 
+/* ---- FastH3: the adapter stays fused at load, user LoRAs add on top ---------------------------- */
+
+static void test_fasth3(void) {
+    factor f[N_FACTORS];
+    make_factors(f, 4);
+    char *p = write_lora(L_PEFT, f, "fasth3.safetensors");
+    h3_lora *l = open_lora(p);
+    h3_adapter *a = NULL;
+    h3_dit *plain = load(), *fast = NULL;
+    h3_status st = {0};
+    CHECK(h3_adapter_open(h3_test_data("adapters/tiny-h3/dense-datafree"), &a, &st) == H3_OK, "adapter: %s",
+          st.message);
+    if (a) CHECK(h3_dit_load_with_adapter(backend, tiny_dir(), NULL, a, &fast, &st) == H3_OK, "fasth3 load: %s",
+                 st.message);
+    h3_adapter_free(a);
+    if (l && fast && plain) {
+        snapshot base, plain_base;
+        snap(fast, f, &base);
+        snap(plain, f, &plain_base);
+        CHECK(snap_diff(&base, &plain_base) > 0, "the adapter changes none of the LoRA's weights: no composition seen");
+        const factor *sets[] = {f};
+        float s = 0.6f, s1 = 1.0f;
+        set(fast, &l, &s1, 1);
+        set(fast, &l, &s, 1);
+        check_explicit("fasth3 adapter + peft 0.6", fast, &base, sets, &s, 1);
+        set(fast, NULL, NULL, 0);
+        snapshot back;
+        snap(fast, f, &back);
+        CHECK(snap_diff(&back, &base) <= 1e-6, "LoRAs off: the adapter's fused weights not restored");
+        snap_free(&back);
+        snap_free(&base);
+        snap_free(&plain_base);
+    }
+    h3_dit_free(fast);
+    h3_dit_free(plain);
+    h3_lora_unref(l);
+    g_unlink(p);
+    g_free(p);
+    free_factors(f);
+}
+
 /* ---- memory=stream: the blocks' host copies fused where they are -------------------------------- */
 
 static void test_stream(void) {
@@ -897,6 +941,7 @@ int main(void) {
     test_bad_input();
     test_tp();
     test_stream();
+    test_fasth3();
     test_unfuse_cost();
     char *explicit_dir = g_build_filename(tmpdir, "explicit", NULL);
     char *files[] = {g_build_filename(explicit_dir, "config.json", NULL),

@@ -626,6 +626,29 @@ static void test_bad_input(void) {
     g_unlink(path);
     g_free(path);
 
+    /* transformer_ref.: the Ref2VA partition's modules, kept apart; a LoRA
+     * of them alone has nothing for this transformer. */
+    put(&w, "transformer_ref.proj_out.lora_A.weight", RANK, f[9].in, f[9].A, 1);
+    put(&w, "transformer_ref.proj_out.lora_B.weight", f[9].out, RANK, f[9].B, 1);
+    path = write_writer(&w, "ref.safetensors", NULL);
+    h3_lora *ref = open_lora(path);
+    if (ref) {
+        CHECK(h3_lora_module_count(ref, H3_LORA_REF) == 1 && h3_lora_module_count(ref, H3_LORA_MAIN) == 0 &&
+                  h3_lora_get_layout(ref) == H3_LORA_PEFT,
+              "transformer_ref: %d ref, %d main modules", h3_lora_module_count(ref, H3_LORA_REF),
+              h3_lora_module_count(ref, H3_LORA_MAIN));
+        h3_dit *d = load();
+        h3_lora_use u = {ref, 1.0f};
+        h3_status st = {0};
+        CHECK(d && h3_dit_set_loras(d, &u, 1, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "transformer_ref"),
+              "a transformer_ref-only LoRA on the main transformer: %s", st.message);
+        printf("refused %-22s %s\n", "Ref2VA-only LoRA", st.message);
+        h3_dit_free(d);
+    }
+    h3_lora_unref(ref);
+    g_unlink(path);
+    g_free(path);
+
     /* A refused apply leaves the set in force. */
     h3_dit *dit = load();
     char *p = write_lora(L_PEFT, f, "good.safetensors");

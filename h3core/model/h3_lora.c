@@ -6,8 +6,9 @@
  * from the config, under its diffusers name, its original-checkpoint name
  * and (for kohya) both flattened with '_'. Each entry names the in-memory
  * weight (h3_dit_plan_impl.h: qkv [q; k; v], fc1 [value; gate]) and where
- * the module's B rows land in it: to_q at rows [0, inner), qkv_proj's
- * thirds at [0, 3·inner) as they are, mlp.fc1's halves swapped. So the
+ * the module's B rows land in it: to_q at rows [0, inner), qkv_proj's rows
+ * reordered from its per-head interleaved order to [q; k; v] (as the
+ * loader reorders the base weight), mlp.fc1's halves swapped. So the
  * checkpoint layout of the base model does not matter: the LoRA is placed
  * on the weights as loaded.
  *
@@ -72,6 +73,7 @@ typedef struct module_def {
     int64_t out;        /* B's rows */
     int n_pieces;
     piece pieces[2];
+    int qkv_head_dim;   /* > 0: B's rows are the original per-head interleaved qkv_proj order */
 } module_def;
 
 typedef struct module_table {
@@ -133,9 +135,11 @@ static void add_block(module_table *t, const h3_dit_config *c, section sec, int 
         d->out = inner;
         d->pieces[0] = (piece){0, p * inner, inner};
     }
-    /* The original qkv_proj: its own entry, B [3·inner, r] split in thirds onto [q; k; v]. */
+    /* The original qkv_proj: B [3·inner, r] in its per-head interleaved
+     * order (rows h·3dh + [0, dh) q of head h, then k, v), as the base
+     * weight; reordered to [q; k; v] at open, then in thirds on to_q/k/v. */
     snprintf(dn, sizeof dn, "%s.%d.attn.qkv_proj", np, i);
-    add_def(t, (wtarget){sec, i, W_QKV}, 3 * inner, D, dn, NULL);
+    add_def(t, (wtarget){sec, i, W_QKV}, 3 * inner, D, dn, NULL)->qkv_head_dim = c->head_dim;
     NAMES("attn.to_out.0", "attn.out_proj");
     add_def(t, (wtarget){sec, i, W_OUT}, D, inner, dn, nn);
     NAMES("ff.net.0.proj", "mlp.fc1");
@@ -598,6 +602,21 @@ static h3_status_code check_overlaps(const h3_lora *l, h3_status *status) {
     return H3_OK;
 }
 
+/* B of an original qkv_proj, rows h·3dh + p·dh + i, to [q; k; v]: rows
+ * p·inner + h·dh + i (what the loader does to the base weight,
+ * docs/spec/h3-transformer.md §2.4). */
+static h3_status_code reorder_qkv(const h3_lora *l, lora_module *m, h3_status *status) {
+    int64_t dh = m->def->qkv_head_dim, inner = m->def->out / 3, heads = inner / dh, r = m->rank;
+    float *out = malloc((size_t)(m->def->out * r) * sizeof *out);
+    if (!out) return h3_fail(status, H3_ERR_NO_MEMORY, "LoRA '%s': out of memory for '%s'", l->path, m->key_module);
+    for (int64_t h = 0; h < heads; h++)
+        for (int p = 0; p < 3; p++)
+            memcpy(out + (p * inner + h * dh) * r, m->B + (h * 3 * dh + p * dh) * r, (size_t)(dh * r) * sizeof *out);
+    free(m->B);
+    m->B = out;
+    return H3_OK;
+}
+
 static h3_status_code check_modules(h3_lora *l, h3_status *status) {
     lora_config c = {0};
     h3_status_code rc = read_config(l, &c, status);
@@ -609,6 +628,7 @@ static h3_status_code check_modules(h3_lora *l, h3_status *status) {
         rc = set_scale(l, &c, m, status);
         if (rc == H3_OK && !(m->A = read_finite(l, m->t[ROLE_A], status))) rc = status ? status->code : H3_ERR_FORMAT;
         if (rc == H3_OK && !(m->B = read_finite(l, m->t[ROLE_B], status))) rc = status ? status->code : H3_ERR_FORMAT;
+        if (rc == H3_OK && m->def->qkv_head_dim > 0) rc = reorder_qkv(l, m, status);
         l->n_modules[m->partition == H3_LORA_REF]++;
     }
     if (c.parser) g_object_unref(c.parser);

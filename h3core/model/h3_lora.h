@@ -17,8 +17,10 @@
  * <module> may use the diffusers names (transformer_blocks.<i>.attn.to_q,
  * ff.net.0.proj, ...) or the original checkpoint's (blocks.<i>.attn.qkv_proj,
  * mlp.fc1, ...). A fused qkv_proj pair maps to to_q/to_k/to_v with A shared
- * and B split in thirds; mlp.fc1's B ([gate; value]) has its halves swapped
- * into the model's [value; gate].
+ * and B split in thirds after its rows are reordered from the original
+ * per-head interleaved order (h·3dh + [0, dh) q of head h, then k, v) to
+ * [q; k; v], as the base weight is; mlp.fc1's B ([gate; value]) has its
+ * halves swapped into the model's [value; gate].
  *
  * Scale: each module adds strength x alpha/rank x B·A, alpha from the
  * module's .alpha tensor, else the header (alpha_pattern, lora_alpha,

@@ -144,7 +144,8 @@ static void put_pair(writer *w, layout lay, const char *module, int64_t in, int6
     g_free(mod);
 }
 
-/* The factors in one layout: q/k/v fused into qkv_proj and fc1's halves
+/* The factors in one layout: q/k/v fused into qkv_proj (per-head
+ * interleaved rows, as the original checkpoint's weight) and fc1's halves
  * swapped where the layout uses the original names. */
 static void add_factors(writer *w, layout lay, const factor *f) {
     int original = lay == L_ORIGINAL || lay == L_ORIGINAL_BARE;
@@ -153,7 +154,11 @@ static void add_factors(writer *w, layout lay, const factor *f) {
             if (i > 0) continue;
             int64_t inner = f[0].out;
             float *B = malloc((size_t)(3 * inner * RANK) * sizeof *B);
-            for (int p = 0; p < 3; p++) memcpy(B + p * inner * RANK, f[p].B, (size_t)(inner * RANK) * sizeof *B);
+            /* the original per-head interleaved rows: h·3dh + p·dh + i is row h·dh + i of part p */
+            int64_t dh = cfg.head_dim;
+            for (int64_t h = 0; h < inner / dh; h++)
+                for (int p = 0; p < 3; p++)
+                    memcpy(B + (h * 3 * dh + p * dh) * RANK, f[p].B + h * dh * RANK, (size_t)(dh * RANK) * sizeof *B);
             put_pair(w, lay, "blocks.0.attn.qkv_proj", f[0].in, 3 * inner, f[0].A, B, f[0].alpha);
             free(B);
         } else if (original && strstr(f[i].module, "ff.net.0.proj")) {
@@ -372,6 +377,116 @@ static float *forward_on(h3_backend *b, h3_dit *dit, int64_t *n_out) {
 }
 
 static float *forward(h3_dit *dit, int64_t *n_out) { return forward_on(backend, dit, n_out); }
+
+/* The native tiny checkpoint (FL2VA/transformer: per-head interleaved
+ * qkv_proj, [gate; value] fc1) with the LoRA's change at strength 1 written
+ * into its own rows explicitly: the ground truth for the original names. */
+static char *write_explicit_native(const factor *f) {
+    const char *src_dir = h3_test_data("models/tiny-h3-native/FL2VA/transformer");
+    char *dir = g_build_filename(tmpdir, "explicit-native", NULL);
+    g_mkdir_with_parents(dir, 0700);
+    char *cfg_src = g_build_filename(src_dir, "config.json", NULL), *cfg_dst = g_build_filename(dir, "config.json", NULL);
+    gchar *text = NULL;
+    gsize len = 0;
+    CHECK(g_file_get_contents(cfg_src, &text, &len, NULL) && g_file_set_contents(cfg_dst, text, (gssize)len, NULL),
+          "copy native config.json");
+    g_free(text);
+    h3_checkpoint *ck = NULL;
+    h3_status st = {0};
+    CHECK(h3_checkpoint_open(src_dir, &ck, &st) == H3_OK, "open native: %s", st.message);
+    size_t n = ck ? h3_checkpoint_count(ck) : 0;
+    h3_st_write_tensor *out = calloc(n + 1, sizeof *out);
+    float **owned = calloc(n + 1, sizeof *owned);
+    const factor *sets[] = {f};
+    const float one = 1.0f;
+    int64_t dh = cfg.head_dim, inner = (int64_t)cfg.num_heads * cfg.head_dim;
+    for (size_t i = 0; i < n; i++) {
+        const h3_st_tensor *t = h3_checkpoint_at(ck, i);
+        out[i] = (h3_st_write_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(out[i].shape, t->shape, sizeof out[i].shape);
+        float *w = NULL;
+        for (int k = 0; k < N_FACTORS; k++) {
+            char name[200];
+            snprintf(name, sizeof name, "%s.weight", k < 3 ? "blocks.0.attn.qkv_proj" : f[k].original);
+            if (strcmp(name, t->name) != 0) continue;
+            if (!w) {
+                w = malloc((size_t)t->numel * sizeof *w);
+                h3_st_to_f32(t, w, (size_t)t->numel, &st);
+            }
+            float *zero = calloc((size_t)(f[k].out * f[k].in), sizeof *zero);
+            float *d = expected(zero, sets, &one, 1, k); /* the delta, diffusers rows */
+            for (int64_t r = 0; r < f[k].out; r++) {
+                int64_t row = r;
+                if (k < 3) row = (r / dh) * 3 * dh + k * dh + r % dh; /* part k of head r / dh */
+                else if (strstr(f[k].module, "ff.net.0.proj")) row = (r + f[k].out / 2) % f[k].out;
+                for (int64_t c = 0; c < f[k].in; c++) w[row * f[k].in + c] += d[r * f[k].in + c];
+            }
+            free(zero);
+            free(d);
+        }
+        (void)inner;
+        if (w) {
+            owned[i] = w;
+            out[i].dtype = H3_ST_F32;
+            out[i].data = w;
+        }
+    }
+    char *dst = g_build_filename(dir, "model.safetensors", NULL);
+    CHECK(h3_st_write(dst, out, n, NULL, &st) == H3_OK, "write explicit native: %s", st.message);
+    for (size_t i = 0; i < n; i++) free(owned[i]);
+    free(owned);
+    free(out);
+    h3_checkpoint_close(ck);
+    g_free(dst);
+    g_free(cfg_src);
+    g_free(cfg_dst);
+    return dir;
+}
+
+/* A LoRA in the original names on the native base equals that base with
+ * the change written into its own (interleaved, [gate; value]) rows. */
+static void test_native_truth(void) {
+    factor f[N_FACTORS];
+    make_factors(f, 5);
+    char *path = write_lora(L_ORIGINAL, f, "native.safetensors");
+    h3_lora *l = open_lora(path);
+    char *edir = write_explicit_native(f);
+    h3_dit *base = NULL, *changed = NULL;
+    h3_status st = {0};
+    CHECK(h3_dit_load(backend, h3_test_data("models/tiny-h3-native/FL2VA/transformer"), &base, &st) == H3_OK &&
+              h3_dit_load(backend, edir, &changed, &st) == H3_OK,
+          "native loads: %s", st.message);
+    if (l && base && changed) {
+        float y0_s = 1.0f;
+        int64_t n = 0;
+        float *y0 = forward(base, &n);
+        set(base, &l, &y0_s, 1);
+        float *y = forward(base, &n), *ye = forward(changed, &n);
+        if (y && ye && y0) {
+            double e = h3_test_rel_l2(y, ye, (size_t)n), moved = h3_test_rel_l2(y0, ye, (size_t)n);
+            printf("native base + original-names LoRA vs the native checkpoint changed in its own rows: rel L2 %.3e "
+                   "(unchanged: %.3e)\n", e, moved);
+            CHECK(e <= 1e-5, "original-names LoRA on the native base: rel L2 %.3e", e);
+            CHECK(moved > 1e-3, "the LoRA hardly changes the native forward (%.3e)", moved);
+        }
+        free(y0);
+        free(y);
+        free(ye);
+    }
+    h3_dit_free(base);
+    h3_dit_free(changed);
+    char *files[] = {g_build_filename(edir, "config.json", NULL), g_build_filename(edir, "model.safetensors", NULL)};
+    for (int i = 0; i < 2; i++) {
+        g_unlink(files[i]);
+        g_free(files[i]);
+    }
+    g_rmdir(edir);
+    g_free(edir);
+    h3_lora_unref(l);
+    g_unlink(path);
+    g_free(path);
+    free_factors(f);
+}
 
 /* ---- the tests --------------------------------------------------------------------------------- */
 
@@ -961,6 +1076,7 @@ int main(void) {
     tmpdir = g_dir_make_tmp("h3-lora-XXXXXX", NULL);
     CHECK(h3_dit_config_load(tiny_dir(), &cfg, &st) == H3_OK, "tiny config: %s", st.message);
     test_layouts_and_strengths();
+    test_native_truth();
     test_bad_input();
     test_tp();
     test_stream();

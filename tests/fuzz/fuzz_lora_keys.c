@@ -89,7 +89,7 @@ static int parse_line(spec *s, const char *line) {
         if (dtype == H3_ST_F32) memcpy(data + i * 4, &v, 4);
         else if (dtype == H3_ST_BF16) ((uint16_t *)data)[i] = h3_f32_to_bf16(v);
         else if (dtype == H3_ST_F16) ((uint16_t *)data)[i] = h3_f32_to_f16(v);
-        else ((int32_t *)data)[i] = (int32_t)(v * 64);
+        else ((int32_t *)data)[i] = isfinite(v) ? (int32_t)(v * 64) : 0; /* an integer holds no NaN */
     }
     size_t k = s->n++;
     s->names[k] = g_strdup(tok[0]);

@@ -27,6 +27,7 @@ struct h3_dit {
     h3_vsa_tiles vsa_tiles;  /* per request, the plan's tables on the backend */
 
     h3_dit_weights w;    /* every weight of the plan (h3_dit_plan_impl.h) */
+    struct h3_lora_set *lora_set; /* user LoRAs fused in (h3_lora.h); NULL: none */
 
     /* memory=stream (h3_weight_stream.h): the blocks' weights (main and
      * refiner) live on the host and go through the ring, block i+1 copied
@@ -46,6 +47,8 @@ struct h3_dit {
 /* h3_dit_load.c: the tensors of a block in the ring's order (absent ones
  * have no data): H3_DIT_BLOCK_TENSORS pointers into blk. */
 #define H3_DIT_BLOCK_TENSORS 11
+/* h3_lora.c: drops the DiT's references to the LoRAs in force (h3_dit_free). */
+void h3_dit_lora_release(h3_dit *dit);
 void h3_dit_block_tensors(h3_dit_block *blk, h3_tensor **out);
 
 #endif

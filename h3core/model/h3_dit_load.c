@@ -160,6 +160,7 @@ static h3_status_code free_request(const h3_dit_request *r, void *user, h3_statu
 void h3_dit_free(h3_dit *dit) {
     if (!dit) return;
     h3_dit_end(dit);
+    h3_dit_lora_release(dit);
     h3_weight_ring_destroy(dit->ring);
     if (dit->w.refiner && dit->w.blocks)
         h3_dit_weights_walk(&dit->cfg, dit->ckpt_layout, &dit->w, free_request, dit, NULL);

@@ -63,19 +63,21 @@ def main():
     ap.add_argument("--frames", type=int, default=124)
     ap.add_argument("--backend", default="vsa")
     ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--engine", help="h3videosrc engine properties instead of the release's dummy weights on CUDA "
+                    "(e.g. \"model-location=tests/data/models/tiny-h3 compute=cpu\" for a check on a CPU)")
+    ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()
-    engine = "model-location=%s load-format=dummy dummy-adapter=%s precision=%s compute=cuda" % (
+    engine = a.engine or "model-location=%s load-format=dummy dummy-adapter=%s precision=%s compute=cuda" % (
         a.model, "vsa" if a.backend == "vsa" else "dense", a.precision)
     clip = {"prompt": "a red fox in snow", "width": a.width, "height": a.height, "num_frames": a.frames,
-            "backend": a.backend, "seed": 42}
+            "backend": a.backend, "seed": 42, "steps": a.steps}
     tmp = tempfile.mkdtemp(prefix="h3-studio-bench-")
 
-    props = "%s prompt=\"%s\" width=%d height=%d num-frames=%d backend=%s seed=42" % (
-        engine, clip["prompt"], a.width, a.height, a.frames, a.backend)
+    props = "%s prompt=\"%s\" width=%d height=%d num-frames=%d backend=%s seed=42 steps=%d" % (
+        engine, clip["prompt"], a.width, a.height, a.frames, a.backend, a.steps)
     launch = PIPELINE.format(props=props, out=os.path.join(tmp, "launch.mp4"))
     t0 = time.time()
-    r = subprocess.run(["gst-launch-1.0", "-e"] + ["sh", "-c"][0:0] + launch.split(" "), capture_output=True,
-                       text=True)
+    r = subprocess.run(["sh", "-c", "gst-launch-1.0 -e " + launch], capture_output=True, text=True)
     t_launch = time.time() - t0
     if r.returncode != 0:
         sys.exit("gst-launch-1.0 failed: " + r.stdout[-2000:] + r.stderr[-2000:])

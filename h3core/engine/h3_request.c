@@ -255,11 +255,11 @@ static const h3_param engine_params[] = {
      .doc = "With memory=stream: host memory to page-lock for the weights (0: half of the machine's)",
      .type = H3_PARAM_BYTES, OPT(max_pinned_memory), .flags = H3_PARAM_TOOLS, .min = 0, .umax = UINT64_MAX},
     {.name = "lora", .title = "LoRAs",
-     .doc = "LoRA files fused into the transformer, each PATH[:STRENGTH] (strength default 1); "
-            "repeat the option (a property: a list) for several",
+     .doc = "LoRA files fused into the transformer, each PATH or PATH:STRENGTH (strength in [-16, 16], "
+            "default 1); several: a list (h3-generate: --lora once per file)",
      .type = H3_PARAM_STRV, OPT(loras), .flags = H3_PARAM_PATH | H3_PARAM_MUTABLE_PLAYING,
      .real_min = -H3_LORA_MAX_STRENGTH, .real_max = H3_LORA_MAX_STRENGTH, .number_default = 1.0,
-     .range_note = "(strengths)", .check = check_loras, .item_check = check_lora_item},
+     .check = check_loras, .item_check = check_lora_item},
     {.name = "cpu-threads", .title = "CPU threads", .doc = "Threads of the CPU backend (0: every core)",
      .type = H3_PARAM_INT, OPT(cpu_threads), .flags = H3_PARAM_TOOLS, .min = 0, .umax = 4096},
     {.name = NULL}};
@@ -313,10 +313,7 @@ char *h3_param_allowed(const h3_param *p) {
         g_string_append_printf(s, "%lld..%llu", (long long)p->min, (unsigned long long)p->umax);
         break;
     case H3_PARAM_FLOAT: g_string_append_printf(s, "in [%g, %g]", p->real_min, p->real_max); break;
-    case H3_PARAM_STRV:
-        g_string_append(s, "a list");
-        if (p->real_min < p->real_max) g_string_append_printf(s, ", numbers in [%g, %g]", p->real_min, p->real_max);
-        break;
+    case H3_PARAM_STRV: g_string_append(s, "a list (in one value: items separated by ',')"); break;
     case H3_PARAM_ENUM:
         for (const h3_param_choice *c = p->choices; c && c->nick; c++)
             g_string_append_printf(s, "%s%s", c == p->choices ? "" : c[1].nick ? ", " : " or ", c->nick);

@@ -327,8 +327,9 @@ H3_API void h3_engine_cancel(h3_engine *engine);
  * h3_engine_options.loras; NULL or empty: none) the LoRAs in force, fused
  * into every rank's transformer weights by difference from the set in
  * force (h3_dit_set_loras): changing strengths between clips costs one
- * pass over the targeted weights, no reload. A file already open under the
- * same path is reused. Between generations only: refused with
+ * pass over the targeted weights, no reload, and the set in force asked
+ * again (the same items in order) costs nothing, so a front end may call
+ * it before every clip. A file already open under the same path is reused. Between generations only: refused with
  * H3_ERR_INVALID_ARGUMENT while one runs (and a generation asked for
  * while a set runs is refused likewise). On any
  * failure (a missing file, shapes of another model, a file listed twice, a

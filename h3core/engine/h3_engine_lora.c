@@ -77,6 +77,22 @@ static void unref_all(h3_lora_use *uses, int n) {
 
 #define MAX_ENGINE_LORAS 32
 
+/* The set asked for is the set in force (the same paths and strengths, in
+ * order): nothing to fuse, so a front end may call set_loras before every
+ * clip at no cost. */
+static int unchanged(const h3_lora_use *old, int n_old, const char *const *specs, int n) {
+    if (n != n_old) return 0;
+    int same = 1;
+    for (int i = 0; same && i < n; i++) {
+        char *path = NULL;
+        float strength = 0;
+        same = h3_lora_spec_parse(specs[i], &path, &strength, NULL) == H3_OK &&
+               strcmp(path, h3_lora_path(old[i].lora)) == 0 && strength == old[i].strength;
+        free(path);
+    }
+    return same;
+}
+
 /* The items checked as the options' row checks them (the grammar, a path
  * listed twice, precision=fp8), then opened and fused. */
 static h3_status_code set_loras(h3_engine *e, const char *const *specs, h3_status *status) {
@@ -92,6 +108,10 @@ static h3_status_code set_loras(h3_engine *e, const char *const *specs, h3_statu
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "lora: %d LoRAs, at most %d", n, MAX_ENGINE_LORAS);
     h3_lora_use old[MAX_ENGINE_LORAS], uses[MAX_ENGINE_LORAS];
     int n_old = current_set(e, old), n_new = 0;
+    if (unchanged(old, n_old, specs, n)) {
+        unref_all(old, n_old);
+        return H3_OK;
+    }
     for (; rc == H3_OK && n_new < n; n_new++) {
         char *path = NULL;
         float strength = 1.0f;

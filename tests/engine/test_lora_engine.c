@@ -13,7 +13,8 @@
  *     force (stats.loras and the clip unchanged): a missing file, shapes of
  *     another model, one file twice (by path and by another path), a
  *     strength out of range, "PATH:abc"; a set during a generation; a LoRA
- *     with precision=fp8 refused at open naming both settings;
+ *     with precision=fp8 refused at open naming both settings; the set in
+ *     force asked again changes nothing;
  * (e) h3-generate --lora FILE:0.6 writes the clip of (b).
  * usage: test_lora_engine [H3_GENERATE_EXE] */
 #include <glib.h>
@@ -263,6 +264,11 @@ int main(int argc, char **argv) {
     h3_test_capture_free(&after);
     test_busy(e, s10, &c06);
     check_loras_stat(e, want06, "after a set during a generation");
+    /* the set in force asked again: nothing changes */
+    CHECK(h3_engine_set_loras(e, s06, &st) == H3_OK, "set %s again: %s", l06, st.message);
+    clip_of(e, &after, "the same set again");
+    check_same(&after, &c06, "the clip after the same set again");
+    h3_test_capture_free(&after);
 
     /* (c) */
     CHECK(h3_engine_set_loras(e, NULL, &st) == H3_OK, "set none: %s", st.message);

@@ -15,6 +15,8 @@
  *     strength out of range, "PATH:abc"; a set during a generation; a LoRA
  *     with precision=fp8 refused at open naming both settings; the set in
  *     force asked again changes nothing;
+ * (b) again under tensor parallelism (cpu:2: every rank fuses its shard),
+ *     and that clip against one rank's (within the same tolerance);
  * (e) h3-generate --lora FILE:0.6 writes the clip of (b).
  * usage: test_lora_engine [H3_GENERATE_EXE] */
 #include <glib.h>
@@ -35,8 +37,9 @@ static h3_dit_config cfg;
 
 static const char *model(void) { return h3_test_data("models/tiny-h3"); }
 
-static h3_engine *open_with(const char *const *loras, h3_status *st) {
+static h3_engine *open_on(const char *devices, const char *const *loras, h3_status *st) {
     h3_engine_options o = h3_engine_options_default();
+    o.devices = devices;
     o.model_dir = model();
     o.compute = H3_COMPUTE_CPU;
     o.cpu_threads = 2;
@@ -44,6 +47,8 @@ static h3_engine *open_with(const char *const *loras, h3_status *st) {
     h3_engine *e = NULL;
     return h3_engine_open(&o, &e, st) == H3_OK ? e : NULL;
 }
+
+static h3_engine *open_with(const char *const *loras, h3_status *st) { return open_on(NULL, loras, st); }
 
 static h3_request request(void) { return h3_test_small_request("a red fox in fresh snow", 2); }
 
@@ -152,6 +157,29 @@ static char *write_wrong_shape(const factor *f) {
     put(&w, "transformer.proj_out.lora_B.weight", f[9].out, RANK, f[9].B, 1);
     g_free(A);
     return write_writer(&w, tmpdir, "wrong-shape.safetensors", NULL);
+}
+
+/* (b) under tensor parallelism (two CPU ranks): each rank changes its shard. */
+static void test_tp(const char *const *s10, const char *const *s06, const h3_test_capture *one_rank) {
+    h3_status st = {0};
+    h3_test_capture set, fresh;
+    h3_engine *e = open_on("cpu:2", s06, &st);
+    CHECK(e, "cpu:2 with L:0.6: %s", st.message);
+    if (!e) return;
+    clip_of(e, &fresh, "cpu:2 fresh L:0.6");
+    /* the split sums in another order: the one-rank clip within the tolerance */
+    check_close(&fresh, one_rank, "cpu:2 L:0.6 against one rank's");
+    h3_engine_close(e);
+    e = open_on("cpu:2", s10, &st);
+    CHECK(e, "cpu:2 with L:1: %s", st.message);
+    if (e) {
+        CHECK(h3_engine_set_loras(e, s06, &st) == H3_OK, "cpu:2 set 0.6: %s", st.message);
+        clip_of(e, &set, "cpu:2 set L:0.6");
+        check_close(&set, &fresh, "cpu:2: set L:1 -> 0.6 against a fresh L:0.6");
+        h3_test_capture_free(&set);
+        h3_engine_close(e);
+    }
+    h3_test_capture_free(&fresh);
 }
 
 /* (e): h3-generate's output file against the clip. */
@@ -287,6 +315,8 @@ int main(int argc, char **argv) {
     CHECK(h3_engine_open(&o, &e8, &st) != H3_OK, "lora with precision=fp8 opened");
     CHECK(strstr(st.message, "lora") && strstr(st.message, "precision=fp8"), "fp8: message '%s'", st.message);
     h3_engine_close(e8);
+
+    test_tp(s10, s06, &fresh06);
 
     /* (e) */
     if (argc > 1) test_cli(argv[1], lora, &fresh06);

@@ -496,8 +496,9 @@ static h3_status_code strv_parse(const h3_param *p, const char *text, void *f, h
                      "%s '%s': a '\\' must escape a ',' or a '\\' (items are separated by ',')", p->name, text);
     for (guint i = old; rc == H3_OK && p->item_check && i < items->len; i++)
         rc = p->item_check(items->pdata[i], status);
-    const char **v = rc == H3_OK ? strv_block(items) : NULL;
-    if (rc == H3_OK && !v) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", p->name);
+    /* no item: no list (NULL, the default), not an empty block */
+    const char **v = rc == H3_OK && items->len ? strv_block(items) : NULL;
+    if (rc == H3_OK && items->len && !v) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", p->name);
     g_ptr_array_free(items, TRUE);
     if (rc != H3_OK) return rc;
     free((void *)*field);

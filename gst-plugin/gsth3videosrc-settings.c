@@ -118,8 +118,13 @@ void
 gst_h3_settings_clear (GstH3Settings * s)
 {
   FOR_EACH_ROW (p) {
+    gpointer f = h3_param_field (p, gst_h3_settings_home (s, p));
+
+    /* STRV rows hold a GStrv of the element's own (never h3_param_parse's) */
     if (p->type == H3_PARAM_STRING)
-      g_free (*(gchar **) h3_param_field (p, gst_h3_settings_home (s, p)));
+      g_free (*(gchar **) f);
+    else if (p->type == H3_PARAM_STRV)
+      g_strfreev (*(gchar ***) f);
   }
   if (s->image)
     gst_sample_unref (s->image);
@@ -134,10 +139,12 @@ gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src)
   gst_h3_settings_clear (dst);
   *dst = *src;
   FOR_EACH_ROW (p) {
-    if (p->type == H3_PARAM_STRING) {
-      gchar **f = h3_param_field (p, gst_h3_settings_home (dst, p));
-      *f = g_strdup (*f);
-    }
+    gpointer f = h3_param_field (p, gst_h3_settings_home (dst, p));
+
+    if (p->type == H3_PARAM_STRING)
+      *(gchar **) f = g_strdup (*(gchar **) f);
+    else if (p->type == H3_PARAM_STRV)
+      *(gchar ***) f = g_strdupv (*(gchar ***) f);
   }
   dst->image = src->image ? gst_sample_ref (src->image) : NULL;
   dst->last_image = src->last_image ? gst_sample_ref (src->last_image) : NULL;
@@ -231,6 +238,9 @@ row_pspec (const h3_param * p)
     case H3_PARAM_ENUM:
       return g_param_spec_enum (p->name, p->title, p->doc,
           gst_h3_settings_enum_type (p->name), (gint) def, flags);
+    case H3_PARAM_STRV:
+      return g_param_spec_boxed (p->name, p->title, p->doc, G_TYPE_STRV,
+          flags);
   }
   return NULL;
 }
@@ -285,6 +295,9 @@ gst_h3_settings_get_value (GstH3Settings * s, const h3_param * p,
     case H3_PARAM_ENUM:
       g_value_set_enum (value, *(gint *) f);
       break;
+    case H3_PARAM_STRV:
+      g_value_set_boxed (value, *(gchar ***) f);
+      break;
   }
 }
 
@@ -324,6 +337,18 @@ gst_h3_settings_set_value (GstH3Settings * s, const h3_param * p,
     case H3_PARAM_ENUM:
       *(gint *) f = g_value_get_enum (value);
       break;
+    case H3_PARAM_STRV:{
+      gchar **v = g_value_dup_boxed (value);
+
+      g_strfreev (*(gchar ***) f);
+      /* an empty list is the default, no list */
+      if (v && !v[0]) {
+        g_strfreev (v);
+        v = NULL;
+      }
+      *(gchar ***) f = v;
+      break;
+    }
   }
 }
 
@@ -335,11 +360,37 @@ gst_h3_settings_model_dir (const GstH3Settings * s)
   return dir && *dir ? dir : h3_default_model_dir ();
 }
 
+/* The lora row's paths without their strengths, in the row's list form:
+ * an engine's LoRA files are part of what it is, their strengths are
+ * changed on it between clips (h3_engine_set_loras). */
+static gchar *
+lora_paths (const h3_param * p, const h3_engine_options * opt)
+{
+  GPtrArray *paths = g_ptr_array_new_with_free_func (free);
+  h3_engine_options list = { 0 };
+  gchar *text;
+
+  for (const char *const *it = opt->loras; it && *it; it++) {
+    char *path = NULL;
+
+    /* a bad item fails the settings check; here it stands as it is */
+    if (h3_lora_spec_parse (*it, &path, NULL, NULL) != H3_OK)
+      path = strdup (*it);
+    g_ptr_array_add (paths, path);
+  }
+  g_ptr_array_add (paths, NULL);
+  list.loras = (const char *const *) paths->pdata;
+  text = h3_param_format (p, &list);
+  g_ptr_array_unref (paths);
+  return text;
+}
+
 /* The engine options' rows as text, one line each, in table order: what
  * defines an engine (elements with the same key share one unless
- * engine-cache=false) and part of a stream's identity. */
+ * engine-cache=false; `for_key`: the LoRAs by their paths alone) and part
+ * of a stream's identity (with the strengths). */
 static void
-append_options (GString * out, const GstH3Settings * s)
+append_options (GString * out, const GstH3Settings * s, gboolean for_key)
 {
   h3_engine_options opt;
 
@@ -349,7 +400,10 @@ append_options (GString * out, const GstH3Settings * s)
 
     if (p->home != H3_PARAM_IN_OPTIONS || (p->flags & H3_PARAM_TOOLS))
       continue;
-    text = h3_param_format (p, &opt);
+    if (for_key && p->offset == G_STRUCT_OFFSET (h3_engine_options, loras))
+      text = lora_paths (p, &opt);
+    else
+      text = h3_param_format (p, &opt);
     g_string_append_printf (out, "%s=%s\n", p->name, text ? text : "");
     free (text);
   }
@@ -360,7 +414,7 @@ gst_h3_settings_engine_key (const GstH3Settings * s)
 {
   GString *key = g_string_new (NULL);
 
-  append_options (key, s);
+  append_options (key, s, TRUE);
   return g_string_free (key, FALSE);
 }
 
@@ -404,7 +458,7 @@ gst_h3_settings_stream_id (const GstH3Settings * s,
     g_string_append_printf (desc, "%s=%s\n", p->name, text ? text : "");
     free (text);
   }
-  append_options (desc, s);
+  append_options (desc, s, FALSE);
   g_string_append_printf (desc, "first %s\nlast %s\n",
       first ? keyframes[0].digest : "-", last ? keyframes[1].digest : "-");
   hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, desc->str, -1);
@@ -486,6 +540,21 @@ gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
             opt.adapter_path), ("adapter-location '%s' does not exist",
             opt.adapter_path));
     return FALSE;
+  }
+  for (const char *const *it = opt.loras; it && *it; it++) {
+    char *path = NULL;
+
+    /* the grammar passed h3_engine_options_check above */
+    h3_lora_spec_parse (*it, &path, NULL, NULL);
+    if (path && !g_file_test (path, G_FILE_TEST_IS_REGULAR)) {
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("LoRA not found: '%s' is not a file. Fix or remove the item "
+              "'%s' of the lora property.", path, *it),
+          ("lora '%s' does not exist", path));
+      free (path);
+      return FALSE;
+    }
+    free (path);
   }
   if (h3_engine_preflight (&opt, &req, pf, &st) != H3_OK) {
     gst_h3_video_src_post_preflight_error (self, &st);

@@ -191,6 +191,8 @@ uri_parse (GObjectClass * klass, const gchar * uri, GPtrArray * pspecs,
     }
     g_value_init (&v, pspec->value_type);
     gst_h3_settings_get_value (scratch, row, &v);
+    /* a list row's value is parse's block: the GValue holds a copy */
+    h3_param_free_value (row, gst_h3_settings_home (scratch, row));
     g_ptr_array_add (pspecs, pspec);
     g_array_append_val (gvalues, v);
   }

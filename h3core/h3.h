@@ -146,6 +146,11 @@ typedef struct h3_engine_options {
      * streamed weights (0: half of the physical memory); past it they are
      * pageable (copied slower). Process-wide: the last engine opened sets it. */
     uint64_t max_pinned_memory;
+    /* User LoRAs fused into the transformer after loading: a NULL-terminated
+     * list of "PATH[:STRENGTH]" items (h3_lora_spec_parse; NULL: none), any
+     * of the common layouts (docs/ARCHITECTURE.md, h3_lora). Changed on an
+     * open engine with h3_engine_set_loras. Not with precision=fp8. */
+    const char *const *loras;
     /* Log sink (fallbacks, timings). NULL = stderr for warnings and errors. */
     void (*log)(void *opaque, h3_log_level level, const char *message);
     void *log_opaque;
@@ -250,6 +255,8 @@ typedef struct h3_stats {
     char memory[16];           /* the memory mode in use: "resident" or "stream" (h3_memory_mode) */
     char memory_reason[256];   /* why (memory=auto's decision, or "asked for") */
     uint64_t host_pinned_bytes, host_pageable_bytes; /* memory=stream: the host copies, all ranks */
+    char loras[512];           /* the LoRAs in force, "PATH:STRENGTH" joined by ", " ("" none; cut
+                                  with "..." past the field) */
 } h3_stats;
 
 /* ---- memory plan ----------------------------------------------------------
@@ -316,6 +323,19 @@ H3_API h3_status_code h3_engine_generate(h3_engine *engine, const h3_request *re
  * is cleared by it: use h3_callbacks.cancel_flag to stop a generation that
  * may not have started yet. */
 H3_API void h3_engine_cancel(h3_engine *engine);
+/* Makes `specs` (a NULL-terminated list of "PATH[:STRENGTH]" items, as
+ * h3_engine_options.loras; NULL or empty: none) the LoRAs in force, fused
+ * into every rank's transformer weights by difference from the set in
+ * force (h3_dit_set_loras): changing strengths between clips costs one
+ * pass over the targeted weights, no reload, and the set in force asked
+ * again (the same items in order) costs nothing, so a front end may call
+ * it before every clip. A file already open under the same path is reused. Between generations only: refused with
+ * H3_ERR_INVALID_ARGUMENT while one runs (and a generation asked for
+ * while a set runs is refused likewise). On any
+ * failure (a missing file, shapes of another model, a file listed twice, a
+ * strength out of range, precision=fp8) the previous set stays in force.
+ * stats.loras names the set in force. */
+H3_API h3_status_code h3_engine_set_loras(h3_engine *engine, const char *const *specs, h3_status *status);
 H3_API void h3_engine_get_stats(h3_engine *engine, h3_stats *stats);
 
 /* The model-free rules of a request (prompt, sides, aspect, frames, steps,
@@ -342,7 +362,20 @@ typedef enum h3_param_type {
     H3_PARAM_UINT64, /* uint64_t in [min, umax] */
     H3_PARAM_BYTES,  /* uint64_t byte count in [min, umax]; h3-generate takes GiB */
     H3_PARAM_FLOAT,  /* float in [real_min, real_max] */
-    H3_PARAM_ENUM    /* an enum field (int-sized), one of `choices` */
+    H3_PARAM_ENUM,   /* an enum field (int-sized), one of `choices` */
+    /* const char *const *: a NULL-terminated list of strings (NULL: empty,
+     * the default), each item checked by the row's item_check. Written
+     * (h3_param_format) as the items joined by ',' with '\\' and ',' in an
+     * item escaped by a '\\'; h3_param_parse reads that form and appends
+     * its items, so a front end that takes an option several times
+     * (h3-generate's --lora) parses each occurrence, and one that takes a
+     * key once (an h3: URI) may give several items in it. Ownership: a
+     * list h3_param_parse made is one malloc block (the pointers, then the
+     * strings), freed by h3_param_free_value (free()); parse replaces (and
+     * frees) the list in the field, which must be NULL or one it made. A
+     * front end that keeps its own copies (the element: a GStrv) sets the
+     * field itself and never parses into it. */
+    H3_PARAM_STRV
 } h3_param_type;
 
 /* Which struct a row's offset is into. */
@@ -389,6 +422,9 @@ typedef struct h3_param {
      * struct the field is in (the other is NULL), for rules that read other
      * fields; h3_request_check and h3_engine_options_check run it. */
     h3_status_code (*check)(const h3_request *request, const h3_engine_options *options, h3_status *status);
+    /* STRV rows: the rule of one item (the lora row: h3_lora_spec_parse),
+     * run by h3_param_parse and h3_param_check_value on each, or NULL. */
+    h3_status_code (*item_check)(const char *item, h3_status *status);
 } h3_param;
 
 /* The engine's rows (request and options), ended by a NULL name. */
@@ -417,8 +453,11 @@ H3_API h3_status_code h3_param_parse(const h3_param *p, const char *text, unsign
  * check, which may need the whole request). */
 H3_API h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_status *status);
 /* Sets the row's field of `home` to its default (STRING: the static
- * default text, not a copy). */
+ * default text, not a copy; STRV: NULL, without freeing the list). */
 H3_API void h3_param_set_default(const h3_param *p, void *home);
+/* STRV rows: frees the list h3_param_parse made in the field and sets it
+ * to NULL. Nothing for the other types. */
+H3_API void h3_param_free_value(const h3_param *p, void *home);
 /* 1 when the field of `home` holds the row's default. */
 H3_API int h3_param_is_default(const h3_param *p, const void *home);
 /* The value as the front ends write it ("vsa", "0.9", "42"; NULL for an
@@ -457,6 +496,15 @@ typedef struct h3_device_list {
  * against `compute` and against this build (a GPU list without the CUDA
  * backend is H3_ERR_UNSUPPORTED). h3_engine_open uses exactly this. */
 H3_API h3_status_code h3_devices_parse(const char *devices, h3_compute compute, h3_device_list *out, h3_status *status);
+
+/* The grammar of one `lora` item (h3_engine_options.loras): "PATH" (strength
+ * 1) or "PATH:STRENGTH", the strength a number in the lora row's range
+ * ([-16, 16]). The text after the last ':' is the strength unless it holds
+ * a '/' (then the whole item is the path); a file name with a ':' of its
+ * own therefore needs an explicit strength ("a:b.safetensors:1"). *path
+ * (NULL allowed: just check) is a new string the caller frees with
+ * free(). H3_ERR_INVALID_ARGUMENT naming the item otherwise. */
+H3_API h3_status_code h3_lora_spec_parse(const char *item, char **path, float *strength, h3_status *status);
 
 /* Frame-count alignment without an engine: 17n+5 >= requested (>= 22). */
 H3_API int h3_align_frames(int requested);

@@ -6,7 +6,8 @@
  *
  * Every setting of the request and the engine is an option named after its
  * row of the request schema (h3_params: --NAME, or the row's `option`),
- * parsed, ranged and documented there; --help prints them from it.
+ * parsed, ranged and documented there; --help prints them from it. A list
+ * row (--lora PATH[:STRENGTH]) takes the option once per item.
  * OUT holds `video` (uint8 [F,H,W,3]), `audio` (float32 [2,samples]) and
  * __metadata__ with the aligned frame count and the sample rate. Progress
  * goes to stderr; a bad argument or model is a one-line error, exit 2.
@@ -50,6 +51,7 @@ static const char *metavar(const h3_param *p) {
     case H3_PARAM_BYTES: return "GIB";
     case H3_PARAM_FLOAT: return "X";
     case H3_PARAM_ENUM: return "NAME";
+    case H3_PARAM_STRV: return p->flags & H3_PARAM_PATH ? "PATH[:STRENGTH]" : "ITEM";
     default: return "N";
     }
 }
@@ -60,12 +62,13 @@ static void usage(FILE *f) {
     for (const h3_param *p = h3_params(); p->name; p++) {
         char *allowed = h3_param_allowed(p);
         char *def = p->flags & H3_PARAM_RUNTIME_DEFAULT ? strdup("the embedded tiny model") : NULL;
-        if (!def && !(p->type == H3_PARAM_STRING && !p->string_default)) {
+        if (!def && !(p->type == H3_PARAM_STRING && !p->string_default) && p->type != H3_PARAM_STRV) {
             h3_request r = h3_request_default();
             h3_engine_options o = h3_engine_options_default();
             def = h3_param_format(p, p->home == H3_PARAM_IN_REQUEST ? (void *)&r : (void *)&o);
         }
-        fprintf(f, "  --%s %s\n      %s", p->option ? p->option : p->name, metavar(p), p->doc);
+        fprintf(f, "  --%s %s%s\n      %s", p->option ? p->option : p->name, metavar(p),
+                p->type == H3_PARAM_STRV ? " (repeatable)" : "", p->doc);
         if (p->type != H3_PARAM_STRING && allowed) fprintf(f, "; %s", allowed);
         if (def) fprintf(f, " (default %s)", def);
         fputc('\n', f);
@@ -134,8 +137,8 @@ static int print_plan(const h3_engine_options *opt, h3_request *req) {
 static int generate(const h3_engine_options *options, h3_request *request, const char *output, int plan_only,
                     int quiet);
 
-int main(int argc, char **argv) {
-    h3_engine_options opt = h3_engine_options_default();
+/* The options parsed into *opt (its lists are parse's: main frees them). */
+static int cli(int argc, char **argv, h3_engine_options *opt) {
     h3_request req = h3_request_default();
     const char *output = NULL, *first_path = NULL, *last_path = NULL;
     int quiet = 0, plan_only = 0;
@@ -157,7 +160,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--last-image")) last_path = v;
         else {
             h3_status pst = {0};
-            void *home = p->home == H3_PARAM_IN_REQUEST ? (void *)&req : (void *)&opt;
+            void *home = p->home == H3_PARAM_IN_REQUEST ? (void *)&req : (void *)opt;
             if (h3_param_parse(p, v, H3_PARSE_GIB, home, &pst) != H3_OK) return die("--%s", pst.message);
         }
     }
@@ -171,9 +174,16 @@ int main(int argc, char **argv) {
     }
     req.first_image = first_path ? &first.image : NULL;
     req.last_image = last_path ? &last.image : NULL;
-    int rc = generate(&opt, &req, output, plan_only, quiet);
+    int rc = generate(opt, &req, output, plan_only, quiet);
     h3_image_file_clear(&first);
     h3_image_file_clear(&last);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    h3_engine_options opt = h3_engine_options_default();
+    int rc = cli(argc, argv, &opt);
+    for (const h3_param *p = h3_params(); p->name; p++) h3_param_free_value(p, &opt);
     return rc;
 }
 

@@ -59,6 +59,8 @@ char *h3_capabilities_describe(void) {
     for (const h3_param *p = h3_params(); p->name; p++) g_string_append_printf(s, " %s", p->name);
     g_string_append_c(s, '\n');
     g_string_append(s, "adapters: " H3_ADAPTER_FORMAT " (FastH3 4-step, fused once at load)\n");
+    g_string_append(s, "loras: supported (layouts peft/diffusers, original, kohya/musubi, diffsynth; transformer "
+                       "only; fused in place, strengths changeable between clips; not with precision=fp8)\n");
     g_string_append(s, "fasth3-steps: 4 forwards, shifts 12/3, ladder release (dmd_denoising_steps) or "
                        "a [1, 0.75, 0.5, 0.25, 0] or b [0.999, 0.749, 0.5, 0.25, 0]\n");
     g_string_append_printf(s, "tensor-parallel: %s\n",

@@ -16,6 +16,7 @@ h3_status_code h3_engine_open(const h3_engine_options *o, h3_engine **out, h3_st
     if (rc != H3_OK) return rc;
     rc = h3_memory_check_open(e, o, status); /* before anything loads: it decides memory=auto */
     if (rc == H3_OK) rc = h3_engine_load(e, o, status);
+    if (rc == H3_OK && o->loras && o->loras[0]) rc = h3_engine_set_loras(e, o->loras, status);
     if (rc != H3_OK) {
         h3_engine_close(e);
         return rc;

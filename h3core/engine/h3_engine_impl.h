@@ -8,6 +8,7 @@
  *   h3_fasth3.c       FastH3: the adapter, the attention mode, the ladders
  *   h3_preflight.c    the checks without weights (and the precision rule)
  *   h3_engine.c       open (begin, load) / close: backends, ranks, loading
+ *   h3_engine_lora.c  user LoRAs: opened, fused on every rank between clips
  *   h3_generate.c     a request: prepared once into a job, then run (text,
  *                     denoising, decoding), stats.peak_bytes
  *   h3_memory_plan.c  the memory plan: the measuring twin runs the job, the
@@ -172,6 +173,7 @@ struct h3_engine {
     double open_started;  /* h3_engine_begin's clock, for stats.load */
 
     volatile int cancel;  /* set by h3_engine_cancel, polled between steps */
+    gint busy;            /* 1 while h3_engine_run or h3_engine_set_loras runs (each refuses the other) */
     GMutex lock;          /* one generation at a time; guards stats */
     h3_stats stats;
 };

@@ -682,5 +682,10 @@ h3_status_code h3_engine_run(h3_engine *e, const h3_job *job, const h3_callbacks
     if (job->engine != e)
         return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
                        "h3_engine_run: the job was prepared by another engine (h3_engine_prepare)");
-    return h3_job_run(e, job, cb, job->text_release, status);
+    if (!g_atomic_int_compare_and_exchange(&e->busy, 0, 1))
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "h3_engine_run: the engine is busy (another generation, or a LoRA change)");
+    h3_status_code rc = h3_job_run(e, job, cb, job->text_release, status);
+    g_atomic_int_set(&e->busy, 0);
+    return rc;
 }

@@ -6,9 +6,11 @@
  * and the tools build their properties, options, URI keys and checks from
  * the same rows, to fail early, before a model is loaded. */
 #include "h3.h"
+#include "model/h3_lora.h"
 #include "model/h3_vsa.h"
 
 #include <errno.h>
+#include <math.h>
 #include <glib.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -111,6 +113,38 @@ static h3_status_code check_devices(const h3_request *r, const h3_engine_options
     (void)r;
     h3_device_list list;
     return h3_devices_parse(o->devices, o->compute, &list, status);
+}
+
+/* The lora row: each item by the grammar (h3_lora_spec_parse), no file
+ * twice by its path, and not with FP8 weights (h3_dit_set_loras refuses
+ * them; said here, before any load, naming both settings). */
+static h3_status_code check_lora_item(const char *item, h3_status *status) {
+    return h3_lora_spec_parse(item, NULL, NULL, status);
+}
+
+static h3_status_code check_loras(const h3_request *r, const h3_engine_options *o, h3_status *status) {
+    (void)r;
+    int n = 0;
+    for (const char *const *it = o->loras; it && *it; it++, n++) {
+        char *path = NULL;
+        h3_status_code rc = h3_lora_spec_parse(*it, &path, NULL, status);
+        for (const char *const *before = o->loras; rc == H3_OK && before < it; before++) {
+            char *other = NULL;
+            h3_lora_spec_parse(*before, &other, NULL, NULL);
+            if (other && strcmp(other, path) == 0)
+                rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                             "lora '%s' is listed twice ('%s' and '%s'): give it once with the summed strength",
+                             path, *before, *it);
+            free(other);
+        }
+        free(path);
+        if (rc != H3_OK) return rc;
+    }
+    if (n && o->precision == H3_PRECISION_FP8)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "lora with precision=fp8: LoRAs are fused into the weights, which fp8 holds as E4M3 codes "
+                       "(not supported yet); use precision=bf16 or no lora");
+    return H3_OK;
 }
 
 /* ---- the table ---------------------------------------------------------------- */
@@ -220,6 +254,12 @@ static const h3_param engine_params[] = {
     {.name = "max-pinned-memory", .title = "Max pinned memory",
      .doc = "With memory=stream: host memory to page-lock for the weights (0: half of the machine's)",
      .type = H3_PARAM_BYTES, OPT(max_pinned_memory), .flags = H3_PARAM_TOOLS, .min = 0, .umax = UINT64_MAX},
+    {.name = "lora", .title = "LoRAs",
+     .doc = "LoRA files fused into the transformer, each PATH or PATH:STRENGTH (strength in [-16, 16], "
+            "default 1); several: a list (h3-generate: --lora once per file)",
+     .type = H3_PARAM_STRV, OPT(loras), .flags = H3_PARAM_PATH | H3_PARAM_MUTABLE_PLAYING,
+     .real_min = -H3_LORA_MAX_STRENGTH, .real_max = H3_LORA_MAX_STRENGTH, .number_default = 1.0,
+     .check = check_loras, .item_check = check_lora_item},
     {.name = "cpu-threads", .title = "CPU threads", .doc = "Threads of the CPU backend (0: every core)",
      .type = H3_PARAM_INT, OPT(cpu_threads), .flags = H3_PARAM_TOOLS, .min = 0, .umax = 4096},
     {.name = NULL}};
@@ -273,6 +313,7 @@ char *h3_param_allowed(const h3_param *p) {
         g_string_append_printf(s, "%lld..%llu", (long long)p->min, (unsigned long long)p->umax);
         break;
     case H3_PARAM_FLOAT: g_string_append_printf(s, "in [%g, %g]", p->real_min, p->real_max); break;
+    case H3_PARAM_STRV: g_string_append(s, "a list (in one value: items separated by ',')"); break;
     case H3_PARAM_ENUM:
         for (const h3_param_choice *c = p->choices; c && c->nick; c++)
             g_string_append_printf(s, "%s%s", c == p->choices ? "" : c[1].nick ? ", " : " or ", c->nick);
@@ -299,6 +340,12 @@ h3_status_code h3_param_check_value(const h3_param *p, const void *home, h3_stat
     char shown[64];
     switch (p->type) {
     case H3_PARAM_STRING: return H3_OK;
+    case H3_PARAM_STRV:
+        for (const char *const *it = *(const char *const *const *)f; p->item_check && it && *it; it++) {
+            h3_status_code rc = p->item_check(*it, status);
+            if (rc != H3_OK) return rc;
+        }
+        return H3_OK;
     case H3_PARAM_BOOL: {
         int v = *(const int *)f;
         if (v == 0 || v == 1) return H3_OK;
@@ -346,6 +393,7 @@ void h3_param_set_default(const h3_param *p, void *home) {
     void *f = h3_param_field(p, home);
     switch (p->type) {
     case H3_PARAM_STRING: *(const char **)f = p->string_default; break;
+    case H3_PARAM_STRV: *(const char *const **)f = NULL; break;
     case H3_PARAM_BOOL:
     case H3_PARAM_INT:
     case H3_PARAM_UINT:
@@ -365,6 +413,10 @@ int h3_param_is_default(const h3_param *p, const void *home) {
         if (!v || !p->string_default) return v == p->string_default;
         return strcmp(v, p->string_default) == 0;
     }
+    case H3_PARAM_STRV: {
+        const char *const *v = *(const char *const *const *)f;
+        return !v || !v[0];
+    }
     case H3_PARAM_BOOL:
     case H3_PARAM_INT:
     case H3_PARAM_UINT:
@@ -377,6 +429,124 @@ int h3_param_is_default(const h3_param *p, const void *home) {
     return 0;
 }
 
+/* ---- STRV: the list's text form and its one-block storage ----------------------- */
+
+/* The items joined by ',', '\\' and ',' in an item escaped with '\\'. */
+static char *strv_format(const char *const *v) {
+    GString *s = g_string_new(NULL);
+    for (const char *const *it = v; it && *it; it++) {
+        if (it != v) g_string_append_c(s, ',');
+        for (const char *c = *it; *c; c++) {
+            if (*c == '\\' || *c == ',') g_string_append_c(s, '\\');
+            g_string_append_c(s, *c);
+        }
+    }
+    char *out = strdup(s->str);
+    g_string_free(s, TRUE);
+    return out;
+}
+
+/* The items of `text` (the form above) appended to `items`; 0 for a '\\'
+ * that escapes nothing. An empty text is no item. */
+static int strv_split(const char *text, GPtrArray *items) {
+    if (!*text) return 1;
+    GString *cur = g_string_new(NULL);
+    for (const char *c = text;; c++) {
+        if (*c == '\\') {
+            if (c[1] != '\\' && c[1] != ',') {
+                g_string_free(cur, TRUE);
+                return 0;
+            }
+            g_string_append_c(cur, *++c);
+        } else if (*c == ',' || !*c) {
+            g_ptr_array_add(items, g_string_free(cur, FALSE));
+            if (!*c) return 1;
+            cur = g_string_new(NULL);
+        } else {
+            g_string_append_c(cur, *c);
+        }
+    }
+}
+
+/* One malloc block: n + 1 pointers, then the strings. */
+static const char **strv_block(GPtrArray *items) {
+    size_t bytes = (items->len + 1) * sizeof(char *);
+    for (guint i = 0; i < items->len; i++) bytes += strlen(items->pdata[i]) + 1;
+    const char **v = malloc(bytes);
+    if (!v) return NULL;
+    char *at = (char *)(v + items->len + 1);
+    for (guint i = 0; i < items->len; i++) {
+        size_t n = strlen(items->pdata[i]) + 1;
+        memcpy(at, items->pdata[i], n);
+        v[i] = at;
+        at += n;
+    }
+    v[items->len] = NULL;
+    return v;
+}
+
+static h3_status_code strv_parse(const h3_param *p, const char *text, void *f, h3_status *status) {
+    const char *const **field = f;
+    GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
+    for (const char *const *it = *field; it && *it; it++) g_ptr_array_add(items, g_strdup(*it));
+    guint old = items->len;
+    h3_status_code rc = H3_OK;
+    if (!strv_split(text, items))
+        rc = h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                     "%s '%s': a '\\' must escape a ',' or a '\\' (items are separated by ',')", p->name, text);
+    for (guint i = old; rc == H3_OK && p->item_check && i < items->len; i++)
+        rc = p->item_check(items->pdata[i], status);
+    /* no item: no list (NULL, the default), not an empty block */
+    const char **v = rc == H3_OK && items->len ? strv_block(items) : NULL;
+    if (rc == H3_OK && items->len && !v) rc = h3_fail(status, H3_ERR_NO_MEMORY, "%s: out of memory", p->name);
+    g_ptr_array_free(items, TRUE);
+    if (rc != H3_OK) return rc;
+    free((void *)*field);
+    *field = v;
+    return H3_OK;
+}
+
+void h3_param_free_value(const h3_param *p, void *home) {
+    if (p->type != H3_PARAM_STRV) return;
+    const char *const **field = h3_param_field(p, home);
+    free((void *)*field);
+    *field = NULL;
+}
+
+/* ---- the lora item grammar (h3.h) ----------------------------------------------------- */
+
+h3_status_code h3_lora_spec_parse(const char *item, char **path, float *strength, h3_status *status) {
+    const h3_param *row = h3_param_find(NULL, "lora");
+    if (path) *path = NULL;
+    if (!item || !*item) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "lora '': no path");
+    const char *colon = strrchr(item, ':');
+    if (colon && strchr(colon, '/')) colon = NULL; /* a ':' in a folder name */
+    size_t n = colon ? (size_t)(colon - item) : strlen(item);
+    double v = row->number_default;
+    if (colon) {
+        const char *t = colon + 1;
+        char *end;
+        errno = 0;
+        v = strtod(t, &end);
+        if (errno || !*t || g_ascii_isspace(*t) || *end || !isfinite(v))
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                           "lora '%s': the strength '%s' is not a number (PATH or PATH:STRENGTH, strength in [%g, "
+                           "%g])", item, t, row->real_min, row->real_max);
+        if (!(v >= row->real_min && v <= row->real_max))
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "lora '%s': strength %g must be in [%g, %g]", item, v,
+                           row->real_min, row->real_max);
+    }
+    if (n == 0) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "lora '%s': no path before the ':'", item);
+    if (strength) *strength = (float)v;
+    if (path) {
+        *path = malloc(n + 1);
+        if (!*path) return h3_fail(status, H3_ERR_NO_MEMORY, "lora: out of memory");
+        memcpy(*path, item, n);
+        (*path)[n] = '\0';
+    }
+    return H3_OK;
+}
+
 char *h3_param_format(const h3_param *p, const void *home) {
     const void *f = field_of(p, home);
     char text[64];
@@ -385,6 +555,7 @@ char *h3_param_format(const h3_param *p, const void *home) {
         const char *v = *(const char *const *)f;
         return v ? strdup(v) : NULL;
     }
+    case H3_PARAM_STRV: return strv_format(*(const char *const *const *)f);
     case H3_PARAM_BOOL: return strdup(*(const int *)f ? "true" : "false");
     case H3_PARAM_INT:
     case H3_PARAM_UINT: snprintf(text, sizeof text, "%d", *(const int *)f); break;
@@ -436,6 +607,7 @@ h3_status_code h3_param_parse(const h3_param *p, const char *text, unsigned how,
     unsigned long long uv = 0;
     switch (p->type) {
     case H3_PARAM_STRING: *(const char **)f = text; return H3_OK;
+    case H3_PARAM_STRV: return strv_parse(p, text, f, status);
     case H3_PARAM_BOOL:
         if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes")) *(int *)f = 1;
         else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no")) *(int *)f = 0;

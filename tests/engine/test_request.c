@@ -4,7 +4,9 @@
  * h3_engine_options_default are the rows', every value formats and parses
  * back to itself, the range of each row is the one its parse and the
  * request check apply (vsa-sparsity: [0, 0.99], one range, one default),
- * and text that is not a value of its row is refused by name. */
+ * and text that is not a value of its row is refused by name; a list row
+ * (lora) appends, formats with its escapes and parses back, and the lora
+ * item grammar (h3_lora_spec_parse) with its refusals. */
 #include "h3.h"
 #include "h3_test.h"
 
@@ -160,10 +162,76 @@ static void test_one_range(void) {
     printf("schema: one range per parameter, applied by the parse and the checks\n");
 }
 
+static void check_spec(const char *item, const char *path, float strength) {
+    char *p = NULL;
+    float v = -100;
+    h3_status st = {0};
+    CHECK(h3_lora_spec_parse(item, &p, &v, &st) == H3_OK, "lora '%s': %s", item, st.message);
+    CHECK(p && strcmp(p, path) == 0 && v == strength, "lora '%s': path '%s' strength %g", item, p ? p : "", v);
+    free(p);
+}
+
+static void spec_refused(const char *item, const char *want) {
+    h3_status st = {0};
+    char *p = NULL;
+    CHECK(h3_lora_spec_parse(item, &p, NULL, &st) == H3_ERR_INVALID_ARGUMENT && strstr(st.message, want) && !p,
+          "lora '%s' accepted or '%s' lacks '%s'", item, st.message, want);
+}
+
+/* The list row: one item per parse, escapes, the round trip, the free. */
+static void test_lists(void) {
+    const h3_param *p = h3_param_find(NULL, "lora");
+    CHECK(p && p->type == H3_PARAM_STRV, "no lora list row");
+    if (!p) return;
+    h3_engine_options o = h3_engine_options_default(), o2 = h3_engine_options_default();
+    h3_status st = {0};
+    CHECK(h3_param_parse(p, "a.safetensors:0.5", 0, &o, &st) == H3_OK, "parse: %s", st.message);
+    CHECK(h3_param_parse(p, "b\\,c.safetensors:2", 0, &o, &st) == H3_OK, "parse: %s", st.message);
+    CHECK(o.loras && o.loras[0] && o.loras[1] && !o.loras[2] && strcmp(o.loras[0], "a.safetensors:0.5") == 0 &&
+          strcmp(o.loras[1], "b,c.safetensors:2") == 0, "two parses are not two items");
+    CHECK(!h3_param_is_default(p, &o), "a list of two is the default");
+    char *text = h3_param_format(p, &o);
+    CHECK(text && strcmp(text, "a.safetensors:0.5,b\\,c.safetensors:2") == 0, "format '%s'", text);
+    CHECK(h3_param_parse(p, text, 0, &o2, &st) == H3_OK, "parse back: %s", st.message);
+    char *again = h3_param_format(p, &o2);
+    CHECK(again && text && strcmp(again, text) == 0, "'%s' came back as '%s'", text, again);
+    free(text);
+    free(again);
+    CHECK(h3_engine_options_check(&o, &st) == H3_OK, "two files: %s", st.message);
+    o.precision = H3_PRECISION_FP8;
+    CHECK(h3_engine_options_check(&o, &st) != H3_OK && strstr(st.message, "lora") &&
+          strstr(st.message, "precision=fp8"), "lora with fp8: '%s'", st.message);
+    o.precision = H3_PRECISION_BF16;
+    CHECK(h3_param_parse(p, "./x.safetensors,a.safetensors:1", 0, &o, &st) == H3_OK, "parse: %s", st.message);
+    CHECK(h3_engine_options_check(&o, &st) != H3_OK && strstr(st.message, "listed twice"),
+          "a path twice: '%s'", st.message);
+    h3_param_free_value(p, &o);
+    h3_param_free_value(p, &o2);
+    CHECK(o.loras == NULL && h3_param_is_default(p, &o), "free_value leaves a list");
+    expect_refused("lora", "x.safetensors:abc", "not a number");
+    expect_refused("lora", "x.safetensors:17", "[-16, 16]");
+    expect_refused("lora", "a\\qb", "must escape");
+    expect_refused("lora", "a,,b", "no path");
+    check_spec("x.safetensors", "x.safetensors", 1.0f);
+    check_spec("x.safetensors:0.6", "x.safetensors", 0.6f);
+    check_spec("x.safetensors:-16", "x.safetensors", -16.0f);
+    check_spec("/data/v1:2/x.safetensors", "/data/v1:2/x.safetensors", 1.0f);
+    check_spec("a:b.safetensors:1", "a:b.safetensors", 1.0f);
+    spec_refused("x.safetensors:abc", "not a number");
+    spec_refused("x.safetensors:", "not a number");
+    spec_refused("x.safetensors: 1", "not a number");
+    spec_refused("x.safetensors:inf", "not a number");
+    spec_refused("x.safetensors:16.5", "[-16, 16]");
+    spec_refused(":1", "no path");
+    spec_refused("", "no path");
+    printf("schema: the lora list appends, escapes and parses back; its item grammar\n");
+}
+
 int main(void) {
     test_rows();
     test_round_trip();
     test_refusals();
     test_one_range();
+    test_lists();
     return h3_test_finish("test_request");
 }

@@ -1009,6 +1009,59 @@ start_error (GstElement * e)
   return err;
 }
 
+/* The lora property (a list row of the schema, a GStrv): set and read
+ * back, empty is unset, and through an h3: URI (',' between items, '\\'
+ * escaping a ',') and back. */
+GST_START_TEST (test_lora_property)
+{
+  GstElement *e = gst_element_factory_make ("h3videosrc", NULL);
+  const gchar *two[] = { "a.safetensors:0.5", "b,c.safetensors", NULL };
+  const gchar *empty[] = { NULL };
+  gchar **got = (gchar **) 0x1, *uri;
+  GError *err = NULL;
+  GstElement *src;
+
+  g_object_get (e, "lora", &got, NULL);
+  fail_unless (got == NULL);
+  g_object_set (e, "lora", two, NULL);
+  g_object_get (e, "lora", &got, NULL);
+  fail_unless (got && g_strv_length (got) == 2
+      && g_str_equal (got[0], two[0]) && g_str_equal (got[1], two[1]));
+  g_strfreev (got);
+  g_object_set (e, "lora", empty, NULL);
+  g_object_get (e, "lora", &got, NULL);
+  fail_unless (got == NULL, "an empty list reads back as %p", got);
+  gst_object_unref (e);
+
+  e = gst_element_make_from_uri (GST_URI_SRC, SMALL_URI
+      "&lora=a.safetensors:0.5,b%5C,c.safetensors", NULL, &err);
+  fail_unless (e != NULL, "%s", err ? err->message : "");
+  src = gst_bin_get_by_name (GST_BIN (e), "src");
+  g_object_get (src, "lora", &got, NULL);
+  fail_unless (got && g_strv_length (got) == 2
+      && g_str_equal (got[0], two[0]) && g_str_equal (got[1], two[1]));
+  g_strfreev (got);
+  uri = gst_uri_handler_get_uri (GST_URI_HANDLER (e));
+  fail_unless (strstr (uri, "&lora=a.safetensors%3A0.5%2Cb%5C%2Cc.safetensors")
+      != NULL, "%s", uri);
+  fail_unless (gst_uri_handler_set_uri (GST_URI_HANDLER (e), uri, &err),
+      "%s: %s", uri, err ? err->message : "");
+  g_object_get (src, "lora", &got, NULL);
+  fail_unless (got && g_strv_length (got) == 2
+      && g_str_equal (got[1], two[1]), "%s", uri);
+  g_strfreev (got);
+  g_free (uri);
+  fail_if (gst_uri_handler_set_uri (GST_URI_HANDLER (e),
+          SMALL_URI "&lora=a.safetensors:abc", &err));
+  fail_unless (strstr (err->message, "not a number") != NULL, "%s",
+      err->message);
+  g_clear_error (&err);
+  gst_object_unref (src);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
 /* Issue 31: a URI is data. By default it carries the clip's content only,
  * within bounds; a path, device or memory key fails the start with a
  * message that says how an application opts in (uri-policy=all), which
@@ -1019,6 +1072,7 @@ GST_START_TEST (test_uri_policy)
     "h3:?prompt=x&model-location=/etc",
     "h3:?prompt=x&adapter-location=/etc/passwd",
     "h3:?prompt=x&image-location=/home/me/secret.png",
+    "h3:?prompt=x&lora=/etc/passwd:0.5",
     "h3:?prompt=x&devices=0,1",
     "h3:?prompt=x&memory=stream",
     "h3:?prompt=x&engine-cache=false",
@@ -1194,6 +1248,7 @@ h3videosrc_element_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_caps_negotiation_failure);
   tcase_add_test (tc, test_properties);
+  tcase_add_test (tc, test_lora_property);
   tcase_add_test (tc, test_capabilities_fields);
   tcase_add_test (tc, test_property_locked_while_playing);
   tcase_add_test (tc, test_queries);

@@ -33,166 +33,13 @@
 #include "parallel/h3_comm.h"
 #include "parallel/h3_tp.h"
 
-#define RANK 4
-#define ALPHA 8.0f       /* scale 2 */
-#define PROJ_OUT_ALPHA 2.0f /* scale 0.5: the per-module override */
+#include "h3_test_lora.h"
 
 static h3_backend *backend;
 static char *tmpdir;
 static h3_dit_config cfg;
 
 static const char *tiny_dir(void) { return h3_test_data("models/tiny-h3/transformer"); }
-
-/* ---- the factors ---------------------------------------------------------------------- */
-
-/* One diffusers module of the LoRA: A [r, in], B [out, r] (diffusers row order). */
-typedef struct factor {
-    const char *module;   /* diffusers name */
-    const char *original; /* the original checkpoint's name (NULL: q/k/v, written fused) */
-    int64_t in, out;
-    float alpha;
-    float *A, *B;
-} factor;
-
-#define N_FACTORS 11
-
-static void fill(float *v, int64_t n, uint64_t seed, float range) {
-    uint64_t key = h3_counter_key(seed, "lora");
-    for (int64_t i = 0; i < n; i++) v[i] = h3_counter_uniform(key, (uint64_t)i, -range, range);
-}
-
-static void make_factors(factor *f, uint64_t seed) {
-    int64_t D = cfg.hidden_size, inner = (int64_t)cfg.num_heads * cfg.head_dim, F = cfg.ffn_dim;
-    int64_t vf = (int64_t)cfg.in_channels * 4;
-    const factor spec[N_FACTORS] = {
-        {"transformer_blocks.0.attn.to_q", NULL, D, inner, ALPHA},
-        {"transformer_blocks.0.attn.to_k", NULL, D, inner, ALPHA},
-        {"transformer_blocks.0.attn.to_v", NULL, D, inner, ALPHA},
-        {"transformer_blocks.1.attn.to_out.0", "blocks.1.attn.out_proj", inner, D, ALPHA},
-        {"transformer_blocks.0.ff.net.0.proj", "blocks.0.mlp.fc1", D, 2 * F, ALPHA},
-        {"transformer_blocks.1.ff.net.2", "blocks.1.mlp.fc2", F, D, ALPHA},
-        {"transformer_blocks.0.adaln_proj.linear", "blocks.0.adaln_proj.linear", cfg.time_embed_dim, 18 * D, ALPHA},
-        {"token_refiner.refiner_blocks.0.ff.net.2", "token_refiner.blocks.0.mlp.fc2", F, D, ALPHA},
-        {"context_embedder", "condition_proj", cfg.text_dim, D, ALPHA},
-        {"proj_out", "final_layer.video_out", D, vf, PROJ_OUT_ALPHA},
-        {"time_embedder.linear_1", "time_embedder.proj_in", cfg.freq_dim, cfg.time_embed_hidden_dim, ALPHA},
-    };
-    for (int i = 0; i < N_FACTORS; i++) {
-        f[i] = spec[i];
-        f[i].A = malloc((size_t)(RANK * f[i].in) * sizeof(float));
-        f[i].B = malloc((size_t)(f[i].out * RANK) * sizeof(float));
-        fill(f[i].A, RANK * f[i].in, seed * 100 + (i < 3 ? 0 : (uint64_t)i), 0.3f);
-        fill(f[i].B, f[i].out * RANK, seed * 100 + 50 + (uint64_t)i, 0.3f);
-    }
-}
-
-static void free_factors(factor *f) {
-    for (int i = 0; i < N_FACTORS; i++) {
-        free(f[i].A);
-        free(f[i].B);
-    }
-}
-
-/* ---- writing a LoRA in a layout ------------------------------------------------------------------ */
-
-typedef enum layout { L_PEFT = 0, L_ORIGINAL, L_ORIGINAL_BARE, L_KOHYA, L_DIFFSYNTH, N_LAYOUTS } layout;
-static const char *const layout_names[] = {"peft", "original", "original-bare", "kohya", "diffsynth"};
-
-typedef struct writer {
-    h3_st_write_tensor t[64];
-    char names[64][160];
-    void *owned[64];
-    size_t n;
-} writer;
-
-static void put(writer *w, const char *name, int64_t d0, int64_t d1, const float *data, int copy) {
-    h3_st_write_tensor *t = &w->t[w->n];
-    g_strlcpy(w->names[w->n], name, sizeof w->names[0]);
-    size_t bytes = (size_t)(d0 * (d1 ? d1 : 1)) * sizeof(float);
-    w->owned[w->n] = copy ? g_memdup2(data, bytes) : NULL;
-    *t = (h3_st_write_tensor){.name = w->names[w->n], .dtype = H3_ST_F32, .ndim = d1 ? 2 : 1, .shape = {d0, d1},
-                              .data = copy ? w->owned[w->n] : data};
-    w->n++;
-}
-
-static void put_pair(writer *w, layout lay, const char *module, int64_t in, int64_t out, const float *A, const float *B,
-                     float alpha) {
-    char name[200];
-    int down_up = lay == L_ORIGINAL_BARE || lay == L_KOHYA;
-    const char *a = down_up ? "lora_down.weight" : "lora_A.weight", *b = down_up ? "lora_up.weight" : "lora_B.weight";
-    const char *prefix = lay == L_PEFT ? "transformer." : lay == L_ORIGINAL ? "diffusion_model." : lay == L_KOHYA ? "lora_unet_" : "";
-    char *mod = g_strdup(module);
-    if (lay == L_KOHYA)
-        for (char *p = mod; *p; p++)
-            if (*p == '.') *p = '_';
-    snprintf(name, sizeof name, "%s%s.%s", prefix, mod, a);
-    put(w, name, RANK, in, A, 1);
-    float *Bs = g_memdup2(B, (size_t)(out * RANK) * sizeof(float));
-    if (lay == L_DIFFSYNTH) /* no alpha in this layout: the scale is folded into B */
-        for (int64_t i = 0; i < out * RANK; i++) Bs[i] *= alpha / RANK;
-    snprintf(name, sizeof name, "%s%s.%s", prefix, mod, b);
-    put(w, name, out, RANK, Bs, 1);
-    g_free(Bs);
-    if (lay == L_ORIGINAL || lay == L_ORIGINAL_BARE || lay == L_KOHYA) {
-        snprintf(name, sizeof name, "%s%s.alpha", prefix, mod);
-        h3_st_write_tensor *t = &w->t[w->n];
-        g_strlcpy(w->names[w->n], name, sizeof w->names[0]);
-        w->owned[w->n] = g_memdup2(&alpha, sizeof alpha);
-        *t = (h3_st_write_tensor){.name = w->names[w->n], .dtype = H3_ST_F32, .ndim = 0, .data = w->owned[w->n]};
-        w->n++;
-    }
-    g_free(mod);
-}
-
-/* The factors in one layout: q/k/v fused into qkv_proj (per-head
- * interleaved rows, as the original checkpoint's weight) and fc1's halves
- * swapped where the layout uses the original names. */
-static void add_factors(writer *w, layout lay, const factor *f) {
-    int original = lay == L_ORIGINAL || lay == L_ORIGINAL_BARE;
-    for (int i = 0; i < N_FACTORS; i++) {
-        if (original && i < 3) {
-            if (i > 0) continue;
-            int64_t inner = f[0].out;
-            float *B = malloc((size_t)(3 * inner * RANK) * sizeof *B);
-            /* the original per-head interleaved rows: h·3dh + p·dh + i is row h·dh + i of part p */
-            int64_t dh = cfg.head_dim;
-            for (int64_t h = 0; h < inner / dh; h++)
-                for (int p = 0; p < 3; p++)
-                    memcpy(B + (h * 3 * dh + p * dh) * RANK, f[p].B + h * dh * RANK, (size_t)(dh * RANK) * sizeof *B);
-            put_pair(w, lay, "blocks.0.attn.qkv_proj", f[0].in, 3 * inner, f[0].A, B, f[0].alpha);
-            free(B);
-        } else if (original && strstr(f[i].module, "ff.net.0.proj")) {
-            int64_t half = f[i].out / 2;
-            float *B = malloc((size_t)(f[i].out * RANK) * sizeof *B);
-            memcpy(B, f[i].B + half * RANK, (size_t)(half * RANK) * sizeof *B); /* gate */
-            memcpy(B + half * RANK, f[i].B, (size_t)(half * RANK) * sizeof *B); /* value */
-            put_pair(w, lay, f[i].original, f[i].in, f[i].out, f[i].A, B, f[i].alpha);
-            free(B);
-        } else {
-            put_pair(w, lay, original ? f[i].original : f[i].module, f[i].in, f[i].out, f[i].A, f[i].B, f[i].alpha);
-        }
-    }
-}
-
-static const char *peft_meta[] = {"lora_adapter_metadata",
-                                  "{\"transformer.r\": 4, \"transformer.lora_alpha\": 8, "
-                                  "\"transformer.alpha_pattern\": {\"proj_out\": 2}}",
-                                  NULL};
-
-static char *write_writer(writer *w, const char *file, const char *const *meta) {
-    char *path = g_build_filename(tmpdir, file, NULL);
-    h3_status st = {0};
-    CHECK(h3_st_write(path, w->t, w->n, meta, &st) == H3_OK, "write %s: %s", file, st.message);
-    for (size_t i = 0; i < w->n; i++) g_free(w->owned[i]);
-    w->n = 0;
-    return path;
-}
-
-static char *write_lora(layout lay, const factor *f, const char *file) {
-    writer w = {0};
-    add_factors(&w, lay, f);
-    return write_writer(&w, file, lay == L_PEFT ? peft_meta : NULL);
-}
 
 /* ---- expected weights -------------------------------------------------------------------------- */
 
@@ -447,8 +294,8 @@ static char *write_explicit_native(const factor *f) {
  * the change written into its own (interleaved, [gate; value]) rows. */
 static void test_native_truth(void) {
     factor f[N_FACTORS];
-    make_factors(f, 5);
-    char *path = write_lora(L_ORIGINAL, f, "native.safetensors");
+    make_factors(f, &cfg, 5);
+    char *path = write_lora(tmpdir, &cfg, L_ORIGINAL, f, "native.safetensors");
     h3_lora *l = open_lora(path);
     char *edir = write_explicit_native(f);
     h3_dit *base = NULL, *changed = NULL;
@@ -499,8 +346,8 @@ static h3_dit *load(void) {
 
 static void test_layouts_and_strengths(void) {
     factor f1[N_FACTORS], f2[N_FACTORS];
-    make_factors(f1, 1);
-    make_factors(f2, 2);
+    make_factors(f1, &cfg, 1);
+    make_factors(f2, &cfg, 2);
     h3_dit *dit = load(), *fresh = load();
     if (!dit || !fresh) return;
     snapshot base;
@@ -511,7 +358,7 @@ static void test_layouts_and_strengths(void) {
     for (int lay = 0; lay < N_LAYOUTS; lay++) {
         char file[64];
         snprintf(file, sizeof file, "lora-%s.safetensors", layout_names[lay]);
-        char *path = write_lora((layout)lay, f1, file);
+        char *path = write_lora(tmpdir, &cfg, (layout)lay, f1, file);
         h3_lora *l = open_lora(path);
         if (l) {
             static const h3_lora_layout detected[] = {H3_LORA_PEFT, H3_LORA_ORIGINAL, H3_LORA_ORIGINAL, H3_LORA_KOHYA,
@@ -541,7 +388,7 @@ static void test_layouts_and_strengths(void) {
     }
 
     /* (a) 0.6, then two LoRAs 0.6 + 0.4; (c) the forward of the latter. */
-    char *p1 = write_lora(L_PEFT, f1, "one.safetensors"), *p2 = write_lora(L_KOHYA, f2, "two.safetensors");
+    char *p1 = write_lora(tmpdir, &cfg, L_PEFT, f1, "one.safetensors"), *p2 = write_lora(tmpdir, &cfg, L_KOHYA, f2, "two.safetensors");
     h3_lora *l[2] = {open_lora(p1), open_lora(p2)};
     if (l[0] && l[1]) {
         const factor *sets[] = {f1, f2};
@@ -628,9 +475,9 @@ static void expect_open_error(const char *label, const char *path, h3_status_cod
 static void bad_file(const char *label, const factor *f, edit_fn edit, const char *const *meta, h3_status_code code,
                      const char *needle) {
     writer w = {0};
-    add_factors(&w, L_PEFT, f);
+    add_factors(&w, &cfg, L_PEFT, f);
     edit(&w);
-    char *path = write_writer(&w, "bad.safetensors", meta);
+    char *path = write_writer(&w, tmpdir, "bad.safetensors", meta);
     expect_open_error(label, path, code, needle);
     g_unlink(path);
     g_free(path);
@@ -680,7 +527,7 @@ static void test_rank_width(void) {
     float *A = calloc((size_t)(r * in), sizeof *A), *B = calloc((size_t)(out * r), sizeof *B);
     put(&w, "transformer.time_embedder.linear_1.lora_A.weight", r, in, A, 1);
     put(&w, "transformer.time_embedder.linear_1.lora_B.weight", out, r, B, 1);
-    char *path = write_writer(&w, "wide.safetensors", NULL);
+    char *path = write_writer(&w, tmpdir, "wide.safetensors", NULL);
     expect_open_error("rank over width", path, H3_ERR_FORMAT, "takes ranks 1..16");
     g_unlink(path);
     g_free(path);
@@ -688,7 +535,7 @@ static void test_rank_width(void) {
     put(&w, "transformer.proj_in.lora_A.weight", 0, cfg.in_channels * 4, A, 1);
     put(&w, "transformer.proj_in.lora_B.weight", cfg.hidden_size, 0, B, 1);
     w.t[w.n - 1].ndim = 2; /* [48, 0], which put() would write 1-D */
-    path = write_writer(&w, "rank0.safetensors", NULL);
+    path = write_writer(&w, tmpdir, "rank0.safetensors", NULL);
     expect_open_error("rank 0", path, H3_ERR_FORMAT, "rank 0");
     g_unlink(path);
     g_free(path);
@@ -714,7 +561,7 @@ static void test_zeros(void) {
 
 static void test_bad_input(void) {
     factor f[N_FACTORS];
-    make_factors(f, 3);
+    make_factors(f, &cfg, 3);
     edit_f = f;
     bad_file("shape", f, edit_shape, peft_meta, H3_ERR_FORMAT, "transformer_blocks.1.ff.net.2.lora_B.weight");
     bad_file("NaN factor", f, edit_nan, peft_meta, H3_ERR_NONFINITE, "context_embedder.lora_A.weight");
@@ -731,9 +578,9 @@ static void test_bad_input(void) {
 
     /* DoRA keys are dropped with a warning, the rest opens. */
     writer w = {0};
-    add_factors(&w, L_PEFT, f);
+    add_factors(&w, &cfg, L_PEFT, f);
     edit_dora(&w);
-    char *path = write_writer(&w, "dora.safetensors", peft_meta);
+    char *path = write_writer(&w, tmpdir, "dora.safetensors", peft_meta);
     h3_lora *dora = open_lora(path);
     const char *first = NULL;
     CHECK(dora && h3_lora_dropped_count(dora, &first) == 1 && strstr(first, "magnitude"), "DoRA key not dropped");
@@ -745,7 +592,7 @@ static void test_bad_input(void) {
      * of them alone has nothing for this transformer. */
     put(&w, "transformer_ref.proj_out.lora_A.weight", RANK, f[9].in, f[9].A, 1);
     put(&w, "transformer_ref.proj_out.lora_B.weight", f[9].out, RANK, f[9].B, 1);
-    path = write_writer(&w, "ref.safetensors", NULL);
+    path = write_writer(&w, tmpdir, "ref.safetensors", NULL);
     h3_lora *ref = open_lora(path);
     if (ref) {
         CHECK(h3_lora_module_count(ref, H3_LORA_REF) == 1 && h3_lora_module_count(ref, H3_LORA_MAIN) == 0 &&
@@ -766,7 +613,7 @@ static void test_bad_input(void) {
 
     /* A refused apply leaves the set in force. */
     h3_dit *dit = load();
-    char *p = write_lora(L_PEFT, f, "good.safetensors");
+    char *p = write_lora(tmpdir, &cfg, L_PEFT, f, "good.safetensors");
     h3_lora *l = open_lora(p), *again = open_lora(p);
     if (dit && l && again) {
         float s = 0.6f;
@@ -844,9 +691,9 @@ static h3_status_code tp_rank(const h3_tp *tp, void *user, h3_status *status) {
 
 static void test_tp(void) {
     factor f1[N_FACTORS], f2[N_FACTORS];
-    make_factors(f1, 1);
-    make_factors(f2, 2);
-    char *p1 = write_lora(L_ORIGINAL, f1, "tp-one.safetensors"), *p2 = write_lora(L_PEFT, f2, "tp-two.safetensors");
+    make_factors(f1, &cfg, 1);
+    make_factors(f2, &cfg, 2);
+    char *p1 = write_lora(tmpdir, &cfg, L_ORIGINAL, f1, "tp-one.safetensors"), *p2 = write_lora(tmpdir, &cfg, L_PEFT, f2, "tp-two.safetensors");
     h3_lora *l[2] = {open_lora(p1), open_lora(p2)};
     h3_dit *single = load();
     h3_comm_group *g = NULL;
@@ -898,8 +745,8 @@ static void test_tp(void) {
 
 static void test_fasth3(void) {
     factor f[N_FACTORS];
-    make_factors(f, 4);
-    char *p = write_lora(L_PEFT, f, "fasth3.safetensors");
+    make_factors(f, &cfg, 4);
+    char *p = write_lora(tmpdir, &cfg, L_PEFT, f, "fasth3.safetensors");
     h3_lora *l = open_lora(p);
     h3_adapter *a = NULL;
     h3_dit *plain = load(), *fast = NULL;
@@ -939,9 +786,9 @@ static void test_fasth3(void) {
 
 static void test_stream(void) {
     factor f1[N_FACTORS], f2[N_FACTORS];
-    make_factors(f1, 1);
-    make_factors(f2, 2);
-    char *p1 = write_lora(L_KOHYA, f1, "st-one.safetensors"), *p2 = write_lora(L_PEFT, f2, "st-two.safetensors");
+    make_factors(f1, &cfg, 1);
+    make_factors(f2, &cfg, 2);
+    char *p1 = write_lora(tmpdir, &cfg, L_KOHYA, f1, "st-one.safetensors"), *p2 = write_lora(tmpdir, &cfg, L_PEFT, f2, "st-two.safetensors");
     h3_lora *l[2] = {open_lora(p1), open_lora(p2)};
     h3_dit *resident = load(), *streamed = NULL;
     h3_status st = {0};

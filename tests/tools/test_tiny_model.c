@@ -10,7 +10,9 @@
  * hop 800) and must run end to end through the engine with finite,
  * non-constant output. Same seed gives identical bytes, another seed other
  * values, and bad arguments exit 2 with one line. BUILD_MODEL_DIR, the model
- * the build generated, must equal a fresh `--profile default --seed 1234`. */
+ * the build generated, must equal a fresh `--profile default --seed 1234`.
+ * --lora FILE writes a LoRA the engine opens on that model, which changes
+ * its clip. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -684,6 +686,40 @@ static void test_bad_arguments(const char *scratch) {
     g_free(target);
 }
 
+/* --lora: a LoRA for the model just written, fused by the engine. */
+static void test_lora_file(const char *scratch) {
+    char *dir = g_build_filename(scratch, "with-lora", NULL), *file = g_build_filename(scratch, "style.safetensors", NULL);
+    char *err = NULL;
+    int code = run_tool((const char *const[]){"--output", dir, "--lora", file, NULL}, NULL, &err);
+    CHECK(code == 0, "--lora: exit %d: %s", code, err ? err : "");
+    g_free(err);
+    char *item = g_strdup_printf("%s:0.6", file);
+    const char *const loras[] = {item, NULL};
+    h3_test_capture c[2];
+    for (int k = 0; code == 0 && k < 2; k++) {
+        h3_engine_options o = h3_engine_options_default();
+        o.model_dir = dir;
+        o.compute = H3_COMPUTE_CPU;
+        o.loras = k ? loras : NULL;
+        h3_engine *e = NULL;
+        h3_status st = {0};
+        memset(&c[k], 0, sizeof c[k]);
+        CHECK(h3_engine_open(&o, &e, &st) == H3_OK, "open %s: %s", k ? "with the LoRA" : "without", st.message);
+        h3_request r = h3_request_default();
+        r.prompt = "a robot dancing";
+        r.width = 64, r.height = 32, r.num_frames = 22, r.steps = 2;
+        if (e) CHECK(h3_test_generate(e, &r, &c[k], NULL, &st) == H3_OK, "generate: %s", st.message);
+        h3_engine_close(e);
+    }
+    if (code == 0 && c[0].video && c[1].video)
+        CHECK(memcmp(c[0].video, c[1].video, (size_t)c[0].plan.num_frames * 64 * 32 * 3) != 0,
+              "the --lora file does not change the clip");
+    for (int k = 0; code == 0 && k < 2; k++) h3_test_capture_free(&c[k]);
+    g_free(item);
+    g_free(dir);
+    g_free(file);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_tiny_model TOOL [BUILD_MODEL_DIR]\n");
@@ -718,6 +754,7 @@ int main(int argc, char **argv) {
         }
     }
     test_bad_arguments(scratch);
+    test_lora_file(scratch);
 
     remove_tree(scratch);
     g_free(g1);

@@ -55,6 +55,16 @@ h3_gst_unref_and_wait (gpointer element, const gchar * after)
   h3_gst_wait_finalized (f, after);
 }
 
+GstElement *
+h3_gst_harnesses_new (GstHarness ** hv, GstHarness ** ha, GstBus ** bus)
+{
+  *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
+  *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
+  *bus = gst_bus_new ();
+  gst_element_set_bus ((*hv)->element, *bus);
+  return (*hv)->element;
+}
+
 void
 h3_gst_harnesses_free (GstHarness * hv, GstHarness * ha, GstBus * bus)
 {
@@ -97,5 +107,33 @@ h3_gst_wait_eos (GstBus * bus, GstClockTime timeout, const gchar * what)
     gst_message_parse_error (m, &err, &dbg);
     fail ("%s: error from %s: %s (%s)", what, GST_MESSAGE_SRC_NAME (m),
         err->message, dbg);
+  }
+}
+
+GstMessage *
+h3_gst_wait_element_message (GstBus * bus, const gchar * name,
+    GstClockTime timeout)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout / 1000;
+
+  for (;;) {
+    gint64 left = deadline - g_get_monotonic_time ();
+    GstMessage *m;
+
+    if (left <= 0)
+      return NULL;
+    m = gst_bus_timed_pop_filtered (bus, left * 1000,
+        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
+    if (!m)
+      return NULL;
+    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
+      GError *err;
+      gchar *dbg;
+      gst_message_parse_error (m, &err, &dbg);
+      fail ("unexpected error: %s (%s)", err->message, dbg);
+    }
+    if (gst_message_has_name (m, name))
+      return m;
+    gst_message_unref (m);
   }
 }

@@ -1,7 +1,8 @@
 /* h3_gst_test.h - the pipeline scaffolding every h3videosrc gst-check
  * suite repeats: waiting for an element to be finalized (the leaks tracer
- * checks each test at exit), tearing a harnessed element down, and running
- * a pipeline's bus to EOS or an error within a time limit. Linked into
+ * checks each test at exit), harnessing an element on both pads and tearing
+ * it down, and popping a bus up to EOS, an error or an element message
+ * within a time limit. Linked into
  * every suite (tests/gst/meson.build); h3videosrc_check.[ch] builds on it
  * for the suites that share a clip. */
 #ifndef H3_GST_TEST_H
@@ -23,6 +24,10 @@ void h3_gst_wait_finalized (H3Finalized * f, const gchar * after);
 /* Drops a reference to an h3videosrc and waits until it is finalized: its
  * generation thread holds a reference until a cancelled step returns. */
 void h3_gst_unref_and_wait (gpointer element, const gchar * after);
+/* An h3videosrc harnessed on both pads (*hv: video, *ha: audio) with a
+ * bus of its own (a harnessed element has none) to see its messages. */
+GstElement *h3_gst_harnesses_new (GstHarness ** hv, GstHarness ** ha,
+    GstBus ** bus);
 /* Tears down the harnesses of both pads of one h3videosrc and its bus,
  * then waits until the element is finalized. */
 void h3_gst_harnesses_free (GstHarness * hv, GstHarness * ha, GstBus * bus);
@@ -35,5 +40,10 @@ GstMessage *h3_gst_pop_eos_or_error (GstBus * bus, GstClockTime timeout,
 /* Waits for EOS within timeout: an error (its message and debug string) or
  * no EOS fails the test, naming what. */
 void h3_gst_wait_eos (GstBus * bus, GstClockTime timeout, const gchar * what);
+/* The first element message named name within timeout (the caller unrefs
+ * it), or NULL; the other messages popped on the way are dropped, and an
+ * error fails the test. */
+GstMessage *h3_gst_wait_element_message (GstBus * bus, const gchar * name,
+    GstClockTime timeout);
 
 #endif

@@ -86,8 +86,7 @@ clip_new (Clip * c, guint64 seed)
   GstPad *pad;
 
   memset (c, 0, sizeof *c);
-  c->hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  c->ha = gst_harness_new_with_element (c->hv->element, NULL, "audio");
+  h3_gst_harnesses_new (&c->hv, &c->ha, &c->bus);
   set_small (c->hv->element, seed);
   pad = gst_element_get_static_pad (c->hv->element, "video");
   c->cv = gst_consistency_checker_new (pad);
@@ -95,9 +94,6 @@ clip_new (Clip * c, guint64 seed)
   pad = gst_element_get_static_pad (c->hv->element, "audio");
   c->ca = gst_consistency_checker_new (pad);
   gst_object_unref (pad);
-  /* A harnessed element has no bus: give it one to see its messages. */
-  c->bus = gst_bus_new ();
-  gst_element_set_bus (c->hv->element, c->bus);
 }
 
 void
@@ -175,30 +171,11 @@ generate (guint64 seed, Output * video, Output * audio)
 gboolean
 wait_element_message (GstBus * bus, const gchar * name, GstClockTime timeout)
 {
-  gint64 deadline = g_get_monotonic_time () + timeout / 1000;
+  GstMessage *m = h3_gst_wait_element_message (bus, name, timeout);
 
-  for (;;) {
-    gint64 left = deadline - g_get_monotonic_time ();
-    GstMessage *m;
-    gboolean found;
-
-    if (left <= 0)
-      return FALSE;
-    m = gst_bus_timed_pop_filtered (bus, left * 1000,
-        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
-    if (!m)
-      return FALSE;
-    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-      GError *err;
-      gchar *dbg;
-      gst_message_parse_error (m, &err, &dbg);
-      fail ("unexpected error: %s (%s)", err->message, dbg);
-    }
-    found = gst_message_has_name (m, name);
+  if (m)
     gst_message_unref (m);
-    if (found)
-      return TRUE;
-  }
+  return m != NULL;
 }
 
 /* Waits for an error and checks its domain and code, and that its message

@@ -88,23 +88,14 @@ pull_all (GstHarness * h, GByteArray * bytes)
 static gint
 done_steps (GstBus * bus)
 {
+  GstMessage *m = h3_gst_wait_element_message (bus, "h3videosrc/done",
+      60 * GST_SECOND);
   gint steps = -1;
 
-  while (steps < 0) {
-    GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
-        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
-    fail_unless (m != NULL, "no h3videosrc/done message");
-    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-      GError *err;
-      gchar *dbg;
-      gst_message_parse_error (m, &err, &dbg);
-      fail ("unexpected error: %s (%s)", err->message, dbg);
-    }
-    if (gst_message_has_name (m, "h3videosrc/done"))
-      fail_unless (gst_structure_get_int (gst_message_get_structure (m),
-              "steps", &steps));
-    gst_message_unref (m);
-  }
+  fail_unless (m != NULL, "no h3videosrc/done message");
+  fail_unless (gst_structure_get_int (gst_message_get_structure (m),
+          "steps", &steps));
+  gst_message_unref (m);
   return steps;
 }
 
@@ -117,17 +108,13 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus,
   GstElement *e;
   h3_request golden = h3_test_golden_request (GOLDEN);
 
-  *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
-  e = (*hv)->element;
+  e = h3_gst_harnesses_new (hv, ha, bus);
   g_object_set (e, "prompt", golden.prompt, "seed", (guint64) golden.seed,
       "width", golden.width, "height", golden.height, "num-frames",
       golden.num_frames, "steps", 0, "model-location", model,
       "adapter-location", adapter, NULL);
   gst_util_set_object_arg (G_OBJECT (e), "backend", backend);
   gst_util_set_object_arg (G_OBJECT (e), "compute", "cpu");
-  *bus = gst_bus_new ();
-  gst_element_set_bus (e, *bus);
   g_free (model);
   g_free (adapter);
   return e;

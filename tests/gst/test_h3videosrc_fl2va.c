@@ -230,15 +230,11 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus)
   h3_request golden = h3_test_golden_request (GOLDEN);
   GstElement *e;
 
-  *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
-  e = (*hv)->element;
+  e = h3_gst_harnesses_new (hv, ha, bus);
   g_object_set (e, "prompt", golden.prompt, "seed", (guint64) golden.seed,
       "width", golden.width, "height", golden.height, "num-frames",
       golden.num_frames, "steps", golden.steps, "model-location", model, NULL);
   gst_util_set_object_arg (G_OBJECT (e), "compute", "cpu");
-  *bus = gst_bus_new ();
-  gst_element_set_bus (e, *bus);
   g_free (model);
   return e;
 }

@@ -44,7 +44,8 @@
 #endif
 
 #include "gsth3src.h"
-#include "gsth3videosrc-private.h"
+#include "gsth3videosrc.h"
+#include "gsth3videosrc-uri.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_h3_src_debug);
 #undef GST_CAT_DEFAULT

@@ -30,6 +30,7 @@
 #endif
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-engine.h"
 
 struct _GstH3Engine
 {

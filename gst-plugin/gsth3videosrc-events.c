@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-events.h"
+#include "gsth3videosrc-live.h"
+#include "gsth3videosrc-messages.h"
 
 /* Application EOS (gst-launch-1.0 -e, gst_element_send_event): end the
  * clip early, where both pads have data: stop the generation (or let it go
@@ -20,15 +23,15 @@ handle_eos (GstH3VideoSrc * self, GstEvent * event)
   GstH3EosPlan plan = GST_H3_EOS_NONE;
   gdouble first_in = -1.0;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   running = self->running;
   if (running && !self->eos_requested) {
     self->eos_requested = first = TRUE;
     self->eos_seqnum = gst_event_get_seqnum (event);
     plan = self->eos_plan = gst_h3_video_src_eos_decide (self, &first_in);
-    g_cond_broadcast (&self->cond);
+    GST_H3_VIDEO_SRC_BROADCAST (self);
   }
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   gst_event_unref (event);
   if (!running) {
     GST_DEBUG_OBJECT (self, "EOS while not running: ignored");
@@ -100,10 +103,10 @@ seek_stop_tasks (GstH3VideoSrc * self, guint32 seqnum)
 {
   GstH3Output *outs[] = { &self->video, &self->audio };
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->seeking++;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
     GstEvent *ev = gst_event_new_flush_start ();
     gst_event_set_seqnum (ev, seqnum);
@@ -133,11 +136,11 @@ seek_restart_tasks (GstH3VideoSrc * self, guint32 seqnum, gboolean flush)
   GST_OBJECT_LOCK (self);
   gst_flow_combiner_reset (self->combiner);
   GST_OBJECT_UNLOCK (self);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (flush)
     self->seeking--;
   running = self->running && !self->flushing;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
     /* A task that pushed EOS paused itself: a seek starts it again. */
     if (running)
@@ -184,10 +187,10 @@ handle_seek (GstH3VideoSrc * self, GstEvent * event)
   if (start_type == GST_SEEK_TYPE_SET)
     start = seek_snap (flags, start);
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   refusal = seek_refusal (self, rate, format, flags);
   segment = self->segment;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!refusal && !gst_segment_do_seek (&segment, rate, format, flags,
           start_type, start, stop_type, stop, &update))
     refusal = "the positions are outside the clip";
@@ -201,15 +204,15 @@ handle_seek (GstH3VideoSrc * self, GstEvent * event)
 
   if (flush)
     seek_stop_tasks (self, seqnum);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->segment = segment;
   /* Segments start at their position (basesrc's rule for a new segment). */
   self->segment.position = segment.start;
   self->segment_gen++;
   self->segment_seqnum = seqnum;
   self->segment_done_pads = 0;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   seek_restart_tasks (self, seqnum, flush);
   ok = TRUE;
 
@@ -280,11 +283,11 @@ settings_rate (GstH3VideoSrc * self)
   gst_h3_settings_copy (&snapshot, &self->settings);
   GST_OBJECT_UNLOCK (self);
   key = gst_h3_settings_engine_key (&snapshot);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   known = g_strcmp0 (key, self->rate_key) == 0;
   if (known)
     rate = self->rate;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!known) {
     gst_h3_settings_engine_options (&snapshot, &opt);
     memset (&st, 0, sizeof st);
@@ -292,12 +295,12 @@ settings_rate (GstH3VideoSrc * self)
       rate = pf.sample_rate;
     else
       GST_DEBUG_OBJECT (self, "no audio rate yet: %s", st.message);
-    g_mutex_lock (&self->lock);
+    GST_H3_VIDEO_SRC_LOCK (self);
     g_free (self->rate_key);
     self->rate_key = key;
     self->rate = rate;
     key = NULL;
-    g_mutex_unlock (&self->lock);
+    GST_H3_VIDEO_SRC_UNLOCK (self);
   }
   g_free (key);
   gst_h3_settings_clear (&snapshot);
@@ -312,7 +315,7 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
 {
   gboolean running;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   running = self->running;
   if (running) {
     *frames = self->run_frames;
@@ -326,7 +329,7 @@ current_geometry (GstH3VideoSrc * self, gint * frames, gint * width,
     *height = self->settings.request.height;
     GST_OBJECT_UNLOCK (self);
   }
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!running)
     *rate = settings_rate (self);
 }
@@ -337,10 +340,10 @@ is_live (GstH3VideoSrc * self)
 {
   gboolean running, live;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   running = self->running;
   live = self->run.is_live;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!running) {
     GST_OBJECT_LOCK (self);
     live = self->settings.is_live;
@@ -366,11 +369,11 @@ query_seekable (GstH3VideoSrc * self)
   gboolean running, seekable;
   gint frames, width, height, rate;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   running = self->running;
   seekable = running && self->run_keep && !self->run.is_live &&
       !self->eos_requested && !self->stop_streaming;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (running)
     return seekable;
   current_geometry (self, &frames, &width, &height, &rate);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-messages.h"
 
 /* ---- progress ------------------------------------------------------------ */
 
@@ -82,11 +83,11 @@ gst_h3_video_src_post_step (GstH3VideoSrc * self, h3_phase phase, gint done,
   gdouble elapsed, eta = -1.0;
   GstStructure *st;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   elapsed = (now - self->run_start_us) / 1e6;
   if (phase == H3_PHASE_DENOISE && done > 0)
     eta = (now - self->denoise_start_us) / 1e6 / done * (total - done);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   st = gst_structure_new ("h3videosrc/step",
       "phase", G_TYPE_STRING, h3_phase_name (phase),
       "step", G_TYPE_INT, done, "total", G_TYPE_INT, total,
@@ -136,9 +137,9 @@ gst_h3_video_src_post_done (GstH3VideoSrc * self, const gchar * result,
 {
   GstStructure *st = gst_structure_new ("h3videosrc/done",
       "result", G_TYPE_STRING, result,
-      "frames", G_TYPE_INT, self->plan.num_frames,
-      "width", G_TYPE_INT, self->plan.width,
-      "height", G_TYPE_INT, self->plan.height,
+      "frames", G_TYPE_INT, gst_h3_clip_plan (&self->clip)->num_frames,
+      "width", G_TYPE_INT, gst_h3_clip_plan (&self->clip)->width,
+      "height", G_TYPE_INT, gst_h3_clip_plan (&self->clip)->height,
       "seed", G_TYPE_UINT64, self->run.request.seed, NULL);
 
   stats_set (st, stats);

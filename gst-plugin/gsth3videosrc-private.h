@@ -1,5 +1,8 @@
-/* gsth3videosrc-private.h - what the files of h3videosrc share: the
- * instance struct, the internal types and the cross-file functions.
+/* gsth3videosrc-private.h - the instance struct of h3videosrc, made of the
+ * parts each file owns (settings, keyframes, pad outputs, the clip the worker
+ * fills), and the macros of its lock. Each concern's functions are in its
+ * own header (gsth3videosrc-<concern>.h), included by the files that call
+ * them.
  *
  * The element is a GstElement with two ALWAYS source pads. It holds no model
  * code: it drives the h3core engine (h3.h) from a worker thread and streams
@@ -55,6 +58,9 @@
  *                             process: loads, turns, cancellation
  *   gsth3videosrc-worker.c    the generation thread and the engine callbacks
  *   gsth3videosrc-output.c    the pad tasks: buffers, caps, sticky events, EOS
+ *   gsth3videosrc-live.c      live mode's clips and prompts (the worker makes
+ *                             them, the pad tasks push them), the running
+ *                             time, the latency
  *   gsth3videosrc-events.c    the application's EOS, seeks, the pads' queries
  *   gsth3videosrc-messages.c  progress, step and done messages, the stats and
  *                             capabilities structures, engine errors
@@ -73,19 +79,15 @@
 
 #include "gsth3videosrc.h"
 #include "h3.h"
-#include "h3_image_file.h"
+#include "gsth3videosrc-keyframes.h"
+#include "gsth3videosrc-output.h"
+#include "gsth3videosrc-settings.h"
+#include "gsth3videosrc-worker.h"
 
 G_BEGIN_DECLS
 
 GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
-
-/* Live mode: what a clip's first buffer needs after the clip is complete
- * to reach the sinks (the push through the pipeline), added to the
- * latency the element reports; and the margin on a measured generation
- * time in the estimate (x 1.25). */
-#define GST_H3_LIVE_MARGIN (200 * GST_MSECOND)
-#define GST_H3_LIVE_ESTIMATE_FACTOR 1.25
 
 /* How long PAUSED->READY (and READY->NULL) wait for a cancelled generation
  * to return: it stops at the next denoising step or decode window, which is
@@ -93,102 +95,25 @@ GST_DEBUG_CATEGORY_EXTERN (gst_h3_video_src_debug);
  * worker still running then is joined when the element is freed. */
 #define GST_H3_STOP_WAIT (500 * G_TIME_SPAN_MILLISECOND)
 
-/* Application EOS before the first frame: a file needs a frame to play
- * (an encoder writes no header without one, and an MP4 track without a
- * sample description does not open), so the generation goes on to its
- * first decoded frames when, at the pace of the steps done, the denoising
- * steps left take at most this long; otherwise it stops at once and the
- * streams end without media (gsth3videosrc-worker.c, eos_plan). */
-#define GST_H3_EOS_FINISH_WAIT (5 * G_TIME_SPAN_SECOND)
+/* The run's lock and condition (self->lock, self->cond), as GstBaseSrc's
+ * GST_LIVE_LOCK: what they guard is marked in the struct below. */
+#define GST_H3_VIDEO_SRC_GET_LOCK(self) (&(self)->lock)
+#define GST_H3_VIDEO_SRC_GET_COND(self) (&(self)->cond)
+#define GST_H3_VIDEO_SRC_LOCK(self) \
+    g_mutex_lock (GST_H3_VIDEO_SRC_GET_LOCK (self))
+#define GST_H3_VIDEO_SRC_UNLOCK(self) \
+    g_mutex_unlock (GST_H3_VIDEO_SRC_GET_LOCK (self))
+#define GST_H3_VIDEO_SRC_WAIT(self) \
+    g_cond_wait (GST_H3_VIDEO_SRC_GET_COND (self), \
+        GST_H3_VIDEO_SRC_GET_LOCK (self))
+#define GST_H3_VIDEO_SRC_WAIT_UNTIL(self, end_time) \
+    g_cond_wait_until (GST_H3_VIDEO_SRC_GET_COND (self), \
+        GST_H3_VIDEO_SRC_GET_LOCK (self), (end_time))
+#define GST_H3_VIDEO_SRC_BROADCAST(self) \
+    g_cond_broadcast (GST_H3_VIDEO_SRC_GET_COND (self))
 
-/* What an application EOS does to a generation in flight. */
-typedef enum
-{
-  GST_H3_EOS_NONE,              /* no EOS requested */
-  GST_H3_EOS_PENDING,           /* decided at the next denoising step */
-  GST_H3_EOS_FINISH,            /* go on to the first frames, cut there */
-  GST_H3_EOS_CUT                /* stopped: the clip ends at frames_ready */
-} GstH3EosPlan;
-
-/* Everything the properties configure. The element keeps one copy under the
- * object lock and snapshots it into `run` when a run starts, so property
- * changes never reach a generation in flight. Every field but the samples
- * is a row of a schema (h3.h's h3_params for the request and the engine
- * options, gst_h3_settings_params for the element's own): its default,
- * range, property and URI key come from there. Strings are owned. */
-typedef struct
-{
-  h3_request request;           /* prompt (first_image, last_image: unset) */
-  h3_engine_options options;    /* model_dir, adapter_path, devices (log: unset) */
-  gboolean engine_cache;
-  gboolean keep_clip;
-  guint64 keep_clip_max_bytes;
-  gboolean is_live;
-  gint64 latency;               /* ns, or -1: estimated */
-  /* FL2VA keyframes: a file or a sample for each (setting one clears the
-   * other: the last set wins); all unset: T2VA. */
-  gchar *image_location, *last_image_location;
-  GstSample *image, *last_image;
-} GstH3Settings;
-
-/* A keyframe of a run, decoded at READY->PAUSED (gsth3videosrc-keyframes.c):
- * packed RGB pixels of its own and their digest (for the stream ids). */
-typedef struct
-{
-  gboolean present;
-  h3_image_file file;
-  gchar *digest;                /* SHA-256 of the size and pixels */
-} GstH3Keyframe;
-
-/* Live mode: a complete clip waiting to be pushed, or being pushed, with
- * the timestamp offset both pads give it (gsth3videosrc-output.c). */
-typedef struct
-{
-  guint index;                  /* 0: the run's first clip */
-  gchar *prompt;
-  guint64 seed;
-  h3_plan plan;
-  GstBuffer **frames;           /* plan.num_frames, NULL once pushed */
-  gfloat *samples;              /* audio_len stereo frames */
-  gint64 audio_len;
-  GstClockTime complete_rt;     /* running time when complete, or NONE (before PLAYING) */
-  GstClockTime base;            /* PTS of its first frame, NONE until decided */
-  gint pads_left;               /* pads still pushing it */
-} GstH3LiveClip;
-
-/* A prompt queued with queue-prompt. */
-typedef struct
-{
-  gchar *prompt;
-  guint64 seed;
-} GstH3QueuedPrompt;
-
-/* An engine shared by the elements of the process (gsth3videosrc-engine.c). */
+/* An engine shared by the elements of the process (gsth3videosrc-engine.h). */
 typedef struct _GstH3Engine GstH3Engine;
-
-/* One source pad and the position of its pad task in the run. Touched only
- * by that task, or by the state change while the task is stopped. */
-typedef struct
-{
-  GstH3VideoSrc *self;
-  GstPad *pad;
-  gboolean is_video;
-  gint next;                    /* next video frame, or audio slice (one per frame) */
-  gint end;                     /* video: the segment's end frame (exclusive) */
-  gint64 sample, sample_end;    /* audio: next sample, the segment's end */
-  guint segment_gen;            /* the segment (self->segment_gen) pushed */
-  gboolean started;             /* sticky events pushed */
-  gboolean discont;
-  gboolean eos;
-  gboolean segment_done;        /* SEGMENT_DONE pushed for segment_gen */
-  /* Live mode: the clip this pad is on (its index), where the last one
-   * ended, and the running offsets (frames, samples) of the stream. */
-  guint live_index;
-  gboolean live_started;        /* the gap and tags before live_index pushed */
-  GstClockTime live_end;
-  guint64 live_offset;
-  GstFlowReturn last_flow;      /* of the last push */
-} GstH3Output;
 
 struct _GstH3VideoSrc
 {
@@ -215,7 +140,8 @@ struct _GstH3VideoSrc
    * does every wait for an engine. Atomic; raised with `cancel`. */
   volatile gint cancel_flag;
 
-  /* The run; guarded by `lock`, changes broadcast on `cond`. */
+  /* The run; guarded by `lock` (GST_H3_VIDEO_SRC_LOCK), changes broadcast
+   * on `cond` (GST_H3_VIDEO_SRC_BROADCAST). */
   GMutex lock;
   GCond cond;
   gboolean running;             /* between READY->PAUSED and PAUSED->READY */
@@ -234,14 +160,7 @@ struct _GstH3VideoSrc
   gboolean worker_done;
   gboolean worker_holds_ref;    /* dispose ran on the worker: it drops the last ref */
   gboolean worker_exiting;
-  gboolean have_plan;
-  h3_plan plan;
-  GstBuffer **frames;           /* plan.num_frames; NULL once pushed, unless run_keep */
-  gint frames_ready;
-  gfloat *samples;              /* audio_len stereo frames, zero padded */
-  gint64 audio_len, audio_ready, audio_delivered;
-  gboolean generated;           /* the clip is complete: stats, done, COMPLETE posted */
-  gchar *callback_error;        /* the engine broke the callback contract */
+  GstH3Clip clip;               /* the worker fills it (-worker.h) */
   gint64 run_start_us, denoise_start_us;
   GstStructure *stats;
 
@@ -290,220 +209,6 @@ struct _GstH3VideoSrc
   guint32 last_seek_seqnum;     /* object lock */
   gboolean last_seek_result;
 };
-
-/* What the worker was doing when the engine failed (for the message). */
-typedef enum
-{
-  GST_H3_STAGE_LOAD,
-  GST_H3_STAGE_VALIDATE,
-  GST_H3_STAGE_GENERATE
-} GstH3Stage;
-
-/* The functions the files share: internal to the plugin. */
-
-/* ---- gsth3videosrc-settings.c -------------------------------------------- */
-
-/* The element's own rows (H3_PARAM_IN_FRONTEND: offsets into
- * GstH3Settings), ended by a NULL name. */
-G_GNUC_INTERNAL
-const h3_param *gst_h3_settings_params (void);
-/* Installs a property for every row of h3_params (but the tools' own) and
- * of gst_h3_settings_params, with ids from first_id on, in that order. */
-G_GNUC_INTERNAL
-void gst_h3_settings_install_properties (GObjectClass * klass,
-    guint first_id);
-/* The row of property id (as installed), or NULL. */
-G_GNUC_INTERNAL
-const h3_param *gst_h3_settings_row (guint prop_id);
-/* The row's field in s (its home struct). */
-G_GNUC_INTERNAL
-gpointer gst_h3_settings_home (GstH3Settings * s, const h3_param * row);
-/* The row's value in s into value (initialised to the property's type);
- * and the reverse. */
-G_GNUC_INTERNAL
-void gst_h3_settings_get_value (GstH3Settings * s, const h3_param * row,
-    GValue * value);
-G_GNUC_INTERNAL
-void gst_h3_settings_set_value (GstH3Settings * s, const h3_param * row,
-    const GValue * value);
-G_GNUC_INTERNAL
-void gst_h3_settings_init (GstH3Settings * s);
-G_GNUC_INTERNAL
-void gst_h3_settings_clear (GstH3Settings * s);
-G_GNUC_INTERNAL
-void gst_h3_settings_copy (GstH3Settings * dst, const GstH3Settings * src);
-G_GNUC_INTERNAL
-const gchar *gst_h3_settings_model_dir (const GstH3Settings * s);
-G_GNUC_INTERNAL
-gchar *gst_h3_settings_engine_key (const GstH3Settings * s);
-G_GNUC_INTERNAL
-gchar *gst_h3_settings_stream_id (const GstH3Settings * s,
-    const GstH3Keyframe * keyframes, const gchar * pad_name);
-/* The GEnum of an ENUM row of h3_params ("backend": GstH3Backend). */
-G_GNUC_INTERNAL
-GType gst_h3_settings_enum_type (const gchar * row_name);
-G_GNUC_INTERNAL
-h3_request gst_h3_settings_request (const GstH3Settings * s);
-G_GNUC_INTERNAL
-void gst_h3_settings_engine_options (const GstH3Settings * s,
-    h3_engine_options * opt);
-G_GNUC_INTERNAL
-gboolean gst_h3_settings_check (GstH3VideoSrc * self, const GstH3Settings * s,
-    const GstH3Keyframe * keyframes, h3_preflight * pf);
-
-/* ---- gsth3videosrc-keyframes.c ------------------------------------------- */
-
-G_GNUC_INTERNAL
-gboolean gst_h3_keyframes_load (GstH3VideoSrc * self, const GstH3Settings * s,
-    GstH3Keyframe kf[2]);
-G_GNUC_INTERNAL
-void gst_h3_keyframes_apply (const GstH3Keyframe kf[2], h3_request * req);
-G_GNUC_INTERNAL
-void gst_h3_keyframe_clear (GstH3Keyframe * k);
-
-/* ---- gsth3videosrc-engine.c ---------------------------------------------- */
-
-/* The entry for key, with a reference; *must_load: the caller made it and
- * loads it (gst_h3_engine_load), else it waits (gst_h3_engine_wait_loaded).
- * shared=FALSE: an entry of the caller's own, outside the table. */
-G_GNUC_INTERNAL
-GstH3Engine *gst_h3_engine_lookup (const gchar * key, gboolean shared,
-    gboolean * must_load);
-G_GNUC_INTERNAL
-gboolean gst_h3_engine_load (GstH3Engine * e, GstObject * loader,
-    h3_engine_options * opt, h3_status * st);
-/* Called once when a wait begins, with the name of the element it waits
- * for (the loader, or the one generating); no lock held. */
-typedef void (*GstH3WaitFunc) (gpointer data, const gchar * holder);
-G_GNUC_INTERNAL
-gboolean gst_h3_engine_wait_loaded (GstH3Engine * e,
-    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data,
-    h3_status * st);
-G_GNUC_INTERNAL
-gboolean gst_h3_engine_begin (GstH3Engine * e, GstObject * owner,
-    const volatile gint * cancel, GstH3WaitFunc on_wait, gpointer data);
-G_GNUC_INTERNAL
-void gst_h3_engine_end (GstH3Engine * e, GstObject * owner);
-G_GNUC_INTERNAL
-void gst_h3_engine_cancel (GstH3Engine * e, GstObject * owner);
-G_GNUC_INTERNAL
-void gst_h3_engine_wake (void);
-G_GNUC_INTERNAL
-void gst_h3_engine_note_time (GstH3Engine * e, const gchar * shape,
-    gdouble seconds);
-G_GNUC_INTERNAL
-gdouble gst_h3_engine_time_for (const gchar * key, const gchar * shape);
-G_GNUC_INTERNAL
-h3_engine *gst_h3_engine_get (GstH3Engine * e);
-G_GNUC_INTERNAL
-const gchar *gst_h3_engine_key (GstH3Engine * e);
-G_GNUC_INTERNAL
-gboolean gst_h3_engine_is_shared (GstH3Engine * e);
-G_GNUC_INTERNAL
-void gst_h3_engine_unref (GstH3Engine * e);
-
-/* ---- gsth3videosrc-worker.c ---------------------------------------------- */
-
-G_GNUC_INTERNAL
-gpointer gst_h3_video_src_worker (gpointer data);
-G_GNUC_INTERNAL
-void gst_h3_video_src_worker_join (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-gboolean gst_h3_video_src_worker_wait (GstH3VideoSrc * self, gint64 timeout);
-G_GNUC_INTERNAL
-void gst_h3_video_src_cancel (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-GstH3EosPlan gst_h3_video_src_eos_decide (GstH3VideoSrc * self,
-    gdouble * first_in);
-G_GNUC_INTERNAL
-void gst_h3_video_src_eos_apply (GstH3VideoSrc * self, GstH3EosPlan plan,
-    gdouble first_in);
-G_GNUC_INTERNAL
-void gst_h3_video_src_clip_clear (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-void gst_h3_live_clip_free (GstH3LiveClip * clip);
-G_GNUC_INTERNAL
-void gst_h3_queued_prompt_free (GstH3QueuedPrompt * q);
-G_GNUC_INTERNAL
-gchar *gst_h3_settings_shape (const GstH3Settings * s);
-G_GNUC_INTERNAL
-GstClockTime gst_h3_video_src_latency (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-GstClockTime gst_h3_video_src_running_time (GstH3VideoSrc * self);
-
-/* ---- gsth3videosrc-output.c ---------------------------------------------- */
-
-G_GNUC_INTERNAL
-GstClockTime gst_h3_frame_time (gint64 n);
-G_GNUC_INTERNAL
-gint64 gst_h3_frame_at (GstClockTime t);
-G_GNUC_INTERNAL
-GstCaps *gst_h3_video_caps_new (gint width, gint height);
-G_GNUC_INTERNAL
-GstCaps *gst_h3_audio_caps_new (gint rate);
-G_GNUC_INTERNAL
-void gst_h3_video_src_streams_new (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-void gst_h3_video_src_streams_clear (GstH3VideoSrc * self);
-G_GNUC_INTERNAL
-gboolean gst_h3_video_src_accept_caps (GstH3VideoSrc * self,
-    GstH3Output * out);
-G_GNUC_INTERNAL
-void gst_h3_output_reset (GstH3Output * out);
-G_GNUC_INTERNAL
-guint64 gst_h3_clip_bytes (gint frames, gint width, gint height, gint rate);
-G_GNUC_INTERNAL
-void gst_h3_output_seek (GstH3VideoSrc * self, GstH3Output * out,
-    const GstSegment * segment);
-G_GNUC_INTERNAL
-void gst_h3_video_src_loop (gpointer user_data);
-
-/* ---- gsth3videosrc-events.c ---------------------------------------------- */
-
-/* GstElement::send_event, and the source pads' event and query functions. */
-gboolean gst_h3_video_src_send_event (GstElement * element, GstEvent * event);
-gboolean gst_h3_video_src_src_event (GstPad * pad, GstObject * parent,
-    GstEvent * event);
-gboolean gst_h3_video_src_src_query (GstPad * pad, GstObject * parent,
-    GstQuery * query);
-
-/* ---- gsth3videosrc-messages.c -------------------------------------------- */
-
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_progress (GstH3VideoSrc * self, gboolean * open,
-    GstProgressType type, const gchar * code, gint percent,
-    const gchar * format, ...) G_GNUC_PRINTF (6, 7);
-G_GNUC_INTERNAL
-gint gst_h3_phase_percent (h3_phase phase, gint done, gint total);
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_step (GstH3VideoSrc * self, h3_phase phase,
-    gint done, gint total, gint percent);
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_done (GstH3VideoSrc * self, const gchar * result,
-    const h3_stats * stats);
-G_GNUC_INTERNAL
-GstStructure *gst_h3_stats_structure_new (const h3_stats * stats);
-G_GNUC_INTERNAL
-GstStructure *gst_h3_capabilities_structure_new (void);
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_engine_error (GstH3VideoSrc * self,
-    GstH3Stage stage, const h3_status * st);
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_settings_error (GstH3VideoSrc * self,
-    const h3_status * st);
-G_GNUC_INTERNAL
-void gst_h3_video_src_post_preflight_error (GstH3VideoSrc * self,
-    const h3_status * st);
-
-/* ---- gsth3videosrc-uri.c ------------------------------------------------- */
-
-G_GNUC_INTERNAL
-gchar *gst_h3_uri_from_properties (GObject * h3videosrc);
-G_GNUC_INTERNAL
-gboolean gst_h3_uri_to_properties (GObject * h3videosrc, const gchar * uri,
-    GError ** error);
-G_GNUC_INTERNAL
-gchar *gst_h3_uri_check_policy (const gchar * uri);
 
 G_END_DECLS
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-messages.h"
 
 /* The public enums of gsth3videosrc.h are h3core's values by another name. */
 G_STATIC_ASSERT ((int) GST_H3_BACKEND_VSA == (int) H3_ATTENTION_VSA);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-uri.h"
 
 /* The rows an element has (the tools' own rows are not properties). */
 static const h3_param *

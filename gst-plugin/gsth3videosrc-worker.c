@@ -18,26 +18,11 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-engine.h"
+#include "gsth3videosrc-live.h"
+#include "gsth3videosrc-messages.h"
 
 /* ---- the clip and the thread --------------------------------------------- */
-
-void
-gst_h3_live_clip_free (GstH3LiveClip * clip)
-{
-  for (gint i = 0; i < clip->plan.num_frames; i++)
-    gst_clear_buffer (&clip->frames[i]);
-  g_free (clip->frames);
-  g_free (clip->samples);
-  g_free (clip->prompt);
-  g_free (clip);
-}
-
-void
-gst_h3_queued_prompt_free (GstH3QueuedPrompt * q)
-{
-  g_free (q->prompt);
-  g_free (q);
-}
 
 /* Frees the clip of the last run (and, live, the clips not pushed). The
  * worker must be joined. */
@@ -49,19 +34,20 @@ gst_h3_video_src_clip_clear (GstH3VideoSrc * self)
   while ((clip = g_queue_pop_head (&self->live_clips)))
     gst_h3_live_clip_free (clip);
   self->live_clips_made = 0;
-  if (self->frames) {
-    for (gint i = 0; i < self->plan.num_frames; i++)
-      gst_clear_buffer (&self->frames[i]);
-    g_free (self->frames);
-    self->frames = NULL;
+  if (self->clip.frames) {
+    for (gint i = 0; i < self->clip.plan.num_frames; i++)
+      gst_clear_buffer (&self->clip.frames[i]);
+    g_free (self->clip.frames);
+    self->clip.frames = NULL;
   }
-  g_clear_pointer (&self->samples, g_free);
-  g_clear_pointer (&self->callback_error, g_free);
-  self->have_plan = FALSE;
-  memset (&self->plan, 0, sizeof self->plan);
-  self->frames_ready = 0;
-  self->audio_len = self->audio_ready = self->audio_delivered = 0;
-  self->generated = FALSE;
+  g_clear_pointer (&self->clip.samples, g_free);
+  g_clear_pointer (&self->clip.callback_error, g_free);
+  self->clip.have_plan = FALSE;
+  memset (&self->clip.plan, 0, sizeof self->clip.plan);
+  self->clip.frames_ready = 0;
+  self->clip.audio_len = self->clip.audio_ready = 0;
+  self->clip.audio_delivered = 0;
+  self->clip.generated = FALSE;
 }
 
 /* Stops the run's generation wherever it is: the engine polls the flag at
@@ -71,13 +57,13 @@ gst_h3_video_src_clip_clear (GstH3VideoSrc * self)
 void
 gst_h3_video_src_cancel (GstH3VideoSrc * self)
 {
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->cancel = TRUE;
   g_atomic_int_set (&self->cancel_flag, 1);
   if (self->engine)
     gst_h3_engine_cancel (self->engine, GST_OBJECT (self));
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   gst_h3_engine_wake ();
 }
 
@@ -97,7 +83,7 @@ gst_h3_video_src_eos_decide (GstH3VideoSrc * self, gdouble * first_in)
   gdouble left;
 
   *first_in = -1.0;
-  if (self->run.is_live || self->frames_ready > 0 || self->waiting
+  if (self->run.is_live || self->clip.frames_ready > 0 || self->waiting
       || self->cancel)
     return GST_H3_EOS_CUT;
   if (self->phase == H3_PHASE_DECODE_AUDIO
@@ -155,11 +141,11 @@ worker_warn_cut (GstH3VideoSrc * self)
   gboolean post, denoising;
   h3_phase phase;
 
-  g_mutex_lock (&self->lock);
-  post = self->eos_requested && !self->generated && !self->eos_warned
+  GST_H3_VIDEO_SRC_LOCK (self);
+  post = self->eos_requested && !self->clip.generated && !self->eos_warned
       && !self->error_posted && !self->run.is_live;
   self->eos_warned |= post;
-  made = self->frames_ready;
+  made = self->clip.frames_ready;
   total = self->run_frames;
   /* Every frame made it: nothing was cut. */
   post = post && made < total;
@@ -167,7 +153,7 @@ worker_warn_cut (GstH3VideoSrc * self)
   denoising = phase == H3_PHASE_DENOISE;
   done = self->phase_done;
   steps = self->phase_total;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!post)
     return;
   if (made > 0)
@@ -197,11 +183,11 @@ gst_h3_video_src_worker_wait (GstH3VideoSrc * self, gint64 timeout)
 
   if (!self->worker)
     return TRUE;
-  g_mutex_lock (&self->lock);
-  while (!self->worker_done && g_cond_wait_until (&self->cond, &self->lock,
+  GST_H3_VIDEO_SRC_LOCK (self);
+  while (!self->worker_done && GST_H3_VIDEO_SRC_WAIT_UNTIL (self,
           deadline));
   done = self->worker_done;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!done) {
     GST_INFO_OBJECT (self, "the generation is still finishing its step (or "
         "a model load): it is joined at the next start or when the element "
@@ -237,11 +223,11 @@ gst_h3_video_src_worker_join (GstH3VideoSrc * self)
 static void
 worker_stop_streaming (GstH3VideoSrc * self, gboolean error_posted)
 {
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->stop_streaming = TRUE;
   self->error_posted |= error_posted;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 }
 
 /* The waits for a shared engine say whom they wait for: a `wait` progress
@@ -254,12 +240,12 @@ post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
 
   /* A wait for another element can take any time: an EOS waiting for the
    * first frames stops here (gst_h3_video_src_eos_decide). */
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->waiting = TRUE;
   stop = self->eos_requested && self->eos_plan != GST_H3_EOS_CUT;
   if (stop)
     self->eos_plan = GST_H3_EOS_CUT;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (stop)
     gst_h3_video_src_eos_apply (self, GST_H3_EOS_CUT, -1.0);
   GST_INFO_OBJECT (self, "waiting for %s (%s)", holder, reason);
@@ -280,9 +266,9 @@ post_waiting (GstH3VideoSrc * self, const gchar * reason, const gchar * holder)
 static void
 worker_waited (GstH3VideoSrc * self)
 {
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->waiting = FALSE;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 }
 
 static void
@@ -316,17 +302,17 @@ worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
   gint64 t0 = 0;
 
   *stopped = FALSE;
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->engine && g_strcmp0 (key, gst_h3_engine_key (self->engine)) == 0
       && gst_h3_engine_is_shared (self->engine) == s->engine_cache) {
-    g_mutex_unlock (&self->lock);
+    GST_H3_VIDEO_SRC_UNLOCK (self);
     g_free (key);
     GST_DEBUG_OBJECT (self, "reusing the loaded engine");
     return TRUE;
   }
   old = self->engine;
   self->engine = NULL;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (old) {
     GST_INFO_OBJECT (self, "model settings changed: releasing the engine");
     gst_h3_engine_unref (old);
@@ -370,9 +356,9 @@ worker_ensure_engine (GstH3VideoSrc * self, gboolean * stopped)
     gst_h3_engine_unref (e);
     return FALSE;
   }
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->engine = e;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (must_load) {
     h3_engine_get_stats (gst_h3_engine_get (e), &stats);
     gst_h3_video_src_post_progress (self, &self->load_open,
@@ -399,22 +385,22 @@ worker_publish_plan (GstH3VideoSrc * self, const h3_plan * plan)
             self->run.request.width, self->run.request.height, self->run_rate), (NULL));
     return FALSE;
   }
-  g_mutex_lock (&self->lock);
-  self->plan = *plan;
-  self->frames = g_new0 (GstBuffer *, plan->num_frames);
-  self->frames_ready = 0;
+  GST_H3_VIDEO_SRC_LOCK (self);
+  self->clip.plan = *plan;
+  self->clip.frames = g_new0 (GstBuffer *, plan->num_frames);
+  self->clip.frames_ready = 0;
   /* Audio is trimmed or zero padded to end with the last video frame. */
-  self->audio_len = (gint64) gst_util_uint64_scale_round (plan->num_frames,
+  self->clip.audio_len = (gint64) gst_util_uint64_scale_round (plan->num_frames,
       plan->sample_rate, H3_FPS);
-  self->samples = g_new0 (gfloat, self->audio_len * 2);
-  self->audio_ready = self->audio_delivered = 0;
-  self->have_plan = TRUE;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  self->clip.samples = g_new0 (gfloat, self->clip.audio_len * 2);
+  self->clip.audio_ready = self->clip.audio_delivered = 0;
+  self->clip.have_plan = TRUE;
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   GST_INFO_OBJECT (self, "plan: %d frames %dx%d, %" G_GINT64_FORMAT " audio "
       "samples at %d Hz (model gives %" G_GINT64_FORMAT "), %d steps, %d "
       "prompt tokens", plan->num_frames, plan->width, plan->height,
-      self->audio_len, plan->sample_rate, plan->audio_samples, plan->steps,
+      self->clip.audio_len, plan->sample_rate, plan->audio_samples, plan->steps,
       plan->text_tokens);
   return TRUE;
 }
@@ -431,7 +417,7 @@ on_progress (void *opaque, h3_phase phase, int done, int total)
   GstH3EosPlan eos = GST_H3_EOS_NONE;
   gdouble first_in = -1.0;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   cancel = self->cancel;
   if (phase == H3_PHASE_DENOISE && done == 0)
     self->denoise_start_us = g_get_monotonic_time ();
@@ -443,7 +429,7 @@ on_progress (void *opaque, h3_phase phase, int done, int total)
     eos = gst_h3_video_src_eos_decide (self, &first_in);
     self->eos_plan = eos;
   }
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (eos != GST_H3_EOS_NONE && eos != GST_H3_EOS_PENDING) {
     gst_h3_video_src_eos_apply (self, eos, first_in);
     cancel = eos == GST_H3_EOS_CUT;
@@ -487,11 +473,11 @@ static int
 callback_fail (GstH3VideoSrc * self, gchar * message)
 {
   GST_ERROR_OBJECT (self, "%s", message);
-  if (!self->callback_error)
-    self->callback_error = message;
+  if (!self->clip.callback_error)
+    self->clip.callback_error = message;
   else
     g_free (message);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   return 1;
 }
 
@@ -503,18 +489,18 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
   GstBuffer **bufs;
   gboolean stop;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->cancel) {
-    g_mutex_unlock (&self->lock);
+    GST_H3_VIDEO_SRC_UNLOCK (self);
     return 1;
   }
-  if (first != self->frames_ready || count < 0
-      || first + count > self->plan.num_frames)
+  if (first != self->clip.frames_ready || count < 0
+      || first + count > self->clip.plan.num_frames)
     return callback_fail (self, g_strdup_printf ("engine delivered frames "
             "[%d, %d) while %d of %d were ready", first, first + count,
-            self->frames_ready, self->plan.num_frames));
-  size = (gsize) self->plan.width * self->plan.height * 3;
-  g_mutex_unlock (&self->lock);
+            self->clip.frames_ready, self->clip.plan.num_frames));
+  size = (gsize) self->clip.plan.width * self->clip.plan.height * 3;
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 
   /* The first frames are about to flow, so the sinks will preroll: the
    * `generate` operation ends here, before they can (gst-launch-1.0 holds
@@ -534,14 +520,15 @@ on_video_frames (void *opaque, int first, int count, const uint8_t * rgb)
     gst_buffer_fill (bufs[i], 0, rgb + (gsize) i * size, size);
   }
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   for (gint i = 0; i < count; i++)
-    self->frames[first + i] = bufs[i];
-  self->frames_ready = first + count;
+    self->clip.frames[first + i] = bufs[i];
+  self->clip.frames_ready = first + count;
   /* An application EOS came first and waited for these: stop here. */
-  stop = self->eos_requested && self->frames_ready < self->plan.num_frames;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  stop = self->eos_requested
+      && self->clip.frames_ready < self->clip.plan.num_frames;
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   g_free (bufs);
   GST_LOG_OBJECT (self, "frames %d..%d decoded", first, first + count - 1);
   if (stop)
@@ -557,24 +544,25 @@ on_audio_samples (void *opaque, int64_t first, int64_t count,
   GstH3VideoSrc *self = opaque;
   gint64 end, keep;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->cancel) {
-    g_mutex_unlock (&self->lock);
+    GST_H3_VIDEO_SRC_UNLOCK (self);
     return 1;
   }
-  if (first != self->audio_delivered || count < 0)
+  if (first != self->clip.audio_delivered || count < 0)
     return callback_fail (self, g_strdup_printf ("engine delivered samples "
             "from %" G_GINT64_FORMAT " while %" G_GINT64_FORMAT " were "
-            "delivered", (gint64) first, self->audio_delivered));
-  self->audio_delivered = first + count;
+            "delivered", (gint64) first, self->clip.audio_delivered));
+  self->clip.audio_delivered = first + count;
   /* Samples past the end of the video are trimmed. */
-  end = MIN (first + count, self->audio_len);
+  end = MIN (first + count, self->clip.audio_len);
   keep = end - first;
   if (keep > 0)
-    memcpy (self->samples + first * 2, interleaved, keep * 2 * sizeof (gfloat));
-  self->audio_ready = MAX (self->audio_ready, end);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+    memcpy (self->clip.samples + first * 2, interleaved,
+        keep * 2 * sizeof (gfloat));
+  self->clip.audio_ready = MAX (self->clip.audio_ready, end);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   GST_LOG_OBJECT (self, "samples %" G_GINT64_FORMAT "+%" G_GINT64_FORMAT
       " decoded", (gint64) first, (gint64) count);
   return 0;
@@ -594,11 +582,11 @@ worker_note_generation_time (GstH3VideoSrc * self, gdouble seconds)
   before = gst_h3_video_src_latency (self);
   if (gst_h3_engine_is_shared (self->engine))
     gst_h3_engine_note_time (self->engine, shape, seconds);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   g_free (self->measured_shape);
   self->measured_shape = shape;
   self->measured_seconds = seconds;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   after = gst_h3_video_src_latency (self);
   if (after != before) {
     GST_INFO_OBJECT (self, "live latency now %" GST_TIME_FORMAT " (the clip "
@@ -619,10 +607,10 @@ live_clip_publish (GstH3VideoSrc * self)
   clip->index = self->live_clips_made++;
   clip->prompt = g_strdup (self->run.request.prompt);
   clip->seed = self->run.request.seed;
-  clip->plan = self->plan;
-  clip->frames = self->frames;
-  clip->samples = self->samples;
-  clip->audio_len = self->audio_len;
+  clip->plan = self->clip.plan;
+  clip->frames = self->clip.frames;
+  clip->samples = self->clip.samples;
+  clip->audio_len = self->clip.audio_len;
   clip->complete_rt = self->playing ? gst_h3_video_src_running_time (self) :
       GST_CLOCK_TIME_NONE;
   clip->base = GST_CLOCK_TIME_NONE;
@@ -630,12 +618,13 @@ live_clip_publish (GstH3VideoSrc * self)
   g_queue_push_tail (&self->live_clips, clip);
   GST_DEBUG_OBJECT (self, "live clip %u complete at %" GST_TIME_FORMAT,
       clip->index, GST_TIME_ARGS (clip->complete_rt));
-  self->frames = NULL;
-  self->samples = NULL;
-  self->have_plan = FALSE;
-  self->frames_ready = 0;
-  self->audio_len = self->audio_ready = self->audio_delivered = 0;
-  self->generated = FALSE;
+  self->clip.frames = NULL;
+  self->clip.samples = NULL;
+  self->clip.have_plan = FALSE;
+  self->clip.frames_ready = 0;
+  self->clip.audio_len = self->clip.audio_ready = 0;
+  self->clip.audio_delivered = 0;
+  self->clip.generated = FALSE;
 }
 
 /* Live mode: waits for the next queued prompt (cancellable) and makes it
@@ -645,9 +634,9 @@ live_next_prompt (GstH3VideoSrc * self)
 {
   GstH3QueuedPrompt *q = NULL;
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   while (!self->cancel && !(q = g_queue_pop_head (&self->prompt_queue)))
-    g_cond_wait (&self->cond, &self->lock);
+    GST_H3_VIDEO_SRC_WAIT (self);
   if (q) {
     /* Under the lock: the pad tasks read the prompt for their tags. */
     g_free ((gchar *) self->run.request.prompt);
@@ -655,7 +644,7 @@ live_next_prompt (GstH3VideoSrc * self)
     self->run.request.seed = q->seed;
     g_free (q);
   }
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!q)
     return FALSE;
   GST_INFO_OBJECT (self, "next clip: \"%s\" seed %" G_GUINT64_FORMAT,
@@ -677,12 +666,12 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
 
   h3_engine_get_stats (gst_h3_engine_get (self->engine), &stats);
   stats_st = gst_h3_stats_structure_new (&stats);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->stats)
     gst_structure_free (self->stats);
   self->stats = stats_st;
-  callback_error = g_strdup (self->callback_error);
-  g_mutex_unlock (&self->lock);
+  callback_error = g_strdup (self->clip.callback_error);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 
   if (rc == H3_OK) {
     gst_h3_video_src_post_done (self, "ok", &stats);
@@ -691,8 +680,8 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
         "Generated %d frames in %.1f s", plan->num_frames, stats.total);
     if (self->run.is_live)
       worker_note_generation_time (self, stats.total);
-    g_mutex_lock (&self->lock);
-    self->generated = TRUE;
+    GST_H3_VIDEO_SRC_LOCK (self);
+    self->clip.generated = TRUE;
     if (self->run.is_live)
       live_clip_publish (self);
   } else if (callback_error) {
@@ -702,7 +691,7 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
             "is a bug in h3core; please report it."), ("%s", callback_error));
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_ERROR, "generate", 0, "Generation failed");
-    g_mutex_lock (&self->lock);
+    GST_H3_VIDEO_SRC_LOCK (self);
     self->stop_streaming = self->error_posted = TRUE;
   } else if (rc == H3_ERR_CANCELLED) {
     GST_INFO_OBJECT (self, "generation cancelled");
@@ -710,22 +699,22 @@ worker_finish (GstH3VideoSrc * self, h3_status_code rc, const h3_status * st,
     gst_h3_video_src_post_done (self, "cancelled", &stats);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_CANCELED, "generate", 0, "Generation cancelled");
-    g_mutex_lock (&self->lock);
+    GST_H3_VIDEO_SRC_LOCK (self);
   } else {
     gst_h3_video_src_post_done (self, "error", &stats);
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_GENERATE, st);
     gst_h3_video_src_post_progress (self, &self->generate_open,
         GST_PROGRESS_TYPE_ERROR, "generate", 0, "Generation failed: %s",
         st->message);
-    g_mutex_lock (&self->lock);
+    GST_H3_VIDEO_SRC_LOCK (self);
     self->stop_streaming = self->error_posted = TRUE;
   }
   /* The pads end an EOS's clip at frames_ready from now on. */
   if (self->eos_requested)
     self->eos_plan = GST_H3_EOS_CUT;
   self->generating = FALSE;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   g_free (callback_error);
 }
 
@@ -773,9 +762,9 @@ worker_clip (GstH3VideoSrc * self)
     goto end;
   }
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->generating = !self->cancel;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   if (!self->generating)
     goto end;
   gst_h3_video_src_post_progress (self, &self->generate_open,
@@ -807,15 +796,15 @@ gst_h3_video_src_worker (gpointer data)
 
 done:
   worker_warn_cut (self);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->eos_requested)
     self->eos_plan = GST_H3_EOS_CUT;
   self->worker_done = TRUE;
   self->generating = FALSE;
   holds_ref = self->worker_holds_ref;
   self->worker_exiting = holds_ref;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   /* The application dropped the element while this thread was posting a
    * message (dispose ran here and kept the element alive for us): drop
    * that last reference, which disposes the element, as the very last

@@ -93,6 +93,11 @@
 #include <string.h>
 
 #include "gsth3videosrc-private.h"
+#include "gsth3videosrc-engine.h"
+#include "gsth3videosrc-events.h"
+#include "gsth3videosrc-live.h"
+#include "gsth3videosrc-messages.h"
+#include "gsth3videosrc-uri.h"
 
 GST_DEBUG_CATEGORY (gst_h3_video_src_debug);
 
@@ -212,10 +217,10 @@ queue_prompt (GstH3VideoSrc * self, const gchar * prompt, guint64 seed)
   q = g_new0 (GstH3QueuedPrompt, 1);
   q->prompt = g_strdup (prompt);
   q->seed = seed;
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   g_queue_push_tail (&self->prompt_queue, q);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   GST_INFO_OBJECT (self, "queued \"%s\" (seed %" G_GUINT64_FORMAT ")",
       prompt, seed);
   return TRUE;
@@ -398,30 +403,30 @@ gst_h3_video_src_dispose (GObject * object)
    * message it posted was the last holder): it cannot be joined from here.
    * Stop it and keep the element alive until it returns; it drops that
    * reference as its very last action, and this runs again. */
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   if (self->worker && self->worker == g_thread_self ()
       && !self->worker_exiting) {
     self->worker_holds_ref = TRUE;
-    g_mutex_unlock (&self->lock);
+    GST_H3_VIDEO_SRC_UNLOCK (self);
     gst_h3_video_src_cancel (self);
     g_object_ref (self);
     return;
   }
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 
   /* No generation outlives the element: wait for it (cancelled, it ends at
    * its next step, or when a model load in progress is over). */
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->flushing = TRUE;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   gst_h3_video_src_cancel (self);
   gst_h3_video_src_worker_join (self);
   gst_h3_video_src_clip_clear (self);
   gst_h3_video_src_streams_clear (self);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   engine = self->engine;
   self->engine = NULL;
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   gst_h3_engine_unref (engine);
   G_OBJECT_CLASS (parent_class)->dispose (object);
 }
@@ -530,9 +535,9 @@ gst_h3_video_src_get_property (GObject * object, guint prop_id,
       g_value_take_boxed (value, gst_h3_capabilities_structure_new ());
       return;
     case PROP_STATS:
-      g_mutex_lock (&self->lock);
+      GST_H3_VIDEO_SRC_LOCK (self);
       g_value_set_boxed (value, self->stats);
-      g_mutex_unlock (&self->lock);
+      GST_H3_VIDEO_SRC_UNLOCK (self);
       return;
     default:
       break;
@@ -569,10 +574,10 @@ gst_h3_video_src_activate_mode (GstPad * pad, GstObject * parent,
     return FALSE;
   if (active)
     return TRUE;                /* the task starts with the run */
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->flushing = TRUE;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   return gst_pad_stop_task (pad);
 }
 
@@ -659,7 +664,7 @@ run_prepare (GstH3VideoSrc * self)
   gst_flow_combiner_reset (self->combiner);
   GST_OBJECT_UNLOCK (self);
 
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   gst_segment_init (&self->segment, GST_FORMAT_TIME);
   if (!self->run.is_live)
     self->segment.duration = gst_h3_frame_time (self->run_frames);
@@ -683,7 +688,7 @@ run_prepare (GstH3VideoSrc * self)
   self->generating = FALSE;
   self->worker_done = FALSE;
   self->run_start_us = self->denoise_start_us = g_get_monotonic_time ();
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
 
   gst_element_post_message (GST_ELEMENT (self),
       gst_message_new_stream_collection (GST_OBJECT (self),
@@ -714,14 +719,14 @@ run_stop (GstH3VideoSrc * self)
 {
   /* After a seek in progress (which restarts the tasks), before any other. */
   g_mutex_lock (&self->seek_lock);
-  g_mutex_lock (&self->lock);
+  GST_H3_VIDEO_SRC_LOCK (self);
   self->running = FALSE;
   self->flushing = TRUE;
   self->playing = FALSE;
   g_queue_clear_full (&self->prompt_queue,
       (GDestroyNotify) gst_h3_queued_prompt_free);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  GST_H3_VIDEO_SRC_BROADCAST (self);
+  GST_H3_VIDEO_SRC_UNLOCK (self);
   g_mutex_unlock (&self->seek_lock);
   gst_h3_video_src_cancel (self);
   gst_h3_video_src_post_progress (self, &self->load_open,
@@ -758,9 +763,9 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
       run_stop (self);
       break;
     case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
-      g_mutex_lock (&self->lock);
+      GST_H3_VIDEO_SRC_LOCK (self);
       self->playing = FALSE;
-      g_mutex_unlock (&self->lock);
+      GST_H3_VIDEO_SRC_UNLOCK (self);
       break;
     default:
       break;
@@ -781,10 +786,10 @@ gst_h3_video_src_change_state (GstElement * element, GstStateChange transition)
       break;
     case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
       /* A live source's data flows now. */
-      g_mutex_lock (&self->lock);
+      GST_H3_VIDEO_SRC_LOCK (self);
       self->playing = TRUE;
-      g_cond_broadcast (&self->cond);
-      g_mutex_unlock (&self->lock);
+      GST_H3_VIDEO_SRC_BROADCAST (self);
+      GST_H3_VIDEO_SRC_UNLOCK (self);
       break;
     case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
       if (self->run.is_live)

@@ -55,12 +55,6 @@ caps_equal (GstCaps * caps, const gchar * expected)
   return equal;
 }
 
-static void
-mark_finalized (gpointer data)
-{
-  g_atomic_int_set ((gint *) data, TRUE);
-}
-
 /* Drops a reference to an h3videosrc and waits until it is finalized: its
  * generation thread holds a reference until a cancelled step returns, and
  * the leaks tracer checks every test at exit.
@@ -74,22 +68,7 @@ mark_finalized (gpointer data)
 void
 unref_and_wait (GstElement * e)
 {
-  static GQuark quark;
-  gint *finalized = g_new0 (gint, 1);
-  gboolean gone = FALSE;
-
-  if (!quark)
-    quark = g_quark_from_static_string ("test-h3videosrc-finalized");
-  g_object_set_qdata_full (G_OBJECT (e), quark, finalized, mark_finalized);
-  gst_object_unref (e);
-  for (gint i = 0; i < 1000 && !gone; i++) {
-    gone = g_atomic_int_get (finalized);
-    if (!gone)
-      g_usleep (10000);
-  }
-  fail_unless (gone, "h3videosrc still alive 10 s after its last reference "
-      "was dropped");
-  g_free (finalized);
+  h3_gst_unref_and_wait (e, "its last reference was dropped");
 }
 
 GstClockTime
@@ -107,8 +86,7 @@ clip_new (Clip * c, guint64 seed)
   GstPad *pad;
 
   memset (c, 0, sizeof *c);
-  c->hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  c->ha = gst_harness_new_with_element (c->hv->element, NULL, "audio");
+  h3_gst_harnesses_new (&c->hv, &c->ha, &c->bus);
   set_small (c->hv->element, seed);
   pad = gst_element_get_static_pad (c->hv->element, "video");
   c->cv = gst_consistency_checker_new (pad);
@@ -116,23 +94,14 @@ clip_new (Clip * c, guint64 seed)
   pad = gst_element_get_static_pad (c->hv->element, "audio");
   c->ca = gst_consistency_checker_new (pad);
   gst_object_unref (pad);
-  /* A harnessed element has no bus: give it one to see its messages. */
-  c->bus = gst_bus_new ();
-  gst_element_set_bus (c->hv->element, c->bus);
 }
 
 void
 clip_free (Clip * c)
 {
-  GstElement *e = gst_object_ref (c->hv->element);
-
   gst_consistency_checker_free (c->cv);
   gst_consistency_checker_free (c->ca);
-  gst_harness_teardown (c->ha);
-  gst_harness_teardown (c->hv);
-  gst_bus_set_flushing (c->bus, TRUE);
-  gst_object_unref (c->bus);
-  unref_and_wait (e);
+  h3_gst_harnesses_free (c->hv, c->ha, c->bus);
 }
 
 /* Pulls every event up to EOS, then the buffers queued before it. */
@@ -202,30 +171,11 @@ generate (guint64 seed, Output * video, Output * audio)
 gboolean
 wait_element_message (GstBus * bus, const gchar * name, GstClockTime timeout)
 {
-  gint64 deadline = g_get_monotonic_time () + timeout / 1000;
+  GstMessage *m = h3_gst_wait_element_message (bus, name, timeout);
 
-  for (;;) {
-    gint64 left = deadline - g_get_monotonic_time ();
-    GstMessage *m;
-    gboolean found;
-
-    if (left <= 0)
-      return FALSE;
-    m = gst_bus_timed_pop_filtered (bus, left * 1000,
-        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
-    if (!m)
-      return FALSE;
-    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-      GError *err;
-      gchar *dbg;
-      gst_message_parse_error (m, &err, &dbg);
-      fail ("unexpected error: %s (%s)", err->message, dbg);
-    }
-    found = gst_message_has_name (m, name);
+  if (m)
     gst_message_unref (m);
-    if (found)
-      return TRUE;
-  }
+  return m != NULL;
 }
 
 /* Waits for an error and checks its domain and code, and that its message
@@ -323,12 +273,6 @@ pipe_run (Pipe * p)
   GstMessage *m;
 
   gst_element_set_state (p->pipeline, GST_STATE_PLAYING);
-  m = gst_bus_timed_pop_filtered (p->bus, 120 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (m != NULL, "neither EOS nor an error within 120 s");
-  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS) {
-    gst_message_unref (m);
-    return NULL;
-  }
+  m = h3_gst_pop_eos_or_error (p->bus, 120 * GST_SECOND, "the pipeline");
   return m;
 }

@@ -10,6 +10,8 @@
 #include <gst/check/gstconsistencychecker.h>
 #include <gst/check/gstharness.h>
 
+#include "h3_gst_test.h"
+
 #define PROMPT "a robot dancing"
 #define W 64
 #define H 32

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "h3.h"
+#include "h3_gst_test.h"
 
 static gchar *config_dir;
 
@@ -109,12 +110,6 @@ run_clear (Run * r)
   memset (r, 0, sizeof *r);
 }
 
-static void
-mark_finalized (gpointer data)
-{
-  g_atomic_int_set ((gint *) data, TRUE);
-}
-
 /* Drops the last references and waits until the element is finalized: its
  * generation thread holds one until it returns (after an error too), and
  * the leaks tracer checks every test at exit. Object data is destroyed at
@@ -122,21 +117,11 @@ mark_finalized (gpointer data)
 static void
 unref_and_wait (GstElement * pipeline, GstElement * src)
 {
-  gint *finalized = g_new0 (gint, 1);
-  gboolean gone = FALSE;
+  H3Finalized *f = h3_gst_watch_finalized (src);
 
-  g_object_set_qdata_full (G_OBJECT (src),
-      g_quark_from_static_string ("test-h3videosrc-dummy-finalized"),
-      finalized, mark_finalized);
   gst_object_unref (src);
   gst_object_unref (pipeline);
-  for (gint i = 0; i < 1000 && !gone; i++) {
-    gone = g_atomic_int_get (finalized);
-    if (!gone)
-      g_usleep (10000);
-  }
-  fail_unless (gone, "h3videosrc still alive 10 s after the pipeline went");
-  g_free (finalized);
+  h3_gst_wait_finalized (f, "the pipeline went");
 }
 
 static void

@@ -761,16 +761,7 @@ shared_new (Shared * sh, guint64 seed, guint steps, gboolean cache)
 static void
 shared_wait_eos (Shared * sh)
 {
-  GstMessage *m = gst_bus_timed_pop_filtered (sh->bus, 120 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-
-  fail_unless (m != NULL, "no EOS within 120 s");
-  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-    GError *err;
-    gst_message_parse_error (m, &err, NULL);
-    fail ("error: %s", err->message);
-  }
-  gst_message_unref (m);
+  h3_gst_wait_eos (sh->bus, 120 * GST_SECOND, "the shared-engine pipeline");
 }
 
 static void

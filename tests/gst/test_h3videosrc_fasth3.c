@@ -21,6 +21,7 @@
 #include "base/h3_safetensors.h"
 #include "../h3_test_capture.h"
 #include "../h3_test_golden.h"
+#include "h3_gst_test.h"
 
 /* The official FastH3 golden's request (ladder B, the release's). */
 #define GOLDEN "e2e_t2va_fasth3_ladderB"
@@ -87,23 +88,14 @@ pull_all (GstHarness * h, GByteArray * bytes)
 static gint
 done_steps (GstBus * bus)
 {
+  GstMessage *m = h3_gst_wait_element_message (bus, "h3videosrc/done",
+      60 * GST_SECOND);
   gint steps = -1;
 
-  while (steps < 0) {
-    GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
-        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
-    fail_unless (m != NULL, "no h3videosrc/done message");
-    if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-      GError *err;
-      gchar *dbg;
-      gst_message_parse_error (m, &err, &dbg);
-      fail ("unexpected error: %s (%s)", err->message, dbg);
-    }
-    if (gst_message_has_name (m, "h3videosrc/done"))
-      fail_unless (gst_structure_get_int (gst_message_get_structure (m),
-              "steps", &steps));
-    gst_message_unref (m);
-  }
+  fail_unless (m != NULL, "no h3videosrc/done message");
+  fail_unless (gst_structure_get_int (gst_message_get_structure (m),
+          "steps", &steps));
+  gst_message_unref (m);
   return steps;
 }
 
@@ -116,56 +108,16 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus,
   GstElement *e;
   h3_request golden = h3_test_golden_request (GOLDEN);
 
-  *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
-  e = (*hv)->element;
+  e = h3_gst_harnesses_new (hv, ha, bus);
   g_object_set (e, "prompt", golden.prompt, "seed", (guint64) golden.seed,
       "width", golden.width, "height", golden.height, "num-frames",
       golden.num_frames, "steps", 0, "model-location", model,
       "adapter-location", adapter, NULL);
   gst_util_set_object_arg (G_OBJECT (e), "backend", backend);
   gst_util_set_object_arg (G_OBJECT (e), "compute", "cpu");
-  *bus = gst_bus_new ();
-  gst_element_set_bus (e, *bus);
   g_free (model);
   g_free (adapter);
   return e;
-}
-
-static void
-mark_finalized (gpointer data)
-{
-  g_atomic_int_set ((gint *) data, TRUE);
-}
-
-/* Tears the harnesses down and waits until the element is finalized: its
- * generation thread holds a reference until it returns (after an error
- * too), and the leaks tracer checks every test at exit. Object data is
- * destroyed at the end of finalize (see test_h3videosrc.c). */
-static void
-element_free (GstHarness * hv, GstHarness * ha, GstBus * bus)
-{
-  static GQuark quark;
-  GstElement *e = gst_object_ref (hv->element);
-  gint *finalized = g_new0 (gint, 1);
-  gboolean gone = FALSE;
-
-  if (!quark)
-    quark = g_quark_from_static_string ("test-h3videosrc-finalized");
-  g_object_set_qdata_full (G_OBJECT (e), quark, finalized, mark_finalized);
-  gst_harness_teardown (ha);
-  gst_harness_teardown (hv);
-  gst_bus_set_flushing (bus, TRUE);
-  gst_object_unref (bus);
-  gst_object_unref (e);
-  for (gint i = 0; i < 1000 && !gone; i++) {
-    gone = g_atomic_int_get (finalized);
-    if (!gone)
-      g_usleep (10000);
-  }
-  fail_unless (gone, "h3videosrc still alive 10 s after the harnesses were "
-      "torn down");
-  g_free (finalized);
 }
 
 static void
@@ -181,7 +133,7 @@ run_element (const gchar * backend, const gchar * adapter_variant, Clip * c)
   pull_all (hv, c->video);
   pull_all (ha, audio);
   c->steps = done_steps (bus);
-  element_free (hv, ha, bus);
+  h3_gst_harnesses_free (hv, ha, bus);
   c->audio = g_array_sized_new (FALSE, FALSE, sizeof (gfloat),
       audio->len / sizeof (gfloat));
   g_array_append_vals (c->audio, audio->data, audio->len / sizeof (gfloat));
@@ -344,7 +296,7 @@ expect_mismatch (const gchar * backend, const gchar * variant,
   g_error_free (err);
   g_free (dbg);
   gst_message_unref (m);
-  element_free (hv, ha, bus);
+  h3_gst_harnesses_free (hv, ha, bus);
 }
 
 GST_START_TEST (test_mode_adapter_mismatch)

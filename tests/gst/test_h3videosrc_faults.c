@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "h3_test_model.h"
+#include "h3_gst_test.h"
 
 #define PROMPT "a red fox runs through fresh snow"
 
@@ -69,17 +70,11 @@ run_play (Run * r)
   r->buffers = 0;
   r->eos = FALSE;
   gst_element_set_state (r->pipeline, GST_STATE_PLAYING);
-  m = gst_bus_timed_pop_filtered (r->bus, 300 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (m != NULL, "neither EOS nor an error within 300 s");
+  m = h3_gst_pop_eos_or_error (r->bus, 300 * GST_SECOND, "the run");
   fail_unless_equals_int (gst_element_set_state (r->pipeline,
           GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
   gst_bus_set_flushing (r->bus, TRUE);
   gst_bus_set_flushing (r->bus, FALSE);
-  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS) {
-    gst_message_unref (m);
-    return NULL;
-  }
   return m;
 }
 

@@ -42,6 +42,7 @@
 #include "base/h3_safetensors.h"
 #include "h3_test_capture.h"
 #include "h3_test_golden.h"
+#include "h3_gst_test.h"
 
 #define GOLDEN "e2e_fl2va_3steps"
 #define KEYFRAME "goldens/tiny-h3/e2e_fl2va_keyframe.png"
@@ -229,51 +230,13 @@ new_element (GstHarness ** hv, GstHarness ** ha, GstBus ** bus)
   h3_request golden = h3_test_golden_request (GOLDEN);
   GstElement *e;
 
-  *hv = gst_harness_new_with_padnames ("h3videosrc", NULL, "video");
-  *ha = gst_harness_new_with_element ((*hv)->element, NULL, "audio");
-  e = (*hv)->element;
+  e = h3_gst_harnesses_new (hv, ha, bus);
   g_object_set (e, "prompt", golden.prompt, "seed", (guint64) golden.seed,
       "width", golden.width, "height", golden.height, "num-frames",
       golden.num_frames, "steps", golden.steps, "model-location", model, NULL);
   gst_util_set_object_arg (G_OBJECT (e), "compute", "cpu");
-  *bus = gst_bus_new ();
-  gst_element_set_bus (e, *bus);
   g_free (model);
   return e;
-}
-
-static void
-mark_finalized (gpointer data)
-{
-  g_atomic_int_set ((gint *) data, TRUE);
-}
-
-/* Tears the harnesses down and waits until the element is finalized (its
- * generation thread holds a reference until it returns). */
-static void
-element_free (GstHarness * hv, GstHarness * ha, GstBus * bus)
-{
-  static GQuark quark;
-  GstElement *e = gst_object_ref (hv->element);
-  gint *finalized = g_new0 (gint, 1);
-  gboolean gone = FALSE;
-
-  if (!quark)
-    quark = g_quark_from_static_string ("test-h3videosrc-finalized");
-  g_object_set_qdata_full (G_OBJECT (e), quark, finalized, mark_finalized);
-  gst_harness_teardown (ha);
-  gst_harness_teardown (hv);
-  gst_bus_set_flushing (bus, TRUE);
-  gst_object_unref (bus);
-  gst_object_unref (e);
-  for (gint i = 0; i < 1000 && !gone; i++) {
-    gone = g_atomic_int_get (finalized);
-    if (!gone)
-      g_usleep (10000);
-  }
-  fail_unless (gone, "h3videosrc still alive 10 s after the harnesses were "
-      "torn down");
-  g_free (finalized);
 }
 
 /* Pulls every buffer up to EOS into bytes; the stream id of the
@@ -341,7 +304,7 @@ run_element (Clip * c, const gchar * first_prop, ...)
   pull_all (hv, c->video, &c->stream_id);
   pull_all (ha, audio, NULL);
   expect_no_error (bus);
-  element_free (hv, ha, bus);
+  h3_gst_harnesses_free (hv, ha, bus);
   c->audio = g_array_sized_new (FALSE, FALSE, sizeof (gfloat),
       audio->len / sizeof (gfloat));
   g_array_append_vals (c->audio, audio->data, audio->len / sizeof (gfloat));
@@ -595,7 +558,7 @@ expect_refused (const BadCase * b, const gchar * dir)
       GST_STATE_CHANGE_FAILURE);
   gst_buffer_unref (gst_harness_pull (hv));
   gst_element_set_state (e, GST_STATE_NULL);
-  element_free (hv, ha, bus);
+  h3_gst_harnesses_free (hv, ha, bus);
   g_free (path);
   g_free (png);
 }
@@ -832,7 +795,7 @@ GST_START_TEST (test_hostile_sample_meta)
     if (m)
       gst_message_unref (m);
     gst_element_set_state (e, GST_STATE_NULL);
-    element_free (hv, ha, bus);
+    h3_gst_harnesses_free (hv, ha, bus);
   }
 }
 
@@ -905,7 +868,7 @@ GST_START_TEST (test_keyframe_rules)
       "t2va, fl2va-first, fl2va-last, fl2va-first-last");
   gst_structure_free (caps);
   gst_element_set_state (e, GST_STATE_NULL);
-  element_free (hv, ha, bus);
+  h3_gst_harnesses_free (hv, ha, bus);
 
   /* The h3: URI carries the locations. */
   uri = g_strdup_printf ("h3:?prompt=a%%20robot&image-location=%s"

@@ -34,6 +34,8 @@
 #include <gst/rtsp-server/rtsp-server.h>
 #include <string.h>
 
+#include "h3_gst_test.h"
+
 #define PROMPT "a robot dancing"
 #define FRAMES 22               /* already 17n+5: no alignment */
 #define EOS_TIMEOUT (60 * GST_SECOND)
@@ -586,7 +588,6 @@ GST_START_TEST (test_rtsp_pipeline_and_clients_one_load)
   GstElement *local = gst_parse_launch (desc, &err), *src;
   Media local_md = { 0 };
   GstBus *bus;
-  GstMessage *m;
   Server srv;
   Client a, b;
 
@@ -598,10 +599,7 @@ GST_START_TEST (test_rtsp_pipeline_and_clients_one_load)
   gst_object_unref (src);
   fail_if (gst_element_set_state (local, GST_STATE_PLAYING) ==
       GST_STATE_CHANGE_FAILURE);
-  m = gst_bus_timed_pop_filtered (bus, EOS_TIMEOUT,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (m != NULL && GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS);
-  gst_message_unref (m);
+  h3_gst_wait_eos (bus, EOS_TIMEOUT, "the local pipeline");
   fail_unless_equals_int (local_md.done_ok, 1);
   fail_unless_equals_int (g_atomic_int_get (&local_md.frames), FRAMES);
   /* Back to NULL: the element keeps its engine. */

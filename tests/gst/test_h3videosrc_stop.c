@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "h3_gst_test.h"
+
 #define CYCLES 100
 #define CHILD_TIMEOUT_S 60
 
@@ -165,32 +167,6 @@ watch_generation (GstBus * bus, GstMessage * m, gpointer data)
   return GST_BUS_DROP;
 }
 
-static void
-mark_finalized (gpointer data)
-{
-  g_atomic_int_set ((gint *) data, TRUE);
-}
-
-/* Drops the last reference to the element and waits until it is
- * finalized (its generation thread may hold it a moment longer): the
- * leaks tracer checks at exit. Object data is destroyed at the very end
- * of finalize. */
-static void
-unref_and_wait (GstElement * e)
-{
-  gint *finalized = g_new0 (gint, 1);
-
-  g_object_set_qdata_full (G_OBJECT (e),
-      g_quark_from_static_string ("test-stop-finalized"), finalized,
-      mark_finalized);
-  gst_object_unref (e);
-  for (gint i = 0; i < 1000 && !g_atomic_int_get (finalized); i++)
-    g_usleep (10000);
-  fail_unless (g_atomic_int_get (finalized), "h3videosrc still alive 10 s "
-      "after its last reference was dropped");
-  g_free (finalized);
-}
-
 static gdouble
 process_cpu_s (void)
 {
@@ -259,7 +235,7 @@ GST_START_TEST (test_stop_latency)
   gst_bus_set_flushing (bus, TRUE);
   gst_object_unref (bus);
   gst_object_unref (pipeline);
-  unref_and_wait (src);
+  h3_gst_unref_and_wait (src, "its last reference was dropped");
   g_rand_free (rand);
 }
 

@@ -99,23 +99,16 @@ read_back (const gchar * path, Stored * s)
   GstElement *vsink = gst_bin_get_by_name (GST_BIN (pipeline), "vsink");
   GstElement *asink = gst_bin_get_by_name (GST_BIN (pipeline), "asink");
   GstBus *bus = gst_element_get_bus (pipeline);
-  GstMessage *m;
+  gchar *what;
 
   memset (s, 0, sizeof *s);
   g_signal_connect (demux, "pad-added", G_CALLBACK (on_pad_added), pipeline);
   g_signal_connect (vsink, "handoff", G_CALLBACK (on_video), s);
   g_signal_connect (asink, "handoff", G_CALLBACK (on_audio), s);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (m != NULL, "reading %s back: no EOS in 60 s", path);
-  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR) {
-    GError *err;
-    gchar *dbg;
-    gst_message_parse_error (m, &err, &dbg);
-    fail ("reading %s back: %s (%s)", path, err->message, dbg);
-  }
-  gst_message_unref (m);
+  what = g_strdup_printf ("reading %s back", path);
+  h3_gst_wait_eos (bus, 60 * GST_SECOND, what);
+  g_free (what);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (bus);
   gst_object_unref (demux);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No circle of calls between the C files of one h3core folder.
+"""No circle of calls between the C files of one folder (of h3core, or the element's).
 
 check_layers.py sees includes; inside a folder every file includes the
 folder's one _impl.h, so a circle of calls (a.c calls b.c, which calls a.c
@@ -10,7 +10,8 @@ another when it names a function that the other defines without `static`
 (comments and strings left out). Prints each circle and the calls that make
 it, and exits 1 if any.
 
-Usage: check_file_calls.py SOURCE_ROOT FOLDER... (folders under h3core/).
+Usage: check_file_calls.py SOURCE_ROOT FOLDER... (folders under h3core/, or
+gst-plugin for the element's files).
 """
 import os
 import re
@@ -18,8 +19,10 @@ import sys
 
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'')
-# A definition at the start of a line: return type, name, arguments, then the body.
-DEFINITION = re.compile(r'^([A-Za-z_][\w \t\*]*?)\b(\w+)\s*\([^;{}]*\)\s*(?:G_GNUC_\w+\s*(?:\([^)]*\))?\s*)?\{', re.M)
+# A definition at the start of a line: return type, name, arguments, then the
+# body. The return type may be on the line before (GNU style, as in gst-plugin/).
+DEFINITION = re.compile(r'^((?:[A-Za-z_][\w \t\*]*?\n)?(?:[A-Za-z_][\w \t\*]*?)?)\b(\w+)\s*'
+                        r'\([^;{}]*\)\s*(?:G_GNUC_\w+\s*(?:\([^)]*\))?\s*)?\{', re.M)
 IDENT = re.compile(r'\b[A-Za-z_]\w*\b')
 
 
@@ -60,8 +63,10 @@ def scc(edges):
     return out
 
 
-def check_folder(core, folder):
-    d = os.path.join(core, folder)
+def check_folder(root, folder):
+    d = os.path.join(root, 'h3core', folder)
+    if folder == 'gst-plugin':
+        d = os.path.join(root, folder)
     files = sorted(f for f in os.listdir(d) if f.endswith('.c'))
     text = {}
     defined = {}
@@ -90,10 +95,9 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    core = os.path.join(sys.argv[1], 'h3core')
     checked, errors = 0, []
     for folder in sys.argv[2:]:
-        n, e = check_folder(core, folder)
+        n, e = check_folder(sys.argv[1], folder)
         checked += n
         errors += e
     for e in errors:

@@ -113,6 +113,7 @@ stats_set (GstStructure * st, const h3_stats * stats)
       "fallback", G_TYPE_STRING, stats->fallback,
       "random-weights", G_TYPE_BOOLEAN, stats->random_weights != 0,
       "precision", G_TYPE_STRING, stats->precision,
+      "loras", G_TYPE_STRING, stats->loras,
       "peak-bytes", G_TYPE_UINT64, (guint64) stats->peak_bytes,
       "memory", G_TYPE_STRING, stats->memory,
       "memory-reason", G_TYPE_STRING, stats->memory_reason,

@@ -752,7 +752,12 @@ worker_clip (GstH3VideoSrc * self)
   engine = gst_h3_engine_get (self->engine);
 
   memset (&st, 0, sizeof st);
-  if (h3_engine_validate (engine, &req, &plan, &st) != H3_OK) {
+  /* The run's LoRAs (and strengths) on the shared engine, in our turn: the
+   * engine key holds their paths alone, so elements that differ only in
+   * strengths share one engine, and each run sets its own (the set in
+   * force is kept at once). A refused set leaves the previous in force. */
+  if (h3_engine_set_loras (engine, self->run.options.loras, &st) != H3_OK
+      || h3_engine_validate (engine, &req, &plan, &st) != H3_OK) {
     gst_h3_video_src_post_engine_error (self, GST_H3_STAGE_VALIDATE, &st);
     worker_stop_streaming (self, TRUE);
     goto end;

@@ -63,6 +63,7 @@ char *h3_capabilities_describe(void) {
         usable += describe_gpu(s, &gpus[i], cuda_built);
         g_string_append_c(s, '\n');
     }
+    g_string_append_printf(s, "gpus: %d\n", n < 0 ? 0 : n);
     const char *compute = "cpu";
     char fallback[320] = "";
     if (!cuda_built) snprintf(fallback, sizeof fallback, "compute=auto uses the CPU: this build has no CUDA backend");

@@ -9,7 +9,7 @@
  *   PTX, compiled at its first launch (mma.sync);
  * - 7.5 and 11.0 (no image: Thor) are refused, naming the build's targets;
  * - the `build:` line lists H3_CUDA_TARGETS (kernels/meson.build), Blackwell
- *   included.
+ *   included, and the `gpus:` count stays.
  * Suite cpu, in CUDA builds only. */
 #include <string.h>
 
@@ -56,6 +56,7 @@ static void test_images(void) {
 static void test_capabilities(void) {
     char *text = h3_capabilities_describe();
     CHECK(text && strstr(text, "build: cpu cuda(" H3_CUDA_TARGETS ")"), "build line: %s", text ? text : "(null)");
+    CHECK(text && strstr(text, "\ngpus: "), "the GPU count line (the element's `gpus` field): %s", text ? text : "(null)");
     CHECK(strstr(H3_CUDA_TARGETS, "sm_100") && strstr(H3_CUDA_TARGETS, "sm_120") && strstr(H3_CUDA_TARGETS, "sm_90a"),
           "targets: %s", H3_CUDA_TARGETS);
     if (text) printf("%s", text);

@@ -10,7 +10,9 @@
  *    non-causal (the video VAE's ViT, the D64 rows); a D64 variant is AUTO
  *    for every other call.
  *  - mma.sync (sm_80 and later; h3_attention_sm80.cu): bf16/f16, head_dim
- *    64 or 128, causal or not.
+ *    64 or 128, causal or not. The only tensor-core path on every GPU but
+ *    9.0: Blackwell (10.x, 12.x) has no wgmma, and the sm_90a image runs
+ *    on 9.0 alone, hence sm == 90 below (kernels/meson.build: the images).
  *  - generic (h3_attention_sm80.cu): any float dtype, head_dim <= 256.
  * A forced path that does not fit a call falls back to the next one down.
  * All paths compute the softmax in float32 with exp2 and a running max,

@@ -17,8 +17,10 @@
  * the second product). V is transposed once per call into scratch so that
  * both products read K-major operands: the pre-pass moves 2 bytes per V
  * element twice, well under 1% of the time of the attention it serves.
- * Built for sm_80 too, where every kernel here is a trap: the dispatch
- * (h3_attention.cu) launches them on sm_90 devices only. */
+ * Built for sm_90a alone (kernels/meson.build): the dispatch
+ * (h3_attention.cu) launches them on sm_90 devices only, and a GPU of
+ * another architecture has no image of them. The H3_HAVE_WGMMA guards
+ * leave a trap should they ever be built for another target. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>

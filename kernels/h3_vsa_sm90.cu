@@ -3,9 +3,11 @@
  * k_vsa_wgmma with its two consumers (one tile at a time, the default; the
  * FlashAttention-3-style pipelined one), the paired k_vsa_pair, and the two
  * probes of benchmarks (k_vsa_copy_probe: the tile copies alone;
- * k_vsa_wgmma<false, true>: the consumer alone). Built for sm_80 too,
- * where every kernel here is a trap: the dispatch (h3_vsa.cu) launches
- * them on sm_90 devices only. */
+ * k_vsa_wgmma<false, true>: the consumer alone). Built for sm_90a alone
+ * (kernels/meson.build): the dispatch (h3_vsa.cu) launches them on sm_90
+ * devices only, and a GPU of another architecture has no image of them.
+ * The H3_HAVE_WGMMA guards leave a trap should they ever be built for
+ * another target. */
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>

@@ -4,6 +4,9 @@
  * and it would pin memory on every GPU). GPUs are listed through NVML
  * (engine/h3_gpus.c), dlopen'd so that h3core does not link the driver. */
 #include "h3.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/h3_backend_cuda.h"
+#endif
 #include "engine/h3_gpus.h"
 #include "model/h3_adapter.h"
 
@@ -12,37 +15,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What GPU i runs, appended to its line: the kernel image and families
+ * (backend/cuda: h3_cuda_kernels_for), or why it cannot. Returns 1 when
+ * the GPU is usable. */
+static int describe_gpu(GString *s, const h3_gpu_info *g, int cuda_built) {
+    int sm = g->cc_major * 10 + g->cc_minor;
+    g_string_append_printf(s, ", sm_%d", sm);
+    if (sm < 80) {
+        g_string_append(s, " (unsupported: needs sm_80 or newer)");
+        return 0;
+    }
+#ifdef H3_HAVE_CUDA
+    char images[160];
+    const char *attention, *vsa;
+    if (!h3_cuda_kernels_for(sm, images, sizeof images, &attention, &vsa)) {
+        g_string_append_printf(s, " (unsupported: %s)", images);
+        return 0;
+    }
+    g_string_append_printf(s, ", kernels %s (attention %s, vsa %s)", images, attention, vsa);
+#endif
+    return cuda_built;
+}
+
 /* `key: value` lines (the element turns each into a structure field). No
  * engine, no model and no CUDA context: what this build and machine can run. */
 char *h3_capabilities_describe(void) {
     GString *s = g_string_new(NULL);
     g_string_append(s, "engine: h3core, MiniMax-H3 text (and keyframes) to video + audio (T2VA, FL2VA)\n");
     int cuda_built = 0, nccl_built = 0;
+    const char *cuda_text = "";
 #ifdef H3_HAVE_CUDA
     cuda_built = 1;
+    cuda_text = " cuda(" H3_CUDA_TARGETS ")"; /* kernels/meson.build: the images nvcc built */
 #endif
 #ifdef H3_HAVE_NCCL
     nccl_built = 1;
 #endif
-    g_string_append_printf(s, "build: cpu%s%s\n", cuda_built ? " cuda(sm_80,sm_90a)" : "", nccl_built ? " nccl" : "");
+    g_string_append_printf(s, "build: cpu%s%s\n", cuda_text, nccl_built ? " nccl" : "");
     g_string_append_printf(s, "cpu-threads: %u\n", g_get_num_processors());
     h3_gpu_info gpus[16];
     char reason[256] = "";
     int n = h3_gpus_list(gpus, 16, reason, sizeof reason);
     int usable = 0;
     for (int i = 0; i < n && i < 16; i++) {
-        int ok = gpus[i].cc_major >= 8;
-        usable += ok;
-        g_string_append_printf(s, "gpu%d: %s, %llu MiB, sm_%d%d%s\n", i, gpus[i].name,
-                               (unsigned long long)(gpus[i].total_bytes >> 20),
-                               gpus[i].cc_major, gpus[i].cc_minor, ok ? "" : " (unsupported: needs sm_80 or newer)");
+        g_string_append_printf(s, "gpu%d: %s, %llu MiB", i, gpus[i].name,
+                               (unsigned long long)(gpus[i].total_bytes >> 20));
+        usable += describe_gpu(s, &gpus[i], cuda_built);
+        g_string_append_c(s, '\n');
     }
     g_string_append_printf(s, "gpus: %d\n", n < 0 ? 0 : n);
     const char *compute = "cpu";
     char fallback[320] = "";
     if (!cuda_built) snprintf(fallback, sizeof fallback, "compute=auto uses the CPU: this build has no CUDA backend");
     else if (n < 0) snprintf(fallback, sizeof fallback, "compute=auto uses the CPU: %s", reason);
-    else if (usable == 0) snprintf(fallback, sizeof fallback, "compute=auto uses the CPU: no GPU of compute capability 8.0 or newer");
+    else if (usable == 0) snprintf(fallback, sizeof fallback, "compute=auto uses the CPU: no GPU this build's kernels run on");
     else compute = "cuda";
     g_string_append_printf(s, "compute-auto: %s\n", compute);
     if (*fallback) g_string_append_printf(s, "fallback: %s\n", fallback);
@@ -51,7 +77,8 @@ char *h3_capabilities_describe(void) {
     g_string_append(s, "fa: available (dense attention, base model or FastH3 dense-datafree adapter)\n");
     g_string_append(s, "vsa: available, experimental (VSA-H3 block-sparse attention, 64-token tiles, exempt "
                        "prefix, FastH3 vsa-datafree adapter required)\n");
-    g_string_append_printf(s, "vsa-kernels: cpu reference%s\n", cuda_built ? ", cuda (sm_80 mma.sync, sm_90a wgmma)" : "");
+    g_string_append_printf(s, "vsa-kernels: cpu reference%s\n",
+                           cuda_built ? ", cuda (mma.sync, wgmma on sm_90: each GPU's line names its own)" : "");
     const h3_param *sparsity = h3_param_find(NULL, "vsa-sparsity");
     g_string_append_printf(s, "vsa-sparsity-default: %.1f\n", sparsity->number_default);
     /* the request's parameters, as the schema names them */

@@ -39,6 +39,9 @@
 
 #include "engine/h3_engine.h"
 #include "engine/h3_gpus.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/h3_backend_cuda.h" /* h3_cuda_kernels_for: compute=auto's GPUs */
+#endif
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -86,7 +89,12 @@ static h3_status_code make_target(const h3_engine_options *o, h3_memory_target *
         int cuda = o->compute == H3_COMPUTE_CUDA || o->compute == H3_COMPUTE_CUDA_F32;
 #ifdef H3_HAVE_CUDA
         if (o->compute == H3_COMPUTE_AUTO)
-            for (int i = 0; i < n_gpus && i < H3_MAX_DEVICES; i++) cuda |= gpus[i].cc_major >= 8;
+            for (int i = 0; i < n_gpus && i < H3_MAX_DEVICES; i++) {
+                char images[160];
+                const char *attention, *vsa;
+                cuda |= h3_cuda_kernels_for(gpus[i].cc_major * 10 + gpus[i].cc_minor, images, sizeof images,
+                                            &attention, &vsa);
+            }
 #endif
         t->n_ranks = 1;
         t->device[0] = cuda ? 0 : -1;

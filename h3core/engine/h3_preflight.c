@@ -25,6 +25,8 @@
 #include "engine/h3_gpus.h"
 
 #ifdef H3_HAVE_CUDA
+#include "backend/cuda/h3_backend_cuda.h" /* h3_cuda_kernels_for: the GPUs this build's kernels run on */
+
 /* Number of entries of CUDA_VISIBLE_DEVICES, or -1 when it is unset: CUDA
  * sees only those. */
 static int visible_devices(void) {
@@ -37,9 +39,6 @@ static int visible_devices(void) {
     return n;
 }
 #endif
-
-/* The compute capability h3core's CUDA kernels need (as capabilities says). */
-#define MIN_CC_MAJOR 8
 
 /* precision=fp8 needs FP8 tensor cores (h3_cuda_fp8.c says the same at open). */
 #define FP8_MIN_CC 89
@@ -95,10 +94,13 @@ static h3_status_code check_devices(const h3_engine_options *o, h3_status *statu
         /* The NVML entry of CUDA ordinal d (through CUDA_VISIBLE_DEVICES);
          * unknown when that names GPUs by UUID. */
         int nv = h3_gpus_nvml_index(d);
-        if (nv >= 0 && nv < n && nv < H3_MAX_DEVICES && gpus[nv].cc_major < MIN_CC_MAJOR)
-            return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d (%s) has compute capability %d.%d; h3core's CUDA "
-                           "kernels need %d.0 or newer: use other devices, or compute=cpu", what, d, gpus[nv].name,
-                           gpus[nv].cc_major, gpus[nv].cc_minor, MIN_CC_MAJOR);
+        char images[160];
+        const char *attention, *vsa;
+        if (nv >= 0 && nv < n && nv < H3_MAX_DEVICES &&
+            !h3_cuda_kernels_for(gpus[nv].cc_major * 10 + gpus[nv].cc_minor, images, sizeof images, &attention, &vsa))
+            return h3_fail(status, H3_ERR_DEVICE, "%s: GPU %d (%s) has compute capability %d.%d; %s: use other "
+                           "devices, or compute=cpu", what, d, gpus[nv].name, gpus[nv].cc_major, gpus[nv].cc_minor,
+                           images);
         if (nv >= 0 && nv < n && nv < H3_MAX_DEVICES && o->precision == H3_PRECISION_FP8 &&
             gpus[nv].cc_major * 10 + gpus[nv].cc_minor < FP8_MIN_CC)
             return h3_fail(status, H3_ERR_UNSUPPORTED, "precision=fp8 on %s: GPU %d (%s) has compute capability "

@@ -26,6 +26,7 @@
 #include "backend/cuda/h3_backend_cuda_impl.h"
 #include "kernels/h3_kernels.h"
 #include "kernels/h3_kernels_attention.h"
+#include "kernels/h3_kernels_vsa.h"
 
 #include <glib.h>
 #include <math.h>
@@ -688,6 +689,55 @@ static const h3_backend_ops cuda_ops = {
 
 /* ---- lifetime and extras ------------------------------------------------------------ */
 
+/* The SASS of the portable kernels (90 stands for sm_90a) and the
+ * architecture of their PTX, as kernels/meson.build built them. */
+static const int portable_sass[] = {H3_CUDA_PORTABLE_SASS};
+
+/* SASS for sm_XY runs on a GPU of major version X and minor Y or more; PTX
+ * for compute_P on any GPU of P or later, compiled by the driver at the
+ * first launch (and cached). The best image is the newest that runs, SASS
+ * before PTX. The families come from the kernels' own dispatch, asked
+ * about the DiT's hot call (bf16, head_dim 128, non-causal; null pointers
+ * pass its alignment checks), so this text cannot disagree with it. */
+int h3_cuda_kernels_for(int sm, char *images, size_t images_size, const char **attention, const char **vsa) {
+    int best = 0;
+    for (size_t i = 0; i < sizeof portable_sass / sizeof *portable_sass; i++) {
+        int s = portable_sass[i];
+        if (s / 10 == sm / 10 && s % 10 <= sm % 10 && s > best) best = s;
+    }
+    *attention = *vsa = "none";
+    if (best)
+        snprintf(images, images_size, "sm_%d%s", best, best == 90 ? "a" : "");
+    else if (sm >= H3_CUDA_PTX)
+        snprintf(images, images_size, "compute_%d PTX, compiled at the first launch", H3_CUDA_PTX);
+    else {
+        snprintf(images, images_size, "this build's kernels are for " H3_CUDA_TARGETS ", none of which runs on sm_%d",
+                 sm);
+        return 0;
+    }
+    h3k_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.dt = H3K_BF16;
+    a.Sq = a.Skv = 1;
+    a.n_heads = a.n_kv_heads = 1;
+    a.head_dim = 128;
+    a.path = H3K_ATTN_AUTO;
+    a.sm = sm;
+    *attention = h3k_attention_path_name(h3k_attention_path(&a));
+    h3k_vsa_args v;
+    memset(&v, 0, sizeof v);
+    v.dt = H3K_BF16;
+    v.S = 64;
+    v.n_heads = 1;
+    v.head_dim = 128;
+    v.num_tiles = v.topk = 1;
+    v.tile_elems = 64; /* VSA-H3's tile */
+    v.path = H3K_ATTN_AUTO;
+    v.sm = sm;
+    *vsa = h3k_attention_path_name(h3k_vsa_path(&v));
+    return 1;
+}
+
 int h3_cuda_device_count(char *why, size_t why_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -713,11 +763,10 @@ h3_status_code h3_backend_cuda_create(int device, h3_backend **out, h3_status *s
     if (e != cudaSuccess)
         return h3_fail(status, H3_ERR_DEVICE, "cuda backend: device %d: %s", device, cudaGetErrorString(e));
     int sm = prop.major * 10 + prop.minor;
-    /* Kernels are precompiled for sm_80 (runs on 8.x) and sm_90a (9.0 only). */
-    if (prop.major != 8 && sm != 90)
-        return h3_fail(status, H3_ERR_UNSUPPORTED,
-                       "cuda backend: %s is sm_%d; h3core's kernels are built for sm_80..sm_89 and sm_90a", prop.name,
-                       sm);
+    char images[160];
+    const char *attention, *vsa;
+    if (!h3_cuda_kernels_for(sm, images, sizeof images, &attention, &vsa))
+        return h3_fail(status, H3_ERR_UNSUPPORTED, "cuda backend: %s is sm_%d: %s", prop.name, sm, images);
     h3_backend *b = calloc(1, sizeof *b);
     cuda_impl *c = calloc(1, sizeof *c);
     if (!b || !c) {

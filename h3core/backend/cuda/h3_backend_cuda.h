@@ -20,6 +20,16 @@ extern "C" {
  * why, when none, goes to `why` (may be NULL). */
 int h3_cuda_device_count(char *why, size_t why_size);
 
+/* Which of this build's kernel images a GPU of compute capability `sm`
+ * (major*10 + minor) runs, without a CUDA context (`capabilities` asks it
+ * with NVML's numbers; creating a backend refuses a GPU it says no to):
+ * `images` gets the image the portable kernels load ("sm_120", or PTX
+ * compiled at the first launch), `attention` and `vsa` the kernel family
+ * the dispatch picks for the DiT's bf16 head_dim 128 calls ("wgmma-fa3-n192"
+ * and "wgmma" on sm_90, "mma.sync" elsewhere). Returns 0, with the reason
+ * in `images`, when no image runs there. */
+int h3_cuda_kernels_for(int sm, char *images, size_t images_size, const char **attention, const char **vsa);
+
 /* Exact mode (h3_backend_cuda_create_exact in h3_backend.h)? */
 int h3_backend_cuda_is_exact(h3_backend *b);
 

@@ -1,7 +1,8 @@
 /* h3-generate - text to video + audio from the command line.
  *
  *   h3-generate --prompt TEXT [--model DIR] [--seed N] [--width W] ...
- *               [--image FILE] [--last-image FILE] --output OUT.safetensors
+ *               [--image FILE] [--last-image FILE] [--reference image:FILE ...]
+ *               --output OUT.safetensors
  *   h3-generate --plan [the same settings]
  *
  * Every setting of the request and the engine is an option named after its
@@ -37,6 +38,8 @@ static const struct {
 } own_options[] = {
     {"image", "FILE", "FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas"},
     {"last-image", "FILE", "FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped"},
+    {"reference", "KIND:FILE", "Ref2VA: a reference, repeatable, in the order the prompt names them "
+                               "(<Picture 1>, ...); KIND image (PNG, JPEG)"},
     {"output", "FILE", "the clip's safetensors (required unless --plan)"},
     {"plan", NULL, "print what these settings need on each device (weights per component, arena, workspace) "
                    "against its free memory, loading nothing; exit 1 if it does not fit"},
@@ -134,10 +137,29 @@ static int print_plan(const h3_engine_options *opt, h3_request *req) {
 static int generate(const h3_engine_options *options, h3_request *request, const char *output, int plan_only,
                     int quiet);
 
+/* --reference KIND:FILE values, decoded before the model loads (a bad file
+ * fails at once); only images so far (the engine refuses the other kinds). */
+static int load_references(const char **args, int n, h3_image_file *files, h3_reference *refs) {
+    for (int i = 0; i < n; i++) {
+        const char *colon = strchr(args[i], ':');
+        if (!colon || strncmp(args[i], "image", (size_t)(colon - args[i])) != 0 || colon - args[i] != 5)
+            return die("--reference '%s': expected image:FILE (video and audio references are not yet supported)",
+                       args[i]);
+        h3_status st = {0};
+        if (h3_image_file_load(colon + 1, &files[i], &st) != H3_OK) return die("--reference: %s", st.message);
+        memset(&refs[i], 0, sizeof refs[i]);
+        refs[i].kind = H3_REFERENCE_IMAGE;
+        refs[i].image = files[i].image;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     h3_engine_options opt = h3_engine_options_default();
     h3_request req = h3_request_default();
     const char *output = NULL, *first_path = NULL, *last_path = NULL;
+    const char *ref_args[H3_MAX_REFERENCES];
+    int n_refs = 0;
     int quiet = 0, plan_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -148,13 +170,18 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
         if (!strcmp(a, "--plan")) { plan_only = 1; continue; }
         const h3_param *p = strncmp(a, "--", 2) == 0 ? h3_param_find_option(NULL, a + 2) : NULL;
-        int own = !strcmp(a, "--output") || !strcmp(a, "--image") || !strcmp(a, "--last-image");
+        int own = !strcmp(a, "--output") || !strcmp(a, "--image") || !strcmp(a, "--last-image") ||
+                  !strcmp(a, "--reference");
         if (!p && !own) return die("unknown option %s (see --help)", a);
         if (i + 1 >= argc) return die("option %s needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--output")) output = v;
         else if (!strcmp(a, "--image")) first_path = v;
         else if (!strcmp(a, "--last-image")) last_path = v;
+        else if (!strcmp(a, "--reference")) {
+            if (n_refs == H3_MAX_REFERENCES) return die("--reference %s: more references than a request takes (see h3.h)", v);
+            ref_args[n_refs++] = v;
+        }
         else {
             h3_status pst = {0};
             void *home = p->home == H3_PARAM_IN_REQUEST ? (void *)&req : (void *)&opt;
@@ -171,7 +198,13 @@ int main(int argc, char **argv) {
     }
     req.first_image = first_path ? &first.image : NULL;
     req.last_image = last_path ? &last.image : NULL;
-    int rc = generate(&opt, &req, output, plan_only, quiet);
+    h3_image_file ref_files[H3_MAX_REFERENCES] = {0};
+    h3_reference refs[H3_MAX_REFERENCES];
+    int rc = load_references(ref_args, n_refs, ref_files, refs);
+    req.references = n_refs ? refs : NULL;
+    req.num_references = n_refs;
+    if (rc == 0) rc = generate(&opt, &req, output, plan_only, quiet);
+    for (int i = 0; i < n_refs; i++) h3_image_file_clear(&ref_files[i]);
     h3_image_file_clear(&first);
     h3_image_file_clear(&last);
     return rc;

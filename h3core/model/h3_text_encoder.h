@@ -114,7 +114,8 @@ h3_status_code h3_text_encoder_forward(h3_text_encoder *te, const int32_t *ids, 
  *   then tok(prompt), each segment tokenized on its own.
  * With no keyframe it is tok(prompt) alone (T2VA). The engine allocates the
  * [n, hidden] output from p.n and runs h3_text_encoder_encode. */
-#define H3_TEXT_MAX_KEYFRAMES 2
+/* images of one presentation: FL2VA's 2 keyframes, Ref2VA's 9 image references */
+#define H3_TEXT_MAX_KEYFRAMES 9
 
 /* H3's per-row modality tags of the conditioner output (the DiT layout's
  * text_token_tags): a vision block's rows are tagged as video. */

@@ -106,15 +106,6 @@ static void references_clear(h3_job_references *rf) {
     memset(rf, 0, sizeof *rf);
 }
 
-/* A side scaled to the short edge, rounded half-even to the multiple of 32
- * and at least 32 (the setup step's image normalisation: 80x48 at a short
- * edge of 64 is 96x64). */
-static int reference_side(int side, int short_side, int short_edge) {
-    const int multiple = 32;
-    int v = (int)rint((double)side * short_edge / short_side / multiple) * multiple;
-    return v > multiple ? v : multiple;
-}
-
 /* Each image reference resized to the model's reference_image_short_edge
  * (LANCZOS), then the presentation: "<Picture i>: " + its vision block per
  * image, in request order, then the prompt. */
@@ -143,15 +134,14 @@ static h3_status_code references_prepare(const h3_engine *e, const h3_request *r
     for (int i = 0; i < r->num_references && rc == H3_OK; i++) {
         const h3_image *im = &r->references[i].image; /* images only: h3_request_check refused the rest */
         h3_rgb_image src = {im->width, im->height, im->stride, (uint8_t *)im->rgb};
-        int short_side = im->width < im->height ? im->width : im->height, edge = e->reference_image_short_edge;
-        int w = reference_side(im->width, short_side, edge), h = reference_side(im->height, short_side, edge);
-        rc = h3_image_resize_lanczos(&src, w, h, &rf->normalized[i], status);
+        rc = h3_image_fit_reference(&src, e->reference_image_short_edge, &rf->normalized[i], status);
         if (rc != H3_OK) {
             h3_status_prefix(status, "reference %d (image)", i + 1);
             break;
         }
         rf->shape[i] = (h3_dit_reference){.kind = H3_DIT_REFERENCE_IMAGE, .num_latent_frames = 1,
-                                          .latent_height = h / 16, .latent_width = w / 16};
+                                          .latent_height = rf->normalized[i].height / 16,
+                                          .latent_width = rf->normalized[i].width / 16};
         rf->n = i + 1;
     }
     if (rc == H3_OK)

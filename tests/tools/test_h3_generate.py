@@ -108,6 +108,20 @@ if rr.returncode == 0:
     rel = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, ga)) / (sum(y * y for y in ga) or 1.0))
     check(len(a) == len(ga) and rel <= 1e-3, "ref2va audio rel L2 %.3g (%d vs %d samples)" % (rel, len(a), len(ga)))
     print("h3-generate --reference image: uint8 max |diff| %d, audio rel L2 %.3g" % (maxd, rel))
+    # transformer_ref/ split over two ranks, and streamed: the same clip within the golden's bounds
+    for extra in (["--devices", "cpu:2"], ["--memory", "stream"]):
+        out_x = os.path.join(tmp, "ref2va-x.safetensors")
+        rx = subprocess.run(ref_base + extra + ["--reference", "image:" + ref_png, "--output", out_x],
+                            capture_output=True, timeout=600)
+        check(rx.returncode == 0, "--reference %s: exit %d: %s" % (extra, rx.returncode, rx.stderr.decode()))
+        if rx.returncode == 0:
+            x = read_safetensors(out_x)
+            xd = max((abs(a - b) for a, b in zip(x["video"][2], gv)), default=99)
+            xa = array.array("f", x["audio"][2])
+            xrel = math.sqrt(sum((p - q) ** 2 for p, q in zip(xa, ga)) / (sum(q * q for q in ga) or 1.0))
+            check(xd <= 1 and len(xa) == len(ga) and xrel <= 1e-3,
+                  "--reference %s: uint8 max diff %d, audio rel L2 %.3g" % (extra, xd, xrel))
+            os.unlink(out_x)
     os.unlink(out_r)
 for arg, want, code in [("video:" + ref_png, "not yet supported", 2),
                         ("picture:" + ref_png, "expected image:FILE", 2),

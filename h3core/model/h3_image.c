@@ -297,6 +297,11 @@ h3_status_code h3_image_fit_reference(const h3_rgb_image *src, int short_edge, h
                        short_edge);
     int short_side = src->width < src->height ? src->width : src->height;
     int w = reference_side(src->width, short_side, short_edge), h = reference_side(src->height, short_side, short_edge);
+    if (w > H3_IMAGE_MAX_SIDE || h > H3_IMAGE_MAX_SIDE || (int64_t)w * h > H3_IMAGE_MAX_PIXELS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "reference image: %dx%d at a short edge of %d becomes %dx%d, past %d pixels a side or %lld "
+                       "in all; use an image of a less extreme aspect ratio",
+                       src->width, src->height, short_edge, w, h, H3_IMAGE_MAX_SIDE, (long long)H3_IMAGE_MAX_PIXELS);
     return h3_image_resize_lanczos(src, w, h, dst, status);
 }
 

@@ -69,6 +69,12 @@ static void test_resize(h3_rgb_image *out) {
         for (int x = 0; x < want.width * 3; x++) d += out->data[y * out->stride + x] != want.data[y * want.stride + x];
     CHECK(d == 0, "normalized reference: %d bytes differ", d);
     printf("reference 80x48 -> %dx%d, %d bytes differ\n", out->width, out->height, d);
+    /* a 1x4096 strip at the release's 2048 would be 2048 x 8388608: refused before any allocation */
+    static uint8_t strip[4096 * 3];
+    h3_rgb_image thin = {1, 4096, 3, strip}, big = {0};
+    h3_status_code rc = h3_image_fit_reference(&thin, 2048, &big, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "becomes 2048x8388608") && !big.data,
+          "extreme aspect: %d %s", rc, st.message);
 }
 
 /* "<Picture 1>: " + vision block + prompt: ids, Qwen types, tags, grid,

@@ -168,7 +168,7 @@ typedef struct h3_image {
 typedef enum h3_reference_kind {
     H3_REFERENCE_IMAGE = 0, /* image: resized to the model's reference_image_short_edge */
     H3_REFERENCE_VIDEO = 1, /* not yet: refused (H3_ERR_UNSUPPORTED) */
-    H3_REFERENCE_AUDIO = 2  /* not yet: refused (H3_ERR_UNSUPPORTED) */
+    H3_REFERENCE_AUDIO = 2  /* audio clip: stereo at the audio VAE's rate, at most the clip's length */
 } h3_reference_kind;
 
 /* One reference; the caller owns every buffer for the length of the call. */
@@ -179,10 +179,11 @@ typedef struct h3_reference {
     const h3_image *frames;
     int num_frames;
     double fps;
-    /* H3_REFERENCE_AUDIO, or a video's soundtrack (declared, not yet taken):
-     * interleaved stereo float samples */
+    /* H3_REFERENCE_AUDIO (a video's soundtrack: declared, not yet taken):
+     * interleaved stereo float samples [num_samples, 2], at sample_rate,
+     * which must be the model's audio rate (h3_plan.sample_rate) */
     const float *samples;
-    int64_t num_samples;      /* per channel */
+    int64_t num_samples;      /* per channel, 1..the generated clip's audio_samples */
     int sample_rate;
 } h3_reference;
 

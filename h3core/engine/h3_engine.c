@@ -254,6 +254,17 @@ h3_status_code h3_engine_transformer_ref_load(h3_engine *e, const h3_tp *tp, h3_
     return H3_OK;
 }
 
+h3_status_code h3_engine_audio_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    if (r->audio_encoder) return H3_OK;
+    if (e->load_format == H3_LOAD_DUMMY)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "audio references with load-format=dummy: the dummy audio VAE has no encoder yet");
+    h3_status_code rc = h3_audio_vae_encoder_load(r->backend, e->audio_vae_dir, NULL, &r->audio_encoder, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "loading the audio VAE's encoder for the audio references");
+    return H3_OK;
+}
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     /* e->dummy.*: NULL (the files) unless load-format dummy */
@@ -292,6 +303,7 @@ static h3_status_code close_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_video_vae_free(r->video_vae);
     h3_dit_free(r->dit);
     h3_dit_free(r->dit_ref);
+    h3_audio_vae_encoder_free(r->audio_encoder);
     h3_text_encoder_free(r->text_encoder);
     h3_backend_destroy(r->backend);
     memset(r, 0, sizeof *r);

@@ -561,9 +561,18 @@ static h3_status_code check_references(const h3_request *r, h3_status *status) {
                        "references: audio references need an image or video reference beside them");
     for (int i = 0; i < r->num_references; i++) {
         const h3_reference *ref = &r->references[i];
-        if (ref->kind != H3_REFERENCE_IMAGE)
+        if (ref->kind == H3_REFERENCE_VIDEO)
             return h3_fail(status, H3_ERR_UNSUPPORTED, "reference %d: %s references are not yet supported", i + 1,
                            reference_kind_name(ref->kind));
+        if (ref->kind == H3_REFERENCE_AUDIO) {
+            if (!ref->samples || ref->num_samples < 1 || ref->num_samples > INT32_MAX || ref->sample_rate < 1)
+                return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                               "reference %d (audio): %lld samples at %d Hz%s; want 1..%d stereo samples at a "
+                               "positive rate",
+                               i + 1, (long long)ref->num_samples, ref->sample_rate, ref->samples ? "" : ", no samples",
+                               INT32_MAX);
+            continue;
+        }
         char what[48];
         snprintf(what, sizeof what, "reference %d (image)", i + 1);
         h3_status_code rc = check_image(what, &ref->image, status);

@@ -133,6 +133,17 @@ typedef struct h3_text_presentation {
     int64_t pixel_rows, pixel_cols;
 } h3_text_presentation;
 
+/* Ref2VA: the references' presentation, in request order: per image
+ * "<Picture i>: " + its vision block (images[] in order, on their
+ * normalised size), per audio clip "<Audio j>: ", then the prompt; the
+ * rules of h3_text_presentation_build otherwise. */
+typedef enum h3_text_reference_kind { H3_TEXT_REFERENCE_IMAGE = 0, H3_TEXT_REFERENCE_AUDIO = 2 } h3_text_reference_kind;
+h3_status_code h3_text_presentation_build_references(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                                     const h3_image_processor_config *proc, const char *prompt,
+                                                     const h3_text_reference_kind *kinds, int n,
+                                                     const h3_rgb_image *images, h3_text_presentation *out,
+                                                     h3_status *status);
+
 /* 1 when the loaded checkpoint has a vision tower (config vision_config and
  * the model.visual.* tensors), so it can take keyframes. */
 int h3_text_encoder_has_vision(const h3_text_encoder *te);

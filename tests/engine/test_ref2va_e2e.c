@@ -1,10 +1,12 @@
-/* test_ref2va_e2e.c - Ref2VA with one image reference on the tiny model,
- * stage by stage against the official golden e2e_ref2va_image_3steps (the
+/* test_ref2va_e2e.c - Ref2VA on the tiny model: one image reference, stage
+ * by stage against the official golden e2e_ref2va_image_3steps (the
  * setup step's resize, the presentation, the conditioner, the video VAE's
  * condition latents, the noise draws, the layout), then the whole request
  * through the engine on transformer_ref/ (final latents, uint8 frames,
- * audio), and transformer_ref/ loaded once for two requests; the request
- * check's reference limits. */
+ * audio), and transformer_ref/ loaded once for two requests; [image, audio
+ * clip] against e2e_ref2va_audio_3steps (the "<Audio 1>: " presentation,
+ * the audio encoder's rows, the layout, the engine); the request check's
+ * reference limits. */
 #include <glib.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "base/h3_config.h"
 #include "base/h3_random.h"
 #include "base/h3_safetensors.h"
+#include "model/h3_audio_vae_encoder.h"
 #include "model/h3_dit_layout.h"
 #include "model/h3_image.h"
 #include "model/h3_text_encoder.h"
@@ -157,20 +160,21 @@ static void test_noise(const float *z) {
 
 /* [text | reference | target audio | target video]: positions (float64),
  * tags and indices exact; step 0's per-row timestep indices exact. */
-static void test_layout(const h3_text_presentation *p) {
+static void test_layout(const h3_text_presentation *p, const h3_dit_reference *refs, int n_refs, int64_t rows,
+                        int64_t audio_rows) {
     h3_dit_layout_params lp = {.text_token_tags = p->tags, .num_text = p->n, .num_latent_frames = 37,
                                .latent_height = 2, .latent_width = 4, .num_audio_latents = 207, .patch_t = 1,
-                               .patch_h = 2, .patch_w = 2, .num_references = 1};
-    lp.references[0] = (h3_dit_reference){.kind = H3_DIT_REFERENCE_IMAGE, .num_latent_frames = 1,
-                                          .latent_height = 4, .latent_width = 6};
+                               .patch_h = 2, .patch_w = 2, .num_references = n_refs};
+    for (int i = 0; i < n_refs; i++) lp.references[i] = refs[i];
     h3_dit_layout *l = NULL;
     h3_status st = {0};
     if (h3_dit_layout_build(&lp, &l, &st) != H3_OK) {
         CHECK(0, "layout: %s", st.message);
         return;
     }
-    CHECK(l->seq_len == 519 && l->num_condition_rows == 6, "layout: %lld rows, %lld reference rows",
-          (long long)l->seq_len, (long long)l->num_condition_rows);
+    CHECK(l->seq_len == rows && l->num_condition_rows == 6 && l->num_condition_audio_rows == audio_rows,
+          "layout: %lld rows, %lld reference video rows, %lld reference audio rows", (long long)l->seq_len,
+          (long long)l->num_condition_rows, (long long)l->num_condition_audio_rows);
     const h3_st_tensor *pos = h3_st_find(golden, "position_ids");
     CHECK(pos && pos->dtype == H3_ST_F64 && pos->numel == l->seq_len * 3 &&
               memcmp(pos->data, l->position_ids, (size_t)pos->numel * 8) == 0,
@@ -192,7 +196,7 @@ static void test_layout(const h3_text_presentation *p) {
         snprintf(name, sizeof name, "step%d.timestep", step);
         check_f32(name, ts, name, (size_t)n_ts, 0);
     }
-    printf("layout: 519 rows exact (positions, tags, indices, step timesteps)\n");
+    printf("layout: %lld rows exact (positions, tags, indices, step timesteps)\n", (long long)rows);
     free(idx);
     free(tv);
     free(ta);
@@ -208,25 +212,24 @@ static void count_loads(void *opaque, h3_log_level level, const char *message) {
 
 /* The request through the engine: latents, frames, audio; then again,
  * on the kept transformer_ref/. */
-static void test_engine(void) {
+static void test_engine(const char *name, const h3_reference *refs, int n_refs, int64_t rows, int want_loads) {
     h3_engine_options o = h3_engine_options_default();
     o.model_dir = h3_test_data(TINY);
     o.compute = H3_COMPUTE_CPU;
     o.log = count_loads;
     h3_engine *e = NULL;
     h3_status st = {0};
+    ref_loads = 0;
     if (h3_engine_open(&o, &e, &st) != H3_OK) {
         CHECK(0, "open: %s", st.message);
         return;
     }
-    h3_request r = h3_test_golden_request(NAME);
-    h3_rgb_image in = golden_rgb("reference.0.input_uint8");
-    h3_reference ref = {.kind = H3_REFERENCE_IMAGE, .image = {in.width, in.height, in.stride, in.data}};
-    r.references = &ref;
-    r.num_references = 1;
+    h3_request r = h3_test_golden_request(name);
+    r.references = refs;
+    r.num_references = n_refs;
     h3_plan plan;
-    CHECK(h3_engine_validate(e, &r, &plan, &st) == H3_OK && plan.text_tokens == 25 && plan.sequence_length == 519,
-          "plan: %s (%d tokens, %lld rows)", st.message, plan.text_tokens, (long long)plan.sequence_length);
+    CHECK(h3_engine_validate(e, &r, &plan, &st) == H3_OK && plan.sequence_length == rows, "plan: %s (%lld rows)",
+          st.message, (long long)plan.sequence_length);
     for (int run = 0; run < 2; run++) {
         h3_test_capture c = {0};
         if (h3_test_generate(e, &r, &c, NULL, &st) != H3_OK) {
@@ -234,7 +237,7 @@ static void test_engine(void) {
             h3_test_capture_free(&c);
             break;
         }
-        printf("engine run %d:\n", run + 1);
+        printf("%s, engine run %d:\n", name, run + 1);
         check_f32("latents", c.latents, "latents", c.n_latents, 1e-4);
         check_f32("audio_latents", c.audio_latents, "audio_latents", c.n_audio_latents, 1e-4);
         float *planar = malloc((size_t)2 * c.samples * sizeof *planar);
@@ -254,7 +257,7 @@ static void test_engine(void) {
         CHECK(maxd <= 1, "uint8 frames differ by %d", maxd);
         h3_test_capture_free(&c);
     }
-    CHECK(ref_loads == 1, "transformer_ref/ loaded %d times for two requests (want once, kept)", ref_loads);
+    CHECK(ref_loads == want_loads, "transformer_ref/ loaded %d times for two requests (want once, kept)", ref_loads);
     h3_engine_close(e);
 }
 
@@ -290,8 +293,14 @@ static void test_request_limits(void) {
           st.message);
     h3_reference mixed[2] = {refs[0], audio};
     rc = check_refs(mixed, 2, NULL, &st);
-    CHECK(rc == H3_ERR_UNSUPPORTED && strstr(st.message, "reference 2: audio references are not yet"),
-          "audio beside an image: %d %s", rc, st.message);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "reference 2 (audio): 0 samples"),
+          "silent audio beside an image: %d %s", rc, st.message);
+    static float clip[2 * 16];
+    mixed[1] = (h3_reference){.kind = H3_REFERENCE_AUDIO, .samples = clip, .num_samples = 16, .sample_rate = 1600};
+    CHECK(check_refs(mixed, 2, NULL, &st) == H3_OK, "audio beside an image: %s", st.message);
+    h3_reference four[5] = {refs[0], mixed[1], mixed[1], mixed[1], mixed[1]};
+    rc = check_refs(four, 5, NULL, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "more than 3 audio"), "4 clips: %d %s", rc, st.message);
     h3_reference videos[4];
     for (int i = 0; i < 4; i++) videos[i] = (h3_reference){.kind = H3_REFERENCE_VIDEO};
     rc = check_refs(videos, 4, NULL, &st);
@@ -307,6 +316,107 @@ static void test_request_limits(void) {
     CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "reference 1 (image)"), "no pixels: %d %s", rc,
           st.message);
     printf("reference limits: refused by name\n");
+}
+
+/* Audio references the engine refuses when it prepares the job: another
+ * rate, longer than the clip. */
+static void test_audio_refusals(const h3_reference *image) {
+    h3_engine_options o = h3_engine_options_default();
+    o.model_dir = h3_test_data(TINY);
+    o.compute = H3_COMPUTE_CPU;
+    h3_engine *e = NULL;
+    h3_status st = {0};
+    if (h3_engine_open(&o, &e, &st) != H3_OK) {
+        CHECK(0, "open: %s", st.message);
+        return;
+    }
+    static float clip[2 * 9000];
+    h3_reference refs[2] = {*image, {.kind = H3_REFERENCE_AUDIO, .samples = clip, .num_samples = 100,
+                                     .sample_rate = 8000}};
+    h3_request r = h3_test_golden_request("e2e_ref2va_audio_3steps");
+    r.references = refs;
+    r.num_references = 2;
+    h3_plan plan;
+    h3_status_code rc = h3_engine_validate(e, &r, &plan, &st);
+    CHECK(rc == H3_ERR_INVALID_ARGUMENT && strstr(st.message, "reference 2 (audio): 8000 Hz") &&
+              strstr(st.message, "1600 Hz"),
+          "8000 Hz clip: %d %s", rc, st.message);
+    refs[1].sample_rate = 1600;
+    refs[1].num_samples = 9000; /* the clip has 207 latents x 40 = 8280 samples */
+    rc = h3_engine_validate(e, &r, &plan, &st);
+    CHECK(rc == H3_ERR_UNSUPPORTED && strstr(st.message, "9000 samples, longer than the clip's 8280"),
+          "long clip: %d %s", rc, st.message);
+    h3_engine_close(e);
+}
+
+/* e2e_ref2va_audio_3steps: [image, audio clip]. The presentation with its
+ * "<Audio 1>: " label, the audio encoder's mean and rows, the layout of
+ * 630 rows, then the engine. */
+static void test_audio_case(void) {
+    h3_status st = {0};
+    h3_st_file *image_golden = golden;
+    if (h3_st_open(h3_test_data("goldens/tiny-h3/e2e_ref2va_audio_3steps.safetensors"), &golden, &st) != H3_OK) {
+        CHECK(0, "audio golden: %s", st.message);
+        golden = image_golden;
+        return;
+    }
+    h3_rgb_image ref = {0}, in = golden_rgb("reference.0.input_uint8");
+    CHECK(h3_image_fit_reference(&in, SHORT_EDGE, &ref, &st) == H3_OK, "fit: %s", st.message);
+    h3_tokenizer *tok = NULL;
+    h3_text_encoder *te = NULL;
+    h3_image_processor_config proc;
+    h3_text_presentation p = {0};
+    h3_text_reference_kind kinds[2] = {H3_TEXT_REFERENCE_IMAGE, H3_TEXT_REFERENCE_AUDIO};
+    int ok = h3_tokenizer_load(h3_test_data(TINY "/tokenizer"), &tok, &st) == H3_OK &&
+             h3_text_encoder_load(be, h3_test_data(TINY "/text_encoder"), 2, &te, &st) == H3_OK &&
+             h3_image_processor_config_load(h3_test_data(TINY "/processor"), &proc, &st) == H3_OK &&
+             h3_text_presentation_build_references(te, tok, &proc, "a robot dancing", kinds, 2, &ref, &p, &st) ==
+                 H3_OK;
+    CHECK(ok && p.n == 34, "audio presentation: %s (%d rows)", st.message, p.n);
+    if (ok) {
+        CHECK(diff_i32("text.input_ids", p.ids, p.n) == 0, "audio case: text.input_ids differ");
+        CHECK(diff_i32("text_token_tags", p.tags, p.n) == 0, "audio case: text_token_tags differ");
+    }
+    /* the clip through the encoder: mean, then the normalized rows */
+    h3_audio_vae_encoder *enc = NULL;
+    int64_t n = 0;
+    float *x = golden_f32(golden, "reference.1.normalized_audio", &n); /* [2, 2003] */
+    int64_t na = 0;
+    ok = x && h3_audio_vae_encoder_load(be, h3_test_data(TINY "/audio_vae"), NULL, &enc, &st) == H3_OK;
+    CHECK(ok, "audio encoder: %s", st.message);
+    if (ok) {
+        na = h3_audio_vae_encoded_length(enc, n / 2);
+        float *mean = malloc((size_t)(2 * na * 32) * sizeof *mean), *rows = malloc((size_t)(2 * na * 32) * sizeof *rows);
+        CHECK(h3_audio_vae_encode(enc, x, 2, n / 2, mean, NULL, &st) == H3_OK, "encode: %s", st.message);
+        check_f32("audio_vae_encode_mean.0", mean, "audio_vae_encode_mean.0", (size_t)(2 * na * 32), 1e-4);
+        h3_audio_vae_normalize_rows(h3_audio_vae_encoder_config(enc), mean, 2, na, rows);
+        check_f32("audio_condition_latents.0", rows, "audio_condition_latents.0", (size_t)(2 * na * 32), 1e-4);
+        free(mean);
+        free(rows);
+    }
+    h3_dit_reference shapes[2] = {{.kind = H3_DIT_REFERENCE_IMAGE, .num_latent_frames = 1, .latent_height = 4,
+                                   .latent_width = 6},
+                                  {.kind = H3_DIT_REFERENCE_AUDIO, .num_audio_latents = (int)na}};
+    if (p.n) test_layout(&p, shapes, 2, 630, 102);
+    /* the engine, from the interleaved clip */
+    float *inter = x ? malloc((size_t)n * sizeof *inter) : NULL;
+    for (int64_t i = 0; inter && i < n / 2; i++) {
+        inter[2 * i] = x[i];
+        inter[2 * i + 1] = x[n / 2 + i];
+    }
+    h3_reference refs[2] = {{.kind = H3_REFERENCE_IMAGE, .image = {in.width, in.height, in.stride, in.data}},
+                            {.kind = H3_REFERENCE_AUDIO, .samples = inter, .num_samples = n / 2, .sample_rate = 1600}};
+    if (inter) test_engine("e2e_ref2va_audio_3steps", refs, 2, 630, 1);
+    test_audio_refusals(&refs[0]);
+    free(inter);
+    free(x);
+    h3_audio_vae_encoder_free(enc);
+    h3_text_presentation_clear(&p);
+    h3_text_encoder_free(te);
+    h3_tokenizer_free(tok);
+    h3_rgb_image_clear(&ref);
+    h3_st_close(golden);
+    golden = image_golden;
 }
 
 int main(void) {
@@ -325,11 +435,16 @@ int main(void) {
         float *z = test_condition_latents(&ref);
         test_noise(z);
         free(z);
-        if (p.n) test_layout(&p);
+        h3_dit_reference shape = {.kind = H3_DIT_REFERENCE_IMAGE, .num_latent_frames = 1, .latent_height = 4,
+                                  .latent_width = 6};
+        if (p.n) test_layout(&p, &shape, 1, 519, 0);
     }
     h3_text_presentation_clear(&p);
     h3_rgb_image_clear(&ref);
-    test_engine();
+    h3_rgb_image in = golden_rgb("reference.0.input_uint8");
+    h3_reference image_ref = {.kind = H3_REFERENCE_IMAGE, .image = {in.width, in.height, in.stride, in.data}};
+    test_engine(NAME, &image_ref, 1, 519, 1);
+    test_audio_case();
     h3_st_close(golden);
     h3_backend_destroy(be);
     return h3_test_finish("test_ref2va_e2e");

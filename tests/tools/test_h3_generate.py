@@ -3,8 +3,9 @@
 end-to-end golden (e2e_fl2va_3steps: the PNG keyframe, seed 42, 2 forwards):
 uint8 frames within 1, audio rel-L2 <= 1e-4; and bad keyframe files are
 refused at once, by name, with exit status 2; h3-generate --reference
-image:FILE reproduces the Ref2VA golden e2e_ref2va_image_3steps (uint8
-within 1, audio rel-L2 <= 1e-3) (python3, stdlib only).
+image:FILE (and image + audio:FILE.wav) reproduces the Ref2VA goldens
+e2e_ref2va_image_3steps and e2e_ref2va_audio_3steps (uint8 within 1, audio
+rel-L2 <= 1e-3) (python3, stdlib only).
 usage: test_h3_generate.py H3_GENERATE_EXE TEST_DATA_DIR"""
 import array
 import json
@@ -123,13 +124,39 @@ if rr.returncode == 0:
                   "--reference %s: uint8 max diff %d, audio rel L2 %.3g" % (extra, xd, xrel))
             os.unlink(out_x)
     os.unlink(out_r)
+# [image, audio clip]: --reference audio:FILE.wav reproduces e2e_ref2va_audio_3steps
+aud_json = json.load(open(os.path.join(data, "goldens/tiny-h3/e2e_ref2va_audio_3steps.json")))
+aud_refs = []
+for ref in aud_json["request"]["references"]:
+    aud_refs += ["--reference", "%s:%s" % (ref["kind"], os.path.join(data, ref["file"]))]
+out_a = os.path.join(tmp, "ref2va-audio.safetensors")
+ra = subprocess.run(ref_base + aud_refs + ["--output", out_a], capture_output=True, timeout=600)
+check(ra.returncode == 0, "h3-generate --reference image --reference audio: exit %d: %s" %
+      (ra.returncode, ra.stderr.decode()))
+if ra.returncode == 0:
+    mine = read_safetensors(out_a)
+    gold = read_safetensors(os.path.join(data, "goldens/tiny-h3/e2e_ref2va_audio_3steps.safetensors"))
+    v, gv = mine["video"][2], gold["videos_uint8"][2]
+    maxd = max((abs(a - b) for a, b in zip(v, gv)), default=99) if len(v) == len(gv) else 99
+    a, ga = array.array("f", mine["audio"][2]), array.array("f", gold["audio"][2])
+    rel = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, ga)) / (sum(y * y for y in ga) or 1.0))
+    check(maxd <= 1 and len(a) == len(ga) and rel <= 1e-3,
+          "ref2va audio case: uint8 max diff %d, audio rel L2 %.3g" % (maxd, rel))
+    print("h3-generate --reference image + audio: uint8 max |diff| %d, audio rel L2 %.3g" % (maxd, rel))
+    os.unlink(out_a)
+not_wav = os.path.join(tmp, "notes.wav")
+with open(not_wav, "w") as f:
+    f.write("not a wav\n")
 for arg, want, code in [("video:" + ref_png, "not yet supported", 2),
+                        ("audio:" + not_wav, "not a WAV file", 2),
+                        ("audio:" + ref_png, "not a WAV file", 2),
                         ("picture:" + ref_png, "expected image:FILE", 2),
                         ("image:" + os.path.join(tmp, "missing.png"), "missing.png", 2)]:
     r = subprocess.run(ref_base + ["--reference", arg, "--output", out_r], capture_output=True, timeout=60)
     err = r.stderr.decode()
     check(r.returncode == code and want in err and "--reference" in err,
           "--reference %s: exit %d: %s" % (arg, r.returncode, err))
+os.unlink(not_wav)
 # a reference with a keyframe: refused by the request check, naming both
 r = subprocess.run(ref_base + ["--reference", "image:" + ref_png, "--image", ref_png, "--output", out_r],
                    capture_output=True, timeout=60)

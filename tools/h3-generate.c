@@ -182,6 +182,10 @@ static float *wav_load(const char *path, int64_t *frames, int *rate, char *why, 
     }
     size_t per = (size_t)bits / 8 * 2;
     *frames = (int64_t)(data_len / per);
+    if (*frames == 0) {
+        snprintf(why, why_len, "'%s' holds no samples", path);
+        goto done;
+    }
     out = malloc((size_t)(*frames > 0 ? *frames : 1) * 2 * sizeof *out);
     if (!out) {
         snprintf(why, why_len, "'%s': out of memory", path);

@@ -144,12 +144,17 @@ if ra.returncode == 0:
           "ref2va audio case: uint8 max diff %d, audio rel L2 %.3g" % (maxd, rel))
     print("h3-generate --reference image + audio: uint8 max |diff| %d, audio rel L2 %.3g" % (maxd, rel))
     os.unlink(out_a)
+empty_wav = os.path.join(tmp, "empty.wav")  # stereo 16-bit PCM at 1600 Hz, a data chunk of 3 bytes
+with open(empty_wav, "wb") as f:
+    f.write(b"RIFF" + struct.pack("<I", 39) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 2, 1600, 6400, 4, 16) +
+            b"data" + struct.pack("<I", 3) + b"\x01\x02\x03")
 not_wav = os.path.join(tmp, "notes.wav")
 with open(not_wav, "w") as f:
     f.write("not a wav\n")
 for arg, want, code in [("video:" + ref_png, "not yet supported", 2),
                         ("audio:" + not_wav, "not a WAV file", 2),
                         ("audio:" + ref_png, "not a WAV file", 2),
+                        ("audio:" + empty_wav, "holds no samples", 2),
                         ("picture:" + ref_png, "expected image:FILE", 2),
                         ("image:" + os.path.join(tmp, "missing.png"), "missing.png", 2)]:
     r = subprocess.run(ref_base + ["--reference", arg, "--output", out_r], capture_output=True, timeout=60)
@@ -157,6 +162,7 @@ for arg, want, code in [("video:" + ref_png, "not yet supported", 2),
     check(r.returncode == code and want in err and "--reference" in err,
           "--reference %s: exit %d: %s" % (arg, r.returncode, err))
 os.unlink(not_wav)
+os.unlink(empty_wav)
 # a reference with a keyframe: refused by the request check, naming both
 r = subprocess.run(ref_base + ["--reference", "image:" + ref_png, "--image", ref_png, "--output", out_r],
                    capture_output=True, timeout=60)

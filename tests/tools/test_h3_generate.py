@@ -124,6 +124,24 @@ if rr.returncode == 0:
                   "--reference %s: uint8 max diff %d, audio rel L2 %.3g" % (extra, xd, xrel))
             os.unlink(out_x)
     os.unlink(out_r)
+# --plan counts transformer_ref/ (loaded inside the generation, so in the arena line): the plan with the
+# reference exceeds the FL2VA plan of the same image by at least the partition's weights
+def plan_total(args):
+    rp = subprocess.run(ref_base + ["--plan"] + args, capture_output=True, timeout=120)
+    for line in rp.stdout.decode().splitlines():
+        if line.startswith("total:"):
+            return int(line.split("(")[1].split()[0])
+    check(False, "--plan %s: exit %d: %s" % (args, rp.returncode, rp.stdout.decode() + rp.stderr.decode()))
+    return 0
+
+
+ref_weights = sum(os.path.getsize(os.path.join(data, "models/tiny-h3/transformer_ref", f))
+                  for f in os.listdir(os.path.join(data, "models/tiny-h3/transformer_ref")) if f.endswith(".safetensors"))
+t_fl2va, t_ref = plan_total(["--image", ref_png]), plan_total(["--reference", "image:" + ref_png])
+check(t_ref - t_fl2va >= ref_weights * 0.9,
+      "--plan: Ref2VA %d vs FL2VA %d bytes, want transformer_ref's %d more" % (t_ref, t_fl2va, ref_weights))
+print("h3-generate --plan: the reference adds %d bytes (transformer_ref/ files: %d)" % (t_ref - t_fl2va, ref_weights))
+
 # [image, audio clip]: --reference audio:FILE.wav reproduces e2e_ref2va_audio_3steps
 aud_json = json.load(open(os.path.join(data, "goldens/tiny-h3/e2e_ref2va_audio_3steps.json")))
 aud_refs = []

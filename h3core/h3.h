@@ -169,6 +169,34 @@ typedef struct h3_image {
 #define H3_MAX_IMAGE_SIDE 16384
 #define H3_MAX_IMAGE_PIXELS ((int64_t)1 << 28)
 
+/* ---- Ref2VA references ---- */
+typedef enum h3_reference_kind {
+    H3_REFERENCE_IMAGE = 0, /* image: resized to the model's reference_image_short_edge */
+    H3_REFERENCE_VIDEO = 1, /* not yet: refused (H3_ERR_UNSUPPORTED) */
+    H3_REFERENCE_AUDIO = 2  /* audio clip: stereo at the audio VAE's rate, at most the clip's length */
+} h3_reference_kind;
+
+/* One reference; the caller owns every buffer for the length of the call. */
+typedef struct h3_reference {
+    h3_reference_kind kind;
+    h3_image image;           /* H3_REFERENCE_IMAGE */
+    /* H3_REFERENCE_VIDEO (declared, not yet taken): frames of image's size */
+    const h3_image *frames;
+    int num_frames;
+    double fps;
+    /* H3_REFERENCE_AUDIO (a video's soundtrack: declared, not yet taken):
+     * interleaved stereo float samples [num_samples, 2], at sample_rate,
+     * which must be the model's audio rate (h3_plan.sample_rate) */
+    const float *samples;
+    int64_t num_samples;      /* per channel, 1..the generated clip's audio_samples */
+    int sample_rate;
+} h3_reference;
+
+#define H3_MAX_REFERENCE_IMAGES 9
+#define H3_MAX_REFERENCE_VIDEOS 3
+#define H3_MAX_REFERENCE_AUDIO 3
+#define H3_MAX_REFERENCES 12
+
 typedef struct h3_request {
     const char *prompt;       /* non-empty UTF-8 */
     uint64_t seed;            /* torch.Generator().manual_seed(seed), diffusers draw order */
@@ -185,6 +213,14 @@ typedef struct h3_request {
      * image is stretched, as the reference does). The model needs the
      * text encoder's vision tower and the video VAE's encoder. */
     const h3_image *first_image, *last_image;
+    /* Ref2VA references (issue 32), in the order the prompt's presentation
+     * and the packed sequence take them (NULL / 0: none). At most
+     * H3_MAX_REFERENCE_IMAGES images, H3_MAX_REFERENCE_VIDEOS videos,
+     * H3_MAX_REFERENCE_AUDIO audio clips, H3_MAX_REFERENCES in all; audio
+     * only with a visual reference; never with keyframes. Runs on the
+     * model's transformer_ref/ partition. */
+    const h3_reference *references;
+    int num_references;
 } h3_request;
 
 /* What a validated request will produce. */

@@ -1,7 +1,8 @@
 /* h3-generate - text to video + audio from the command line.
  *
  *   h3-generate --prompt TEXT [--model DIR] [--seed N] [--width W] ...
- *               [--image FILE] [--last-image FILE] --output OUT.safetensors
+ *               [--image FILE] [--last-image FILE] [--reference image:FILE|audio:FILE.wav ...]
+ *               --output OUT.safetensors
  *   h3-generate --plan [the same settings]
  *
  * Every setting of the request and the engine is an option named after its
@@ -15,6 +16,7 @@
  * (h3_memory_plan_describe) and exits 0, or 1 with the reason when a device
  * lacks the memory. */
 #include <errno.h>
+#include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,9 @@ static const struct {
 } own_options[] = {
     {"image", "FILE", "FL2VA: the clip starts on this picture (PNG, JPEG), stretched onto the canvas"},
     {"last-image", "FILE", "FL2VA: the clip ends on this picture, scaled to cover the canvas and cropped"},
+    {"reference", "KIND:FILE", "Ref2VA: a reference, repeatable, in the order the prompt names them "
+                               "(<Picture 1>, <Audio 1>, ...); KIND image (PNG, JPEG) or audio (stereo WAV at "
+                               "the model's audio rate, at most the clip's length)"},
     {"output", "FILE", "the clip's safetensors (required unless --plan)"},
     {"plan", NULL, "print what these settings need on each device (weights per component, arena, workspace) "
                    "against its free memory, loading nothing; exit 1 if it does not fit"},
@@ -137,10 +142,102 @@ static int print_plan(const h3_engine_options *opt, h3_request *req) {
 static int generate(const h3_engine_options *options, h3_request *request, const char *output, int plan_only,
                     int quiet);
 
+/* A WAV file's samples, interleaved float: RIFF/WAVE with a fmt chunk of
+ * IEEE float 32-bit (format 3) or 16-bit PCM (format 1), stereo. Returns
+ * NULL with why[] filled on any other file. */
+static float *wav_load(const char *path, int64_t *frames, int *rate, char *why, size_t why_len) {
+    gchar *bytes = NULL;
+    gsize len = 0;
+    float *out = NULL;
+    if (!g_file_get_contents(path, &bytes, &len, NULL)) {
+        snprintf(why, why_len, "'%s' cannot be read", path);
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)bytes;
+    int fmt = 0, channels = 0, bits = 0;
+    const uint8_t *data = NULL;
+    size_t data_len = 0;
+    if (len < 12 || memcmp(b, "RIFF", 4) || memcmp(b + 8, "WAVE", 4)) {
+        snprintf(why, why_len, "'%s' is not a WAV file (no RIFF/WAVE header)", path);
+        goto done;
+    }
+    for (size_t at = 12; at + 8 <= len;) {
+        uint32_t n = (uint32_t)b[at + 4] | (uint32_t)b[at + 5] << 8 | (uint32_t)b[at + 6] << 16 | (uint32_t)b[at + 7] << 24;
+        if (n > len - at - 8) n = (uint32_t)(len - at - 8); /* a truncated last chunk: what is there */
+        if (!memcmp(b + at, "fmt ", 4) && n >= 16) {
+            fmt = b[at + 8] | b[at + 9] << 8;
+            channels = b[at + 10] | b[at + 11] << 8;
+            *rate = (int)((uint32_t)b[at + 12] | (uint32_t)b[at + 13] << 8 | (uint32_t)b[at + 14] << 16 |
+                          (uint32_t)b[at + 15] << 24);
+            bits = b[at + 22] | b[at + 23] << 8;
+        } else if (!memcmp(b + at, "data", 4)) {
+            data = b + at + 8;
+            data_len = n;
+        }
+        at += 8 + (size_t)n + (n & 1);
+    }
+    int ok_fmt = (fmt == 3 && bits == 32) || (fmt == 1 && bits == 16);
+    if (!ok_fmt || channels != 2 || !data || *rate < 1) {
+        snprintf(why, why_len,
+                 "'%s': format %d, %d bits, %d channels%s; want stereo IEEE float 32-bit or 16-bit PCM", path, fmt,
+                 bits, channels, data ? "" : ", no data chunk");
+        goto done;
+    }
+    size_t per = (size_t)bits / 8 * 2;
+    *frames = (int64_t)(data_len / per);
+    if (*frames == 0) {
+        snprintf(why, why_len, "'%s' holds no samples", path);
+        goto done;
+    }
+    out = malloc((size_t)(*frames > 0 ? *frames : 1) * 2 * sizeof *out);
+    if (!out) {
+        snprintf(why, why_len, "'%s': out of memory", path);
+        goto done;
+    }
+    for (int64_t i = 0; i < 2 * *frames; i++) {
+        if (fmt == 3) memcpy(&out[i], data + 4 * i, 4); /* little-endian host */
+        else out[i] = (float)(int16_t)(data[2 * i] | data[2 * i + 1] << 8) / 32768.0f;
+    }
+done:
+    g_free(bytes);
+    return out;
+}
+
+/* --reference KIND:FILE values, decoded before the model loads (a bad file
+ * fails at once): image:FILE (PNG, JPEG), audio:FILE (WAV); video is not
+ * yet supported. */
+static int load_references(const char **args, int n, h3_image_file *files, float **audio, h3_reference *refs) {
+    for (int i = 0; i < n; i++) {
+        const char *colon = strchr(args[i], ':');
+        size_t k = colon ? (size_t)(colon - args[i]) : 0;
+        int image = k == 5 && !strncmp(args[i], "image", 5), sound = k == 5 && !strncmp(args[i], "audio", 5);
+        if (!image && !sound)
+            return die("--reference '%s': expected image:FILE or audio:FILE (video references are not yet "
+                       "supported)",
+                       args[i]);
+        memset(&refs[i], 0, sizeof refs[i]);
+        if (sound) {
+            char why[512];
+            audio[i] = wav_load(colon + 1, &refs[i].num_samples, &refs[i].sample_rate, why, sizeof why);
+            if (!audio[i]) return die("--reference: %s", why);
+            refs[i].kind = H3_REFERENCE_AUDIO;
+            refs[i].samples = audio[i];
+            continue;
+        }
+        h3_status st = {0};
+        if (h3_image_file_load(colon + 1, &files[i], &st) != H3_OK) return die("--reference: %s", st.message);
+        refs[i].kind = H3_REFERENCE_IMAGE;
+        refs[i].image = files[i].image;
+    }
+    return 0;
+}
+
 /* The options parsed into *opt (its lists are parse's: main frees them). */
 static int cli(int argc, char **argv, h3_engine_options *opt) {
     h3_request req = h3_request_default();
     const char *output = NULL, *first_path = NULL, *last_path = NULL;
+    const char *ref_args[H3_MAX_REFERENCES];
+    int n_refs = 0;
     int quiet = 0, plan_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -151,13 +248,18 @@ static int cli(int argc, char **argv, h3_engine_options *opt) {
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
         if (!strcmp(a, "--plan")) { plan_only = 1; continue; }
         const h3_param *p = strncmp(a, "--", 2) == 0 ? h3_param_find_option(NULL, a + 2) : NULL;
-        int own = !strcmp(a, "--output") || !strcmp(a, "--image") || !strcmp(a, "--last-image");
+        int own = !strcmp(a, "--output") || !strcmp(a, "--image") || !strcmp(a, "--last-image") ||
+                  !strcmp(a, "--reference");
         if (!p && !own) return die("unknown option %s (see --help)", a);
         if (i + 1 >= argc) return die("option %s needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--output")) output = v;
         else if (!strcmp(a, "--image")) first_path = v;
         else if (!strcmp(a, "--last-image")) last_path = v;
+        else if (!strcmp(a, "--reference")) {
+            if (n_refs == H3_MAX_REFERENCES) return die("--reference %s: more references than a request takes (see h3.h)", v);
+            ref_args[n_refs++] = v;
+        }
         else {
             h3_status pst = {0};
             void *home = p->home == H3_PARAM_IN_REQUEST ? (void *)&req : (void *)opt;
@@ -174,7 +276,17 @@ static int cli(int argc, char **argv, h3_engine_options *opt) {
     }
     req.first_image = first_path ? &first.image : NULL;
     req.last_image = last_path ? &last.image : NULL;
-    int rc = generate(opt, &req, output, plan_only, quiet);
+    h3_image_file ref_files[H3_MAX_REFERENCES] = {0};
+    h3_reference refs[H3_MAX_REFERENCES];
+    float *ref_audio[H3_MAX_REFERENCES] = {0};
+    int rc = load_references(ref_args, n_refs, ref_files, ref_audio, refs);
+    req.references = n_refs ? refs : NULL;
+    req.num_references = n_refs;
+    if (rc == 0) rc = generate(opt, &req, output, plan_only, quiet);
+    for (int i = 0; i < n_refs; i++) {
+        h3_image_file_clear(&ref_files[i]);
+        free(ref_audio[i]);
+    }
     h3_image_file_clear(&first);
     h3_image_file_clear(&last);
     return rc;

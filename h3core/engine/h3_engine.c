@@ -234,6 +234,33 @@ static h3_status_code load_transformer(const h3_tp *tp, h3_engine *e, h3_engine_
     return rc;
 }
 
+h3_status_code h3_engine_transformer_ref_load(h3_engine *e, const h3_tp *tp, h3_status *status) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    if (r->dit_ref) return H3_OK; /* the job's preparation refused a model without the partition */
+    h3_checkpoint *dummy = NULL;
+    h3_status_code rc = H3_OK;
+    if (e->load_format == H3_LOAD_DUMMY)
+        rc = h3_dit_dummy_checkpoint(e->transformer_ref_dir, e->dummy_seed + 1, 0, &dummy, status);
+    if (rc == H3_OK)
+        rc = e->stream ? h3_dit_load_stream(r->backend, e->transformer_ref_dir, dummy, tp, NULL, &r->dit_ref, status)
+                       : h3_dit_load_from(r->backend, e->transformer_ref_dir, dummy, tp, NULL, &r->dit_ref, status);
+    h3_checkpoint_close(dummy);
+    if (rc != H3_OK) return h3_status_prefix(status, "loading the Ref2VA transformer '%s'", e->transformer_ref_dir);
+    if (tp->rank == 0) h3_engine_log(e, H3_LOG_INFO, "Ref2VA transformer loaded from %s", e->transformer_ref_dir);
+    return H3_OK;
+}
+
+h3_status_code h3_engine_audio_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status) {
+    h3_engine_rank *r = &e->ranks[tp->rank];
+    if (r->audio_encoder) return H3_OK;
+    if (e->load_format == H3_LOAD_DUMMY)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "audio references with load-format=dummy: the dummy audio VAE has no encoder yet");
+    h3_status_code rc = h3_audio_vae_encoder_load(r->backend, e->audio_vae_dir, NULL, &r->audio_encoder, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "loading the audio VAE's encoder for the audio references");
+    return H3_OK;
+}
+
 static h3_status_code load_rank(const h3_tp *tp, h3_engine *e, h3_status *status) {
     h3_engine_rank *r = &e->ranks[tp->rank];
     /* e->dummy.*: NULL (the files) unless load-format dummy */
@@ -271,6 +298,8 @@ static h3_status_code close_rank(const h3_tp *tp, void *user, h3_status *status)
     h3_audio_vae_free(r->audio_vae);
     h3_video_vae_free(r->video_vae);
     h3_dit_free(r->dit);
+    h3_dit_free(r->dit_ref);
+    h3_audio_vae_encoder_free(r->audio_encoder);
     h3_text_encoder_free(r->text_encoder);
     h3_backend_destroy(r->backend);
     memset(r, 0, sizeof *r);
@@ -562,6 +591,7 @@ void h3_engine_close(h3_engine *e) {
     h3_tokenizer_free(e->tokenizer);
     g_free(e->model_dir);
     g_free(e->transformer_dir);
+    g_free(e->transformer_ref_dir);
     g_free(e->vae_dir);
     g_free(e->audio_vae_dir);
     g_free(e->text_encoder_dir);

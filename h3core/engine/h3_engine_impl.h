@@ -24,6 +24,7 @@
 #include "backend/h3_backend.h"
 #include "model/h3_adapter.h"
 #include "model/h3_audio_vae.h"
+#include "model/h3_audio_vae_encoder.h"
 #include "model/h3_dit.h"
 #include "model/h3_scheduler.h"
 #include "model/h3_image.h"
@@ -44,6 +45,8 @@ typedef struct h3_engine_rank {
     h3_backend *backend;
     h3_text_encoder *text_encoder; /* NULL on ranks outside the text conditioner's group */
     h3_dit *dit;
+    h3_dit *dit_ref;               /* Ref2VA: transformer_ref/, loaded by the first request with references */
+    h3_audio_vae_encoder *audio_encoder; /* Ref2VA: loaded by the first request with audio references */
     h3_video_vae *video_vae;
     h3_audio_vae *audio_vae;       /* rank 0 only */
     uint64_t weight_bytes[H3_PARTS]; /* what loading each component took (h3_backend_memory) */
@@ -71,6 +74,19 @@ typedef struct h3_job_keyframes {
     h3_text_presentation text; /* n > 0 only */
 } h3_job_keyframes;
 
+/* Ref2VA: a request's references in request order (shape, for the layout),
+ * its images resized to the model's reference_image_short_edge and its
+ * audio clips (planar copies), each in request order among its kind; and
+ * the presentation. */
+typedef struct h3_job_references {
+    int n, n_images, n_audio;
+    h3_dit_reference shape[H3_MAX_REFERENCES]; /* each one's latent grid or latents, for the layout */
+    h3_rgb_image images[H3_MAX_REFERENCE_IMAGES];
+    float *audio[H3_MAX_REFERENCE_AUDIO];      /* [2, audio_samples[j]] */
+    int64_t audio_samples[H3_MAX_REFERENCE_AUDIO];
+    h3_text_presentation text;                 /* n > 0 only */
+} h3_job_references;
+
 /* A prepared request (h3.h: h3_engine_prepare): what every stage of its
  * generation reads, derived once. The twin runs it as the engine does. */
 struct h3_job {
@@ -80,6 +96,7 @@ struct h3_job {
     char *prompt;
     h3_plan plan;
     h3_job_keyframes kf;
+    h3_job_references refs;   /* Ref2VA (refs.n == 0: none) */
     int32_t *ids;             /* T2VA: the prompt's tokens (FL2VA: kf.text) */
     size_t n_ids;
     int text_release;         /* free the text encoder after encoding: the memory plan's decision
@@ -93,6 +110,13 @@ struct h3_job {
  * do nothing. */
 h3_status_code h3_engine_text_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
 void h3_engine_text_encoder_free(h3_engine *e, const h3_tp *tp);
+/* h3_engine.c: the calling rank's transformer_ref/ (Ref2VA), loaded once by
+ * the first request that needs it and kept (on the measuring twin too, so
+ * the memory plan counts it). */
+h3_status_code h3_engine_transformer_ref_load(h3_engine *e, const h3_tp *tp, h3_status *status);
+/* Likewise the audio VAE's encoder (audio references), on every rank: each
+ * encodes the references itself, so no rank waits for another. */
+h3_status_code h3_engine_audio_encoder_load(h3_engine *e, const h3_tp *tp, h3_status *status);
 /* h3_memory_limit.c: max_gpu_memory as a limit on a GPU backend's tally
  * (the plan's reserve for the context taken off); applied to real backends. */
 void h3_memory_limit_backend(const h3_engine *e, h3_backend *b, int device);
@@ -102,6 +126,8 @@ h3_status_code h3_engine_check_precision(const h3_engine_options *o, h3_status *
 
 struct h3_engine {
     char *model_dir;
+    char *transformer_ref_dir; /* Ref2VA partition (the folder may be absent: references are then refused) */
+    int reference_image_short_edge; /* modular_model_index.json's, else the release's 2048 */
     char *transformer_dir, *vae_dir, *audio_vae_dir, *text_encoder_dir, *tokenizer_dir;
     char *adapter_path;
     /* FastH3 (h3_adapter.h): the adapter is open only while the ranks load */

@@ -98,13 +98,105 @@ static h3_status_code keyframes_prepare(const h3_engine *e, const h3_request *r,
     return rc;
 }
 
+/* ---- references (Ref2VA) ---------------------------------------------------------- */
+
+static void references_clear(h3_job_references *rf) {
+    for (int i = 0; i < rf->n_images; i++) h3_rgb_image_clear(&rf->images[i]);
+    for (int j = 0; j < rf->n_audio; j++) free(rf->audio[j]);
+    h3_text_presentation_clear(&rf->text);
+    memset(rf, 0, sizeof *rf);
+}
+
+static h3_status_code reference_needs(const h3_engine *e, h3_status *status) {
+    if (e->has_adapter)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "references run on the Ref2VA transformer, and a FastH3 adapter is fused into the T2VA one "
+                       "only; open the engine without the adapter");
+    if (!e->has_processor)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "references need the Qwen3-VL image processor's config (processor/preprocessor_config.json), "
+                       "and model '%s' has none",
+                       e->model_dir);
+    if (!h3_video_vae_has_encoder(e->video_vae))
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "references need the video VAE's encoder, and the checkpoint in '%s' has no encoder weights",
+                       e->vae_dir);
+    if (!g_file_test(e->transformer_ref_dir, G_FILE_TEST_IS_DIR))
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "references need the Ref2VA transformer partition '%s', and model '%s' has none",
+                       e->transformer_ref_dir, e->model_dir);
+    return H3_OK;
+}
+
+/* An image reference resized to the model's reference_image_short_edge. */
+static h3_status_code image_prepare(const h3_engine *e, const h3_image *im, int i, h3_job_references *rf,
+                                    h3_status *status) {
+    h3_rgb_image src = {im->width, im->height, im->stride, (uint8_t *)im->rgb};
+    h3_rgb_image *dst = &rf->images[rf->n_images];
+    h3_status_code rc = h3_image_fit_reference(&src, e->reference_image_short_edge, dst, status);
+    if (rc != H3_OK) return h3_status_prefix(status, "reference %d (image)", i + 1);
+    rf->n_images++;
+    rf->shape[i] = (h3_dit_reference){.kind = H3_DIT_REFERENCE_IMAGE, .num_latent_frames = 1,
+                                      .latent_height = dst->height / 16, .latent_width = dst->width / 16};
+    return H3_OK;
+}
+
+/* An audio reference: at the VAE's rate, no longer than the clip, copied
+ * planar; its latents are ceil(samples / hop) per channel. */
+static h3_status_code audio_prepare(const h3_engine *e, const h3_plan *p, const h3_reference *ref, int i,
+                                    h3_job_references *rf, h3_status *status) {
+    if (ref->sample_rate != p->sample_rate)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "reference %d (audio): %d Hz; the model's audio runs at %d Hz: resample it first", i + 1,
+                       ref->sample_rate, p->sample_rate);
+    if (ref->num_samples > p->audio_samples)
+        return h3_fail(status, H3_ERR_UNSUPPORTED,
+                       "reference %d (audio): %lld samples, longer than the clip's %lld; trimming is not yet "
+                       "supported, trim it to the clip",
+                       i + 1, (long long)ref->num_samples, (long long)p->audio_samples);
+    int64_t n = ref->num_samples, hop = h3_audio_vae_hop(e->audio_vae);
+    float *planar = malloc((size_t)(2 * n) * sizeof *planar);
+    if (!planar) return h3_fail(status, H3_ERR_NO_MEMORY, "reference %d (audio): no host memory", i + 1);
+    for (int64_t k = 0; k < n; k++) {
+        planar[k] = ref->samples[2 * k];
+        planar[n + k] = ref->samples[2 * k + 1];
+    }
+    rf->audio[rf->n_audio] = planar;
+    rf->audio_samples[rf->n_audio++] = n;
+    rf->shape[i] = (h3_dit_reference){.kind = H3_DIT_REFERENCE_AUDIO, .num_audio_latents = (int)((n + hop - 1) / hop)};
+    return H3_OK;
+}
+
+/* Each reference prepared in request order, then the presentation: per
+ * image "<Picture i>: " + its vision block, per audio clip "<Audio j>: ",
+ * then the prompt. */
+static h3_status_code references_prepare(const h3_engine *e, const h3_request *r, const h3_plan *p,
+                                         h3_job_references *rf, h3_status *status) {
+    memset(rf, 0, sizeof *rf);
+    if (r->num_references == 0) return H3_OK;
+    h3_status_code rc = reference_needs(e, status);
+    h3_text_reference_kind kinds[H3_MAX_REFERENCES];
+    for (int i = 0; i < r->num_references && rc == H3_OK; i++) {
+        const h3_reference *ref = &r->references[i]; /* images and audio: h3_request_check refused the rest */
+        kinds[i] = ref->kind == H3_REFERENCE_AUDIO ? H3_TEXT_REFERENCE_AUDIO : H3_TEXT_REFERENCE_IMAGE;
+        rc = ref->kind == H3_REFERENCE_AUDIO ? audio_prepare(e, p, ref, i, rf, status)
+                                             : image_prepare(e, &ref->image, i, rf, status);
+        if (rc == H3_OK) rf->n = i + 1;
+    }
+    if (rc == H3_OK)
+        rc = h3_text_presentation_build_references(e->text_encoder, e->tokenizer, &e->processor, r->prompt, kinds,
+                                                   rf->n, rf->images, &rf->text, status);
+    if (rc != H3_OK) references_clear(rf);
+    return rc;
+}
+
 /* The prompt's rows: the presentation's with keyframes, else its tokens
  * (tokenized here, once); refused past the text encoder's positions, in
  * tokens, before any costly stage (and as a setting: the prompt is at
  * fault). */
 static h3_status_code job_text(const h3_engine *e, h3_job *j, h3_status *status) {
-    size_t n = (size_t)j->kf.text.n;
-    if (!j->kf.n) {
+    size_t n = (size_t)(j->refs.n ? j->refs.text.n : j->kf.text.n);
+    if (!j->kf.n && !j->refs.n) {
         h3_status_code rc = h3_tokenizer_encode(e->tokenizer, j->prompt, &j->ids, &j->n_ids, status);
         if (rc != H3_OK) return rc;
         n = j->n_ids;
@@ -120,12 +212,19 @@ static h3_status_code job_text(const h3_engine *e, h3_job *j, h3_status *status)
     const h3_dit_config *c = h3_dit_get_config(e->dit);
     int64_t rows_per_frame = (int64_t)(p->latent_height / c->patch_h) * (p->latent_width / c->patch_w);
     p->sequence_length = (int64_t)n + 2 * p->audio_latents + ((int64_t)j->kf.n + p->latent_frames) * rows_per_frame;
+    for (int i = 0; i < j->refs.n; i++) {
+        const h3_dit_reference *ref = &j->refs.shape[i];
+        p->sequence_length += ref->kind == H3_DIT_REFERENCE_AUDIO
+                                  ? 2 * (int64_t)ref->num_audio_latents
+                                  : (int64_t)(ref->latent_height / c->patch_h) * (ref->latent_width / c->patch_w);
+    }
     return H3_OK;
 }
 
 void h3_job_free(h3_job *j) {
     if (!j) return;
     keyframes_clear(&j->kf);
+    references_clear(&j->refs);
     free(j->ids);
     g_free(j->prompt);
     free(j);
@@ -144,8 +243,11 @@ h3_status_code h3_job_make(const h3_engine *e, const h3_request *r, h3_job **out
         j->request.prompt = j->prompt;
         /* the job holds the images fitted onto the canvas (kf), not the caller's */
         j->request.first_image = j->request.last_image = NULL;
+        j->request.references = NULL; /* likewise the references, normalized (refs) */
+        j->request.num_references = 0;
         rc = keyframes_prepare(e, r, &j->kf, status);
     }
+    if (rc == H3_OK) rc = references_prepare(e, r, &j->plan, &j->refs, status);
     if (rc == H3_OK) rc = job_text(e, j, status);
     if (rc != H3_OK) {
         h3_job_free(j);
@@ -182,10 +284,15 @@ typedef struct generation {
     const h3_job *job;
     const h3_request *request; /* the job's checked copy */
     const h3_job_keyframes *kf; /* the job's keyframes (kf->n == 0: T2VA) */
+    const h3_job_references *refs; /* the job's references (refs->n == 0: none) */
+    const h3_text_presentation *presentation; /* keyframes' or references'; NULL: T2VA */
+    h3_dit *dit;              /* the transformer this request runs on: transformer/ or transformer_ref/ */
     int text_release;         /* free the text encoder's weights after encoding */
     const int32_t *text_tags; /* the text rows' tags; NULL: every row a text token */
     float *condition;         /* [n, C, 1, h, w]: the keyframes' condition latents */
     int64_t condition_values; /* offset of the target rows in video_rows (the keyframes' rows first) */
+    float *audio_condition;   /* Ref2VA: the audio references' normalized rows, in request order */
+    int64_t audio_condition_values; /* their values: the offset of the target rows in audio_rows */
     double times[5];          /* start, text, denoise, audio, video done */
 } generation;
 
@@ -262,9 +369,9 @@ static h3_status_code encode_text(generation *g, const h3_job *job, h3_tensor *t
     h3_backend *b = g->r->backend;
     progress(g, H3_PHASE_TEXT, 0, 1);
     h3_status_code rc = H3_OK;
-    if (g->kf->n) { /* FL2VA: the presentation with its vision blocks */
-        g->n_ids = (size_t)g->kf->text.n;
-        g->text_tags = g->kf->text.tags;
+    if (g->presentation) { /* FL2VA / Ref2VA: the presentation with its vision blocks */
+        g->n_ids = (size_t)g->presentation->n;
+        g->text_tags = g->presentation->tags;
     } else { /* tokenized when the job was made */
         g->ids = job->ids;
         g->n_ids = job->n_ids;
@@ -273,7 +380,7 @@ static h3_status_code encode_text(generation *g, const h3_job *job, h3_tensor *t
     *text_states = h3_new_2d(b, h3_backend_compute_dtype(b), (int64_t)g->n_ids, e->text_hidden);
     rc = h3_backend_check(b, status);
     if (rc == H3_OK && g->r->text_encoder)
-        rc = g->kf->n ? h3_text_encoder_encode(g->r->text_encoder, &g->kf->text, text_states, status)
+        rc = g->presentation ? h3_text_encoder_encode(g->r->text_encoder, g->presentation, text_states, status)
                       : h3_text_encoder_forward(g->r->text_encoder, g->ids, (int)g->n_ids, text_states, status);
     if (rc == H3_OK && e->plan.text_size < g->tp.size) {
         /* The conditioner ran on rank 0 alone (its heads do not split). */
@@ -314,43 +421,100 @@ static void text_encoder_done(generation *g) {
     h3_engine_text_encoder_free(g->e, &g->tp);
 }
 
-/* FL2VA: each keyframe through the video VAE's encoder, on the canvas, into
- * its condition latents [C, 1, h, w] (the posterior drawn from its own
- * generator seeded 42, as the pipeline does). Every rank encodes (the VAE
- * splits its tiles over the ranks), so every rank holds them. */
+/* The condition images of the request, in packed order: FL2VA's keyframes
+ * on the canvas, or Ref2VA's image references each on its own latent grid
+ * (C·h·w latents, one latent frame). */
+static int condition_count(const generation *g) { return g->kf->n ? g->kf->n : g->refs->n_images; }
+
+static const h3_rgb_image *condition_image(const generation *g, int i) {
+    return g->kf->n ? &g->kf->fitted[i] : &g->refs->images[i];
+}
+
+static size_t condition_values(const generation *g, int i) {
+    const h3_rgb_image *im = condition_image(g, i);
+    return (size_t)h3_dit_get_config(g->e->dit)->in_channels * (im->height / 16) * (im->width / 16);
+}
+
+/* Each condition image through the video VAE's encoder into its latents
+ * [C, 1, h, w] (the posterior drawn from its own generator seeded 42, as
+ * the pipeline does). Every rank encodes (the VAE splits its tiles over the
+ * ranks), so every rank holds them. */
 static h3_status_code encode_keyframes(generation *g, h3_status *status) {
-    const h3_job_keyframes *k = g->kf;
-    if (!k->n) return H3_OK;
-    const h3_plan *p = &g->plan;
-    size_t per = (size_t)h3_dit_get_config(g->e->dit)->in_channels * p->latent_height * p->latent_width;
-    g->condition = malloc((size_t)k->n * per * sizeof(float));
-    if (!g->condition) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the keyframes' latents");
+    int n = condition_count(g);
+    if (!n) return H3_OK;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += condition_values(g, i);
+    g->condition = malloc(total * sizeof(float));
+    if (!g->condition) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the condition latents");
     h3_status_code rc = H3_OK;
-    for (int i = 0; i < k->n && rc == H3_OK; i++) {
-        const h3_rgb_image *im = &k->fitted[i];
+    size_t at = 0;
+    for (int i = 0; i < n && rc == H3_OK; i++) {
+        const h3_rgb_image *im = condition_image(g, i);
         rc = h3_video_vae_encode_keyframe(g->r->video_vae, im->data, im->width, im->height, im->stride, NULL,
-                                          g->condition + (size_t)i * per, status);
-        if (rc != H3_OK) h3_status_prefix(status, "encoding the %s keyframe", k->anchors[i] ? "last" : "first");
+                                          g->condition + at, status);
+        at += condition_values(g, i);
+        if (rc != H3_OK && g->kf->n)
+            h3_status_prefix(status, "encoding the %s keyframe", g->kf->anchors[i] ? "last" : "first");
+        else if (rc != H3_OK)
+            h3_status_prefix(status, "encoding image reference %d", i + 1);
     }
     return rc;
 }
 
+/* Ref2VA: each audio reference through the audio VAE's encoder (its
+ * posterior mean), normalized into its channel-major rows [2·Na_ref, C_a]. */
+static h3_status_code encode_audio_references(generation *g, h3_status *status) {
+    const h3_job_references *rf = g->refs;
+    if (!rf->n_audio) return H3_OK;
+    h3_status_code rc = h3_engine_audio_encoder_load(g->e, &g->tp, status);
+    if (rc != H3_OK) return rc;
+    h3_audio_vae_encoder *enc = g->r->audio_encoder;
+    const h3_audio_vae_config *cfg = h3_audio_vae_encoder_config(enc);
+    int C = h3_dit_get_config(g->e->dit)->audio_in_channels;
+    int64_t total = 0;
+    for (int j = 0; j < rf->n_audio; j++) total += 2 * h3_audio_vae_encoded_length(enc, rf->audio_samples[j]) * C;
+    g->audio_condition = malloc((size_t)total * sizeof(float));
+    if (!g->audio_condition) return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for the audio references");
+    g->audio_condition_values = total;
+    int64_t at = 0;
+    for (int j = 0; j < rf->n_audio && rc == H3_OK; j++) {
+        int64_t na = h3_audio_vae_encoded_length(enc, rf->audio_samples[j]);
+        float *mean = malloc((size_t)(2 * na * C) * sizeof *mean);
+        rc = mean ? h3_audio_vae_encode(enc, rf->audio[j], 2, rf->audio_samples[j], mean, &g->e->cancel, status)
+                  : h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for an audio reference's latents");
+        if (rc == H3_OK) h3_audio_vae_normalize_rows(cfg, mean, 2, na, g->audio_condition + at);
+        else if (rc != H3_ERR_CANCELLED) h3_status_prefix(status, "encoding audio reference %d", j + 1);
+        free(mean);
+        at += 2 * na * C;
+    }
+    if (rc == H3_OK && count_nonfinite_host(g->audio_condition, (size_t)total) > 0)
+        rc = h3_fail(status, H3_ERR_NONFINITE,
+                     "audio references: the audio VAE's encoder gave NaN or Inf latents; its weights are damaged");
+    return rc;
+}
+
 /* Initial noise exactly as diffusers draws it: one generator seeded with the
- * request seed; first, for each keyframe, its condition noise ε [1, C, 1, h,
- * w], which takes its latents to the pinned t = 0.999 (0.999·z + 0.001·ε,
- * float32); then video [1, C, T, h, w], then audio rows [2·Na, C_a]. The
- * keyframes' rows lead video_rows, as they lead the packed sequence. */
+ * request seed; first, for each condition image (keyframe or visual
+ * reference), its condition noise ε [1, C, 1, h, w], which takes its
+ * latents to the pinned t = 0.999 (0.999·z + 0.001·ε, float32); then video
+ * [1, C, T, h, w], then audio rows [2·Na, C_a]. The condition rows lead
+ * video_rows, as they lead the packed sequence's video rows. */
 static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status) {
     const h3_dit_config *c = h3_dit_get_config(g->e->dit);
     const h3_plan *p = &g->plan;
     size_t per_frame = (size_t)c->in_channels * p->latent_height * p->latent_width;
-    size_t n_cond = (size_t)g->kf->n * per_frame, n_video = per_frame * p->latent_frames;
-    size_t n_audio = (size_t)2 * p->audio_latents * c->audio_in_channels;
-    float *z = malloc((n_video > per_frame ? n_video : per_frame) * sizeof(float));
+    size_t n_cond = 0, n_video = per_frame * p->latent_frames, largest = n_video;
+    for (int i = 0; i < condition_count(g); i++) {
+        size_t v = condition_values(g, i);
+        n_cond += v;
+        if (v > largest) largest = v;
+    }
+    size_t n_audio = (size_t)2 * p->audio_latents * c->audio_in_channels, n_acond = (size_t)g->audio_condition_values;
+    float *z = malloc(largest * sizeof(float));
     g->video_rows = malloc((n_cond + n_video) * sizeof(float));
     g->video_velocity = malloc((n_cond + n_video) * sizeof(float));
-    g->audio_rows = malloc(n_audio * sizeof(float));
-    g->audio_velocity = malloc(n_audio * sizeof(float));
+    g->audio_rows = malloc((n_acond + n_audio) * sizeof(float));
+    g->audio_velocity = malloc((n_acond + n_audio) * sizeof(float));
     if (!z || !g->video_rows || !g->video_velocity || !g->audio_rows || !g->audio_velocity) {
         free(z);
         return h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %zu latent values", n_cond + n_video + n_audio);
@@ -359,17 +523,23 @@ static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status
     h3_torch_generator gen;
     h3_torch_generator_seed(&gen, seed);
     h3_status_code rc = H3_OK;
-    for (int i = 0; i < g->kf->n && rc == H3_OK; i++) {
-        const float *zc = g->condition + (size_t)i * per_frame;
-        h3_torch_randn_f32(&gen, z, per_frame);
-        for (size_t j = 0; j < per_frame; j++)
+    size_t at = 0;
+    for (int i = 0; i < condition_count(g) && rc == H3_OK; i++) {
+        const h3_rgb_image *im = condition_image(g, i);
+        size_t nv = condition_values(g, i);
+        const float *zc = g->condition + at;
+        h3_torch_randn_f32(&gen, z, nv);
+        for (size_t j = 0; j < nv; j++)
             z[j] = H3_DIT_CONDITION_TIMESTEP * zc[j] + (1.0f - H3_DIT_CONDITION_TIMESTEP) * z[j];
-        rc = h3_dit_patchify_video(z, c->in_channels, 1, p->latent_height, p->latent_width, c->patch_h, c->patch_w,
-                                   g->video_rows + (size_t)i * per_frame, status);
+        rc = h3_dit_patchify_video(z, c->in_channels, 1, im->height / 16, im->width / 16, c->patch_h, c->patch_w,
+                                   g->video_rows + at, status);
+        at += nv;
     }
     if (rc == H3_OK) {
         h3_torch_randn_f32(&gen, z, n_video);
-        h3_torch_randn_f32(&gen, g->audio_rows, n_audio);
+        /* the audio references' rows lead the audio rows, clean; only the target's are drawn */
+        if (n_acond) memcpy(g->audio_rows, g->audio_condition, n_acond * sizeof(float));
+        h3_torch_randn_f32(&gen, g->audio_rows + n_acond, n_audio);
         rc = h3_dit_patchify_video(z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width,
                                    c->patch_h, c->patch_w, g->video_rows + n_cond, status);
     }
@@ -380,7 +550,7 @@ static h3_status_code draw_noise(generation *g, uint64_t seed, h3_status *status
 static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_status *status) {
     h3_engine *e = g->e;
     h3_backend *b = g->r->backend;
-    h3_dit *dit = g->r->dit;
+    h3_dit *dit = g->dit;
     const h3_dit_config *c = h3_dit_get_config(dit);
     const h3_plan *p = &g->plan;
     int steps = p->steps;
@@ -399,6 +569,8 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
     lp.text_token_tags = tags;
     lp.num_keyframes = g->kf->n;
     for (int i = 0; i < g->kf->n; i++) lp.anchors[i] = g->kf->anchors[i];
+    lp.num_references = g->refs->n;
+    for (int i = 0; i < g->refs->n; i++) lp.references[i] = g->refs->shape[i];
     lp.num_text = (int)g->n_ids;
     lp.num_latent_frames = p->latent_frames;
     lp.latent_height = p->latent_height;
@@ -446,7 +618,8 @@ static h3_status_code denoise(generation *g, const h3_tensor *text_states, h3_st
         /* the keyframes' rows stay at t = 0.999; their velocity is discarded */
         int64_t cv = g->condition_values;
         h3_sigma_grid_step(&g->video_grid, i, g->video_rows + cv, g->video_velocity + cv, (size_t)(nv * fv - cv));
-        h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows, g->audio_velocity, (size_t)(na * fa));
+        int64_t ca = g->audio_condition_values; /* the audio references' rows stay clean */
+        h3_sigma_grid_step(&g->audio_grid, i, g->audio_rows + ca, g->audio_velocity + ca, (size_t)(na * fa - ca));
         if ((rc = check_latents(g, i, (size_t)(nv * fv), (size_t)(na * fa), status)) != H3_OK) return rc;
         progress(g, H3_PHASE_DENOISE, i + 1, steps);
     }
@@ -484,7 +657,7 @@ static h3_status_code decode_audio(generation *g, h3_status *status) {
     if (!lat || !planar || !inter) rc = h3_fail(status, H3_ERR_NO_MEMORY, "no host memory for %lld samples", (long long)n);
     if (rc == H3_OK) {
         progress(g, H3_PHASE_DECODE_AUDIO, 0, 1);
-        h3_dit_unpack_audio(g->audio_rows, C, Na, lat);
+        h3_dit_unpack_audio(g->audio_rows + g->audio_condition_values, C, Na, lat);
         rc = h3_audio_vae_decode(g->r->audio_vae, lat, Na, planar, &e->cancel, status);
         if (rc != H3_OK && rc != H3_ERR_CANCELLED) h3_status_prefix(status, "audio decode");
     }
@@ -561,7 +734,7 @@ static h3_status_code report_latents(generation *g, h3_status *status) {
         rc = h3_dit_unpatchify_video(g->video_rows + g->condition_values, c->in_channels, p->latent_frames,
                                      p->latent_height, p->latent_width, c->patch_h, c->patch_w, z, status);
     if (rc == H3_OK) {
-        h3_dit_unpack_audio(g->audio_rows, c->audio_in_channels, p->audio_latents, a);
+        h3_dit_unpack_audio(g->audio_rows + g->audio_condition_values, c->audio_in_channels, p->audio_latents, a);
         g->cb->latents(g->cb->opaque, z, c->in_channels, p->latent_frames, p->latent_height, p->latent_width, a,
                        c->audio_in_channels, p->audio_latents);
     }
@@ -571,7 +744,7 @@ static h3_status_code report_latents(generation *g, h3_status *status) {
 }
 
 static void generation_clear(generation *g) {
-    if (g->dit_begun) h3_dit_end(g->r->dit);
+    if (g->dit_begun) h3_dit_end(g->dit);
     h3_dit_layout_free(g->layout);
     h3_sigma_grid_free(&g->video_grid);
     h3_sigma_grid_free(&g->audio_grid);
@@ -581,6 +754,7 @@ static void generation_clear(generation *g) {
     free(g->audio_velocity);
     free(g->row_timestep_index);
     free(g->condition);
+    free(g->audio_condition);
     h3_arena_reset(g->r->backend, g->arena_mark);
     h3_backend_inject_fault(g->r->backend, 0); /* an injected fault the run never reached stays in it */
     /* A failed op leaves a sticky error in the backend; clear it so the
@@ -604,6 +778,9 @@ static h3_status_code generate_rank(const h3_tp *tp, void *user, h3_status *stat
     g->times[1] = h3_engine_now();
     if (rc == H3_OK) rc = check_cancel(g, status);
     if (rc == H3_OK) rc = encode_keyframes(g, status);
+    if (rc == H3_OK) rc = encode_audio_references(g, status);
+    if (rc == H3_OK && g->refs->n) rc = h3_engine_transformer_ref_load(g->e, tp, status); /* once, kept */
+    g->dit = g->refs->n ? g->r->dit_ref : g->r->dit;
     if (rc == H3_OK) rc = draw_noise(g, r->seed, status);
     if (rc == H3_OK) rc = denoise(g, &text_states, status);
     g->times[2] = h3_engine_now();
@@ -648,6 +825,8 @@ h3_status_code h3_job_run(h3_engine *e, const h3_job *job, const h3_callbacks *c
         gens[i].job = job;
         gens[i].request = &job->request;
         gens[i].kf = &job->kf;
+        gens[i].refs = &job->refs;
+        gens[i].presentation = job->kf.n ? &job->kf.text : job->refs.n ? &job->refs.text : NULL;
         gens[i].text_release = text_release;
     }
     h3_status_code rc;

@@ -156,6 +156,26 @@ fail:
     return rc;
 }
 
+/* Ref2VA: the transformer_ref/ partition's path (read only when a request
+ * has references) and the reference image's short edge, which the release
+ * keeps in modular_model_index.json (2048 when the file or key is absent). */
+#define H3_REFERENCE_IMAGE_SHORT_EDGE 2048
+static h3_status_code read_reference_configs(h3_engine *e, const char *root, h3_status *status) {
+    e->transformer_ref_dir = g_build_filename(root, "transformer_ref", NULL);
+    e->reference_image_short_edge = H3_REFERENCE_IMAGE_SHORT_EDGE;
+    char *mi = g_build_filename(root, "modular_model_index.json", NULL);
+    h3_status_code rc = H3_OK;
+    h3_config *c;
+    if (g_file_test(mi, G_FILE_TEST_IS_REGULAR) && (rc = h3_config_load(mi, &c, status)) == H3_OK) {
+        int64_t edge = e->reference_image_short_edge;
+        rc = h3_config_int_range_or(c, "reference_image_short_edge", 32, 16384, &edge, status);
+        e->reference_image_short_edge = (int)edge;
+        h3_config_free(c);
+    }
+    g_free(mi);
+    return rc;
+}
+
 /* Finds the components of a diffusers-layout root (model_index.json +
  * transformer/, vae/, ...) or of a native FL2VA/ directory. */
 h3_status_code h3_engine_resolve_layout(h3_engine *e, const char *dir, h3_status *status) {
@@ -191,6 +211,7 @@ h3_status_code h3_engine_resolve_layout(h3_engine *e, const char *dir, h3_status
     }
     if (rc != H3_OK) return rc;
     e->transformer_dir = g_build_filename(root, "transformer", NULL);
+    if (rc == H3_OK) rc = read_reference_configs(e, root, status);
     e->audio_vae_dir = g_build_filename(root, "audio_vae", NULL);
     e->text_encoder_dir = g_build_filename(root, "text_encoder", NULL);
     e->tokenizer_dir = g_build_filename(root, is_dir(root, "tokenizer") ? "tokenizer" : "processor", NULL);

@@ -699,6 +699,60 @@ static h3_status_code check_image(const char *what, const h3_image *im, h3_statu
     return H3_OK;
 }
 
+/* ---- Ref2VA references (issue 32) ---- */
+
+static const char *reference_kind_name(h3_reference_kind k) {
+    return k == H3_REFERENCE_IMAGE ? "image" : k == H3_REFERENCE_VIDEO ? "video" : k == H3_REFERENCE_AUDIO ? "audio"
+                                                                                                        : "?";
+}
+
+/* The counts the pipeline accepts, then each reference; videos and audio
+ * are declared in h3.h but not implemented yet. */
+static h3_status_code check_references(const h3_request *r, h3_status *status) {
+    if (r->num_references == 0) return H3_OK;
+    if (r->num_references < 0 || r->num_references > H3_MAX_REFERENCES || !r->references)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "references: %d given; want 1..%d, with the list",
+                       r->num_references, H3_MAX_REFERENCES);
+    if (r->first_image || r->last_image)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "references cannot be combined with a first or last image (Ref2VA and FL2VA are separate "
+                       "workflows)");
+    int count[3] = {0, 0, 0};
+    const int limit[3] = {H3_MAX_REFERENCE_IMAGES, H3_MAX_REFERENCE_VIDEOS, H3_MAX_REFERENCE_AUDIO};
+    for (int i = 0; i < r->num_references; i++) {
+        h3_reference_kind k = r->references[i].kind;
+        if (k != H3_REFERENCE_IMAGE && k != H3_REFERENCE_VIDEO && k != H3_REFERENCE_AUDIO)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "reference %d: unknown kind %d (image, video or audio)",
+                           i + 1, (int)k);
+        if (++count[k] > limit[k])
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "references: more than %d %s references", limit[k],
+                           reference_kind_name(k));
+    }
+    if (count[H3_REFERENCE_AUDIO] && !count[H3_REFERENCE_IMAGE] && !count[H3_REFERENCE_VIDEO])
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "references: audio references need an image or video reference beside them");
+    for (int i = 0; i < r->num_references; i++) {
+        const h3_reference *ref = &r->references[i];
+        if (ref->kind == H3_REFERENCE_VIDEO)
+            return h3_fail(status, H3_ERR_UNSUPPORTED, "reference %d: %s references are not yet supported", i + 1,
+                           reference_kind_name(ref->kind));
+        if (ref->kind == H3_REFERENCE_AUDIO) {
+            if (!ref->samples || ref->num_samples < 1 || ref->num_samples > INT32_MAX || ref->sample_rate < 1)
+                return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                               "reference %d (audio): %lld samples at %d Hz%s; want 1..%d stereo samples at a "
+                               "positive rate",
+                               i + 1, (long long)ref->num_samples, ref->sample_rate, ref->samples ? "" : ", no samples",
+                               INT32_MAX);
+            continue;
+        }
+        char what[48];
+        snprintf(what, sizeof what, "reference %d (image)", i + 1);
+        h3_status_code rc = check_image(what, &ref->image, status);
+        if (rc != H3_OK) return rc;
+    }
+    return H3_OK;
+}
+
 /* Every row of `home`, in table order: its range, then its own rule. */
 static h3_status_code check_rows(h3_param_home home, const h3_request *r, const h3_engine_options *o,
                                  h3_status *status) {
@@ -716,6 +770,7 @@ h3_status_code h3_request_check(const h3_request *r, h3_status *status) {
     h3_status_code rc = check_rows(H3_PARAM_IN_REQUEST, r, NULL, status);
     if (rc == H3_OK) rc = check_image("first image", r->first_image, status);
     if (rc == H3_OK) rc = check_image("last image", r->last_image, status);
+    if (rc == H3_OK) rc = check_references(r, status);
     return rc;
 }
 

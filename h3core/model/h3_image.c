@@ -282,6 +282,29 @@ static h3_status_code crop(const h3_rgb_image *src, int left, int top, int w, in
     return H3_OK;
 }
 
+static int reference_side(int side, int short_side, int short_edge) {
+    const int multiple = 32;
+    int v = (int)rint((double)side * short_edge / short_side / multiple) * multiple;
+    return v > multiple ? v : multiple;
+}
+
+h3_status_code h3_image_fit_reference(const h3_rgb_image *src, int short_edge, h3_rgb_image *dst, h3_status *status) {
+    memset(dst, 0, sizeof *dst);
+    h3_status_code rc = h3_rgb_image_check(src, "reference image", status);
+    if (rc != H3_OK) return rc;
+    if (short_edge < 32 || short_edge > 16384)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "reference image: short edge %d is outside 32..16384",
+                       short_edge);
+    int short_side = src->width < src->height ? src->width : src->height;
+    int w = reference_side(src->width, short_side, short_edge), h = reference_side(src->height, short_side, short_edge);
+    if (w > H3_IMAGE_MAX_SIDE || h > H3_IMAGE_MAX_SIDE || (int64_t)w * h > H3_IMAGE_MAX_PIXELS)
+        return h3_fail(status, H3_ERR_INVALID_ARGUMENT,
+                       "reference image: %dx%d at a short edge of %d becomes %dx%d, past %d pixels a side or %lld "
+                       "in all; use an image of a less extreme aspect ratio",
+                       src->width, src->height, short_edge, w, h, H3_IMAGE_MAX_SIDE, (long long)H3_IMAGE_MAX_PIXELS);
+    return h3_image_resize_lanczos(src, w, h, dst, status);
+}
+
 h3_status_code h3_image_fit_keyframe(const h3_rgb_image *src, int canvas_w, int canvas_h, int follower,
                                      h3_rgb_image *dst, h3_status *status) {
     memset(dst, 0, sizeof *dst);

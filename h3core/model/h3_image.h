@@ -58,6 +58,13 @@ h3_status_code h3_image_resize_bicubic_aa(const h3_rgb_image *src, int out_w, in
 h3_status_code h3_image_canvas_size(double aspect_w, double aspect_h, int multiple, int *out_h, int *out_w,
                                     h3_status *status);
 
+/* Ref2VA: an image reference normalised as the setup step does: scaled so
+ * its short side is short_edge (the model's reference_image_short_edge),
+ * each side rounded half-even to a multiple of 32 (at least 32), resized
+ * with LANCZOS (h3_image_resize_lanczos); 80x48 at 64 is 96x64. The aspect
+ * is not limited (the pipeline does not limit it). */
+h3_status_code h3_image_fit_reference(const h3_rgb_image *src, int short_edge, h3_rgb_image *dst, h3_status *status);
+
 /* A keyframe onto a canvas as diffusers MiniMaxH3ResizeStep does it. A
  * keyframe already at canvas size is copied. Otherwise the first keyframe of
  * the request (follower == 0; a lone last keyframe is one too) is stretched

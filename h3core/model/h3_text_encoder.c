@@ -987,14 +987,23 @@ static void rope_positions(const h3_text_encoder *te, h3_text_presentation *p) {
     }
 }
 
-/* The token list with a label and a vision block per keyframe, then the prompt. */
+/* The token list with a label and a vision block per image and a label per
+ * audio clip, in the order `kinds` gives (NULL: the images alone), then the
+ * prompt. */
 static h3_status_code build_tokens(const h3_text_encoder *te, const h3_tokenizer *tok, const char *prompt,
-                                   h3_text_presentation *p, token_list *t, h3_status *status) {
+                                   const h3_text_reference_kind *kinds, int n_kinds, h3_text_presentation *p,
+                                   token_list *t, h3_status *status) {
     int32_t block[3];
     h3_status_code rc = p->n_images ? block_ids(te, tok, block, status) : H3_OK;
     int64_t m = p->n_images ? h3_vision_get_config(te->vis.tower)->spatial_merge_size : 1;
-    for (int i = 0; i < p->n_images && rc == H3_OK; i++) {
+    int n_segments = kinds ? n_kinds : p->n_images, audio = 0;
+    for (int s = 0, i = 0; s < n_segments && rc == H3_OK; s++) {
         char label[32];
+        if (kinds && kinds[s] == H3_TEXT_REFERENCE_AUDIO) {
+            snprintf(label, sizeof label, "<Audio %d>: ", ++audio);
+            rc = add_text(t, tok, label, H3_TEXT_TAG_TEXT, status);
+            continue;
+        }
         snprintf(label, sizeof label, "<Picture %d>: ", i + 1);
         int64_t pads = p->grid_thw[i][0] * p->grid_thw[i][1] * p->grid_thw[i][2] / (m * m);
         rc = add_text(t, tok, label, H3_TEXT_TAG_TEXT, status);
@@ -1002,6 +1011,7 @@ static h3_status_code build_tokens(const h3_text_encoder *te, const h3_tokenizer
                              token_list_repeat(t, block[1], pads, H3_TEXT_TAG_VISION) &&
                              token_list_add(t, &block[2], 1, H3_TEXT_TAG_VISION)))
             rc = h3_fail(status, H3_ERR_NO_MEMORY, "text encoder: out of host memory for the presentation");
+        i++;
     }
     size_t before = t->n;
     if (rc == H3_OK) rc = add_text(t, tok, prompt, H3_TEXT_TAG_TEXT, status);
@@ -1030,10 +1040,11 @@ static h3_status_code finish_rows(const h3_text_encoder *te, h3_text_presentatio
     return H3_OK;
 }
 
-h3_status_code h3_text_presentation_build(const h3_text_encoder *te, const h3_tokenizer *tok,
-                                          const h3_image_processor_config *proc, const char *prompt,
-                                          const h3_rgb_image *keyframes, int n_keyframes, h3_text_presentation *out,
-                                          h3_status *status) {
+static h3_status_code presentation_build(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                         const h3_image_processor_config *proc, const char *prompt,
+                                         const h3_rgb_image *keyframes, int n_keyframes,
+                                         const h3_text_reference_kind *kinds, int n_kinds, h3_text_presentation *out,
+                                         h3_status *status) {
     memset(out, 0, sizeof *out);
     if (!prompt) return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "prompt: missing");
     if (n_keyframes < 0 || n_keyframes > H3_TEXT_MAX_KEYFRAMES || (n_keyframes && (!keyframes || !proc)))
@@ -1045,13 +1056,36 @@ h3_status_code h3_text_presentation_build(const h3_text_encoder *te, const h3_to
                        "no model.visual.* tensors)");
     h3_status_code rc = n_keyframes ? process_keyframes(te, proc, keyframes, n_keyframes, out, status) : H3_OK;
     token_list t = {0};
-    if (rc == H3_OK) rc = build_tokens(te, tok, prompt, out, &t, status);
+    if (rc == H3_OK) rc = build_tokens(te, tok, prompt, kinds, n_kinds, out, &t, status);
     out->ids = t.ids;
     out->tags = t.tags;
     out->n = (int)t.n;
     if (rc == H3_OK) rc = finish_rows(te, out, status);
     if (rc != H3_OK) h3_text_presentation_clear(out);
     return rc;
+}
+
+h3_status_code h3_text_presentation_build(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                          const h3_image_processor_config *proc, const char *prompt,
+                                          const h3_rgb_image *keyframes, int n_keyframes, h3_text_presentation *out,
+                                          h3_status *status) {
+    return presentation_build(te, tok, proc, prompt, keyframes, n_keyframes, NULL, 0, out, status);
+}
+
+h3_status_code h3_text_presentation_build_references(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                                     const h3_image_processor_config *proc, const char *prompt,
+                                                     const h3_text_reference_kind *kinds, int n,
+                                                     const h3_rgb_image *images, h3_text_presentation *out,
+                                                     h3_status *status) {
+    memset(out, 0, sizeof *out);
+    int n_images = 0;
+    for (int i = 0; i < n; i++) {
+        if (kinds[i] != H3_TEXT_REFERENCE_IMAGE && kinds[i] != H3_TEXT_REFERENCE_AUDIO)
+            return h3_fail(status, H3_ERR_INVALID_ARGUMENT, "text encoder: reference %d has kind %d", i + 1,
+                           (int)kinds[i]);
+        n_images += kinds[i] == H3_TEXT_REFERENCE_IMAGE;
+    }
+    return presentation_build(te, tok, proc, prompt, images, n_images, kinds, n, out, status);
 }
 
 /* The <|image_pad|> rows, which must be as many as the images' tokens. */

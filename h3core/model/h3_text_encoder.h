@@ -114,7 +114,8 @@ h3_status_code h3_text_encoder_forward(h3_text_encoder *te, const int32_t *ids, 
  *   then tok(prompt), each segment tokenized on its own.
  * With no keyframe it is tok(prompt) alone (T2VA). The engine allocates the
  * [n, hidden] output from p.n and runs h3_text_encoder_encode. */
-#define H3_TEXT_MAX_KEYFRAMES 2
+/* images of one presentation: FL2VA's 2 keyframes, Ref2VA's 9 image references */
+#define H3_TEXT_MAX_KEYFRAMES 9
 
 /* H3's per-row modality tags of the conditioner output (the DiT layout's
  * text_token_tags): a vision block's rows are tagged as video. */
@@ -131,6 +132,17 @@ typedef struct h3_text_presentation {
     float *pixel_values; /* [Σ t·h·w, 3·tp·ps²] the processor's patches, images stacked */
     int64_t pixel_rows, pixel_cols;
 } h3_text_presentation;
+
+/* Ref2VA: the references' presentation, in request order: per image
+ * "<Picture i>: " + its vision block (images[] in order, on their
+ * normalised size), per audio clip "<Audio j>: ", then the prompt; the
+ * rules of h3_text_presentation_build otherwise. */
+typedef enum h3_text_reference_kind { H3_TEXT_REFERENCE_IMAGE = 0, H3_TEXT_REFERENCE_AUDIO = 2 } h3_text_reference_kind;
+h3_status_code h3_text_presentation_build_references(const h3_text_encoder *te, const h3_tokenizer *tok,
+                                                     const h3_image_processor_config *proc, const char *prompt,
+                                                     const h3_text_reference_kind *kinds, int n,
+                                                     const h3_rgb_image *images, h3_text_presentation *out,
+                                                     h3_status *status);
 
 /* 1 when the loaded checkpoint has a vision tower (config vision_config and
  * the model.visual.* tensors), so it can take keyframes. */

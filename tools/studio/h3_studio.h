@@ -43,6 +43,7 @@ typedef struct
   H3JobStatus status;
   gint progress;                /* 0..100 */
   gint64 created_at, completed_at;      /* unix seconds; completed 0: not yet */
+  guint64 seq;                  /* submission order (created_at has a second's grain) */
   gchar *error_code, *error_message;    /* failed: why */
   gchar *path;                  /* the MP4 (completed), the studio's own name */
   guint64 bytes;                /* its size */

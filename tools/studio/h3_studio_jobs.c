@@ -30,6 +30,7 @@ struct _H3Studio
   GMutex lock;
   GCond cond;
   GHashTable *jobs;             /* id -> H3Job (a ref) */
+  guint64 submitted;            /* jobs submitted: the next one's seq */
   GQueue queue;                 /* queued jobs (refs) */
   H3Job *running;               /* the worker's, or NULL */
   gboolean quit;
@@ -360,6 +361,7 @@ h3_studio_submit (H3Studio * s, H3JobSpec * spec, guint * http_status,
   memset (spec, 0, sizeof *spec);
   job->status = H3_JOB_QUEUED;
   job->created_at = g_get_real_time () / G_USEC_PER_SEC;
+  job->seq = s->submitted++;
   job->path = g_strdup_printf ("%s/%s.mp4", s->data_dir, job->id);
   g_hash_table_insert (s->jobs, job->id, job_ref (job));
   g_queue_push_tail (&s->queue, job_ref (job));
@@ -386,9 +388,7 @@ newest_first (gconstpointer a, gconstpointer b)
 {
   const H3Job *x = *(H3Job * const *) a, *y = *(H3Job * const *) b;
 
-  if (x->created_at != y->created_at)
-    return x->created_at > y->created_at ? -1 : 1;
-  return g_strcmp0 (y->id, x->id);
+  return x->seq > y->seq ? -1 : x->seq < y->seq ? 1 : 0;
 }
 
 GPtrArray *

@@ -1443,58 +1443,6 @@ static h3_status_code make_model(const char *dir, const profile *prof, uint64_t 
     return rc;
 }
 
-/* --lora: A [4, in] and B [out, 4] (PEFT names, alpha 4: scale 1) on the
- * transformer's modules, uniform in +-0.3 (B) and +-1/sqrt(in) (A). */
-#define LORA_RANK 4
-
-static void lora_pair(GArray *t, GPtrArray *keep, const char *module, int64_t in, int64_t out, uint64_t key) {
-    float *A = g_new(float, LORA_RANK * in), *B = g_new(float, out * LORA_RANK);
-    uint64_t base = (uint64_t)keep->len * 1000003u;
-    for (int64_t i = 0; i < LORA_RANK * in; i++) A[i] = h3_counter_uniform(key, base + (uint64_t)i, -1, 1) / sqrtf((float)in);
-    for (int64_t i = 0; i < out * LORA_RANK; i++)
-        B[i] = h3_counter_uniform(key, base + 500000u + (uint64_t)i, -0.3f, 0.3f);
-    char *na = g_strdup_printf("transformer.%s.lora_A.weight", module);
-    char *nb = g_strdup_printf("transformer.%s.lora_B.weight", module);
-    h3_st_write_tensor ta = {.name = na, .dtype = H3_ST_F32, .ndim = 2, .shape = {LORA_RANK, in}, .data = A};
-    h3_st_write_tensor tb = {.name = nb, .dtype = H3_ST_F32, .ndim = 2, .shape = {out, LORA_RANK}, .data = B};
-    g_array_append_val(t, ta);
-    g_array_append_val(t, tb);
-    g_ptr_array_add(keep, A);
-    g_ptr_array_add(keep, B);
-    g_ptr_array_add(keep, na);
-    g_ptr_array_add(keep, nb);
-}
-
-static h3_status_code make_lora(const char *dir, const char *path, uint64_t seed, h3_status *status) {
-    char *tdir = g_build_filename(dir, "transformer", NULL);
-    h3_dit_config c;
-    h3_status_code rc = h3_dit_config_load(tdir, &c, status);
-    g_free(tdir);
-    if (rc != H3_OK) return rc;
-    GArray *t = g_array_new(FALSE, TRUE, sizeof(h3_st_write_tensor));
-    GPtrArray *keep = g_ptr_array_new_with_free_func(g_free);
-    uint64_t key = h3_counter_key(seed, "lora");
-    int64_t D = c.hidden_size, inner = (int64_t)c.num_heads * c.head_dim;
-    for (int b = 0; b < c.num_layers; b++) {
-        const char *parts[] = {"attn.to_q", "attn.to_k", "attn.to_v"};
-        for (int k = 0; k < 3; k++) {
-            char *m = g_strdup_printf("transformer_blocks.%d.%s", b, parts[k]);
-            lora_pair(t, keep, m, D, inner, key);
-            g_free(m);
-        }
-        char *m = g_strdup_printf("transformer_blocks.%d.ff.net.0.proj", b);
-        lora_pair(t, keep, m, D, 2 * (int64_t)c.ffn_dim, key);
-        g_free(m);
-    }
-    lora_pair(t, keep, "proj_out", D, (int64_t)c.in_channels * c.patch_t * c.patch_h * c.patch_w, key);
-    static const char *const meta[] = {"lora_adapter_metadata", "{\"transformer.r\": 4, \"transformer.lora_alpha\": 4}",
-                                       NULL};
-    rc = h3_st_write(path, (h3_st_write_tensor *)t->data, t->len, meta, status);
-    g_array_free(t, TRUE);
-    g_ptr_array_free(keep, TRUE);
-    return rc;
-}
-
 static void usage(FILE *f) {
     fprintf(f, "usage: " PROGRAM " --output DIR [--seed N] [--profile golden|default] [--lora FILE]\n"
                "writes a tiny random MiniMax-H3 in the diffusers layout into DIR\n"
@@ -1516,6 +1464,9 @@ static int bad_argument(const char *fmt, ...) {
     va_end(ap);
     return 2;
 }
+
+/* tools/h3-tiny-lora.c: the --lora file. */
+h3_status_code h3_tiny_lora_write(const char *dir, const char *path, uint64_t seed, h3_status *status);
 
 int main(int argc, char **argv) {
     const char *output = NULL, *profile_name = "default", *lora = NULL;
@@ -1560,7 +1511,7 @@ int main(int argc, char **argv) {
     if (!prof) return bad_argument("unknown --profile '%s' (golden or default)", profile_name);
 
     h3_status st = {0};
-    if (make_model(output, prof, seed, &st) != H3_OK || (lora && make_lora(output, lora, seed, &st) != H3_OK)) {
+    if (make_model(output, prof, seed, &st) != H3_OK || (lora && h3_tiny_lora_write(output, lora, seed, &st) != H3_OK)) {
         fprintf(stderr, PROGRAM ": %s\n", st.message);
         return 1;
     }

@@ -15,7 +15,7 @@ for s in "$@"; do
   case $s in
   tests)
     nvidia-smi -L | tee -a $L
-    for t in test_gpu_goldens test_cuda_fp8 test_gpu_stream test_gpu_lora; do
+    for t in test_cuda_targets test_gpu_goldens test_cuda_fp8 test_gpu_stream test_gpu_lora; do
       log $t; timeout 280 /tmp/g/bin/$t > $OUT/$t.log 2>&1; echo "$t rc=$?" | tee -a $L; tail -3 $OUT/$t.log >> $L
     done
     log test_cuda_ops quick; H3_TEST_QUICK=1 timeout 400 /tmp/g/bin/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1

@@ -17,6 +17,8 @@ import os
 import re
 import sys
 
+from check_layers import find_cycles  # the checker beside this one
+
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'')
 # A definition at the start of a line: return type, name, arguments, then the
@@ -31,36 +33,9 @@ def strip(text):
 
 
 def scc(edges):
-    """The strongly connected components of more than one node (Tarjan)."""
-    index, low, on, stack, out = {}, {}, set(), [], []
-    counter = [0]
-
-    def strong(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges.get(v, ())):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            strong(v)
-    return out
+    """The strongly connected components of more than one node: check_layers'
+    Tarjan, the one the include cycles use."""
+    return find_cycles(edges)
 
 
 def check_folder(root, folder):
